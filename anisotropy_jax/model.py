@@ -1,0 +1,255 @@
+"""Flax Linen Transformer blocks whose every interesting tensor is a named probe.
+
+Every module returns `(output, probes)`: a plain dict of arrays under the canonical names below
+(big_vision style; jit prunes the ones a caller does not use). No `sow`, no mutable collections, so
+`init`/`apply` are pure and `jax.vmap(module.init)` gives parameters for many seeds at once.
+
+Canonical probe names of a block (contract, README "Probes"):
+  resid_pre     (B, L, D)      block input
+  queries       (B, L, H, Dh)  after the query projection (and QK-LayerNorm, if any)
+  keys          (B, L, H, Dh)  likewise
+  values        (B, L, H, Dh)
+  attn_logits   (B, H, Lq, Lk) q·k / (√Dh τ), float32, masked entries set to MASK_VALUE
+  attn_weights  (B, H, Lq, Lk) softmax of the logits, float32
+  attn_out      (B, L, D)      attention branch after the output projection, before the residual
+  resid_mid     (B, L, D)      pre/none: resid_pre + attn_out;  post: LN(resid_pre + attn_out)
+  mlp_out       (B, L, D)      MLP branch (absent when use_mlp=False)
+  resid_post    (B, L, D)      pre/none: resid_mid + mlp_out;   post: LN(resid_mid + mlp_out);
+                               = resid_mid when use_mlp=False
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from anisotropy_jax.config import BlockConfig, TransformerConfig
+
+Array = jax.Array
+Probes = dict[str, Any]
+
+# Masked logits get the most negative float32: exp underflows to exactly 0 after max-subtraction,
+# and, unlike -inf, a row whose keys are all masked stays finite (uniform) instead of NaN.
+MASK_VALUE = float(jnp.finfo(jnp.float32).min)
+
+
+def kernel_init(config: BlockConfig) -> nn.initializers.Initializer:
+    """The named initialiser of every linear kernel (never a silent framework default)."""
+    if config.init == "bert":
+        # Hugging Face BertPreTrainedModel._init_weights: normal_(0, initializer_range), untruncated.
+        return nn.initializers.normal(stddev=config.init_std)
+    if config.init == "lecun":
+        return nn.initializers.lecun_normal()  # Flax's default: truncated normal, var 1/fan_in.
+    if config.init == "xavier":
+        return nn.initializers.glorot_normal()  # truncated normal, var 2/(fan_in + fan_out).
+    raise ValueError(f"model.init: unknown init {config.init!r}")
+
+
+def embedding_init(config: BlockConfig) -> nn.initializers.Initializer:
+    """Embeddings: N(0, init_std²) for 'bert' (as Hugging Face), N(0, 1/D) otherwise."""
+    if config.init == "bert":
+        return nn.initializers.normal(stddev=config.init_std)
+    return nn.initializers.normal(stddev=config.d_model ** -0.5)
+
+
+def matmul_settings(config: BlockConfig) -> tuple[Any, jax.lax.Precision]:
+    """(compute dtype, lax precision) of the matmuls for `config.precision`."""
+    if config.precision == "highest":
+        return jnp.float32, jax.lax.Precision.HIGHEST
+    if config.precision == "default":
+        return jnp.float32, jax.lax.Precision.DEFAULT
+    if config.precision == "bfloat16":
+        return jnp.bfloat16, jax.lax.Precision.DEFAULT
+    raise ValueError(f"model.precision: unknown precision {config.precision!r}")
+
+
+def _dense(config: BlockConfig, features: int, name: str) -> nn.Dense:
+    dtype, precision = matmul_settings(config)
+    return nn.Dense(features, use_bias=config.use_bias, kernel_init=kernel_init(config),
+                    bias_init=nn.initializers.zeros, dtype=dtype, param_dtype=jnp.float32,
+                    precision=precision, name=name)
+
+
+def _layer_norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.LayerNorm:
+    # LayerNorm always in float32, γ = 1, β = 0 at init.
+    return nn.LayerNorm(epsilon=config.layer_norm_eps, use_bias=use_bias, dtype=jnp.float32,
+                        param_dtype=jnp.float32, name=name)
+
+
+def attention_mask(seq_len: int, causal: bool, key_mask_BxL: Array | None) -> Array | None:
+    """Boolean (B|1, 1, Lq, Lk) mask of visible keys, or None when everything is visible."""
+    mask = None
+    if causal:
+        mask = jnp.tril(jnp.ones((seq_len, seq_len), dtype=bool))[None, None]
+    if key_mask_BxL is not None:
+        key_mask = key_mask_BxL.astype(bool)[:, None, None, :]
+        mask = key_mask if mask is None else jnp.logical_and(mask, key_mask)
+    return mask
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention written out with einsums; logits and softmax in float32."""
+
+    config: BlockConfig
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None) -> tuple[Array, Probes]:
+        cfg = self.config
+        batch, seq_len, d_model = x_BxLxD.shape
+        if d_model != cfg.d_model:
+            raise ValueError(f"input width {d_model} != model.d_model {cfg.d_model}")
+        heads, d_head = cfg.num_heads, cfg.d_head
+        _, precision = matmul_settings(cfg)
+
+        def project(name: str) -> Array:
+            y_BxLxD = _dense(cfg, d_model, name)(x_BxLxD)
+            return y_BxLxD.reshape(batch, seq_len, heads, d_head)
+
+        q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh = project("query"), project("key"), project("value")
+        if cfg.attention == "qk_layernorm":
+            q_BxLxHxDh = _layer_norm(cfg, "query_norm", use_bias=False)(q_BxLxHxDh)
+            k_BxLxHxDh = _layer_norm(cfg, "key_norm", use_bias=False)(k_BxLxHxDh)
+
+        logits_BxHxLxL = jnp.einsum("bqhd,bkhd->bhqk", q_BxLxHxDh, k_BxLxHxDh,
+                                    precision=precision, preferred_element_type=jnp.float32)
+        logits_BxHxLxL = logits_BxHxLxL * (1.0 / (d_head ** 0.5 * cfg.logit_temperature))
+        mask = attention_mask(seq_len, cfg.causal, key_mask_BxL)
+        if mask is not None:
+            logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
+        weights_BxHxLxL = jax.nn.softmax(logits_BxHxLxL, axis=-1)
+
+        mixed_BxLxHxDh = jnp.einsum("bhqk,bkhd->bqhd", weights_BxHxLxL.astype(v_BxLxHxDh.dtype),
+                                    v_BxLxHxDh, precision=precision,
+                                    preferred_element_type=jnp.float32)
+        mixed_BxLxD = mixed_BxLxHxDh.reshape(batch, seq_len, d_model)
+        out_BxLxD = _dense(cfg, d_model, "out")(mixed_BxLxD).astype(jnp.float32)
+        probes = {
+            "queries": q_BxLxHxDh,
+            "keys": k_BxLxHxDh,
+            "values": v_BxLxHxDh,
+            "attn_logits": logits_BxHxLxL,
+            "attn_weights": weights_BxHxLxL,
+        }
+        return out_BxLxD, probes
+
+
+class Mlp(nn.Module):
+    """D → d_ff → exact-erf GELU → D."""
+
+    config: BlockConfig
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array) -> Array:
+        cfg = self.config
+        h_BxLxF = _dense(cfg, cfg.d_ff, "fc_in")(x_BxLxD)
+        h_BxLxF = jax.nn.gelu(h_BxLxF, approximate=False)
+        return _dense(cfg, cfg.d_model, "fc_out")(h_BxLxF).astype(jnp.float32)
+
+
+class TransformerBlock(nn.Module):
+    """One block with `norm_position` 'post' | 'pre' | 'none'; returns (resid_post, probes)."""
+
+    config: BlockConfig
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None) -> tuple[Array, Probes]:
+        cfg = self.config
+        x_BxLxD = x_BxLxD.astype(jnp.float32)
+        pre, post = cfg.norm_position == "pre", cfg.norm_position == "post"
+        probes: Probes = {"resid_pre": x_BxLxD}
+
+        attn_in = _layer_norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
+        attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL)
+        probes.update(attn_probes)
+        probes["attn_out"] = attn_out
+        resid_mid = x_BxLxD + attn_out
+        if post:
+            resid_mid = _layer_norm(cfg, "attention_norm")(resid_mid)
+        probes["resid_mid"] = resid_mid
+
+        resid_post = resid_mid
+        if cfg.use_mlp:
+            mlp_in = _layer_norm(cfg, "mlp_norm")(resid_mid) if pre else resid_mid
+            mlp_out = Mlp(cfg, name="mlp")(mlp_in)
+            probes["mlp_out"] = mlp_out
+            resid_post = resid_mid + mlp_out
+            if post:
+                resid_post = _layer_norm(cfg, "mlp_norm")(resid_post)
+        probes["resid_post"] = resid_post
+        return resid_post, probes
+
+
+class Transformer(nn.Module):
+    """Embeddings → `num_layers` blocks → optional final LayerNorm → optional output logits.
+
+    Probes: {"embeddings": (B, L, D) input of the first block, "blocks": [per-block probes],
+    "final_hidden": (B, L, D) after the final LayerNorm if any}; with `final_norm`, also
+    "final_norm_in", the last block's output before that LayerNorm.
+    Returns logits (B, L, V) when `with_head` (tied or untied per the config), else final_hidden.
+    """
+
+    config: TransformerConfig
+    with_head: bool = True
+
+    @nn.compact
+    def __call__(self, tokens_BxL: Array, *, token_types_BxL: Array | None = None,
+                 key_mask_BxL: Array | None = None) -> tuple[Array, Probes]:
+        cfg, block = self.config, self.config.block
+        _, seq_len = tokens_BxL.shape
+        if seq_len > cfg.max_len:
+            raise ValueError(f"sequence length {seq_len} > model.max_len {cfg.max_len}")
+        init = embedding_init(block)
+        token_embedding = nn.Embed(cfg.vocab_size, block.d_model, embedding_init=init,
+                                   name="token_embedding")
+        position_embedding = nn.Embed(cfg.max_len, block.d_model, embedding_init=init,
+                                      name="position_embedding")
+        x_BxLxD = token_embedding(tokens_BxL) + position_embedding(jnp.arange(seq_len))[None]
+        if cfg.type_vocab_size:
+            types = jnp.zeros_like(tokens_BxL) if token_types_BxL is None else token_types_BxL
+            x_BxLxD = x_BxLxD + nn.Embed(cfg.type_vocab_size, block.d_model, embedding_init=init,
+                                         name="type_embedding")(types)
+        if cfg.embedding_norm:
+            x_BxLxD = _layer_norm(block, "embedding_norm")(x_BxLxD)
+
+        probes: Probes = {"embeddings": x_BxLxD, "blocks": []}
+        for layer in range(cfg.num_layers):
+            x_BxLxD, block_probes = TransformerBlock(block, name=f"block_{layer}")(
+                x_BxLxD, key_mask_BxL)
+            probes["blocks"].append(block_probes)
+        if cfg.final_norm:
+            probes["final_norm_in"] = x_BxLxD
+            x_BxLxD = _layer_norm(block, "final_norm")(x_BxLxD)
+        probes["final_hidden"] = x_BxLxD
+        if not self.with_head:
+            return x_BxLxD, probes
+
+        dtype, precision = matmul_settings(block)
+        if cfg.tie_embeddings:
+            logits_BxLxV = jnp.einsum("bld,vd->blv", x_BxLxD.astype(dtype),
+                                      token_embedding.embedding.astype(dtype),
+                                      precision=precision, preferred_element_type=jnp.float32)
+            if cfg.output_bias:
+                bias_V = self.param("output_bias", nn.initializers.zeros, (cfg.vocab_size,),
+                                    jnp.float32)
+                logits_BxLxV = logits_BxLxV + bias_V[None, None, :]
+        else:
+            logits_BxLxV = nn.Dense(cfg.vocab_size, use_bias=cfg.output_bias,
+                                    kernel_init=kernel_init(block), dtype=dtype,
+                                    param_dtype=jnp.float32, precision=precision,
+                                    name="output")(x_BxLxD).astype(jnp.float32)
+        return logits_BxLxV, probes
+
+
+def init_block_params(config: BlockConfig, keys: Array, batch_size: int = 1,
+                      seq_len: int = 2) -> Any:
+    """Parameters of `TransformerBlock(config)` for a stack of PRNG keys, via `jax.vmap(init)`.
+
+    Shapes of the parameters do not depend on batch or length; the dummy input only fixes them.
+    Each leaf gets a leading axis of len(keys); entry i equals `init(keys[i], ...)` exactly.
+    """
+    module = TransformerBlock(config)
+    dummy_BxLxD = jnp.zeros((batch_size, seq_len, config.d_model), jnp.float32)
+    return jax.vmap(functools.partial(module.init), in_axes=(0, None))(keys, dummy_BxLxD)

@@ -1,0 +1,96 @@
+"""Slow, obviously correct float64 numpy references for the metrics (loops over pairs)."""
+import itertools
+
+import numpy as np
+
+
+def cosine(a, b):
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def average_cosine(x_NxD):
+    n = len(x_NxD)
+    return np.mean([cosine(x_NxD[i], x_NxD[j]) for i in range(n) for j in range(n) if i != j])
+
+
+def cross_and_within_cosine(x_BxLxD, mask_BxL=None):
+    b, l, _ = x_BxLxD.shape
+    mask_BxL = np.ones((b, l), bool) if mask_BxL is None else mask_BxL
+    tokens = [(s, t) for s in range(b) for t in range(l) if mask_BxL[s, t]]
+    cross, within = [], []
+    for (s1, t1), (s2, t2) in itertools.permutations(tokens, 2):
+        c = cosine(x_BxLxD[s1, t1], x_BxLxD[s2, t2])
+        (within if s1 == s2 else cross).append(c)
+    return np.mean(cross), np.mean(within)
+
+
+def isoscore_algorithm(x_NxD):
+    """Rudman et al. 2022, Algorithm 1, step by step (PCA, variance vector, defect, k)."""
+    x = x_NxD - x_NxD.mean(0)
+    cov = np.cov(x.T)
+    _, vecs = np.linalg.eigh(cov)
+    reoriented = x @ vecs
+    var = np.var(reoriented, axis=0, ddof=1)
+    d = len(var)
+    var_hat = np.sqrt(d) * var / np.linalg.norm(var)
+    defect = np.linalg.norm(var_hat - np.ones(d)) / np.sqrt(2 * (d - np.sqrt(d)))
+    k = (d - defect ** 2 * (d - np.sqrt(d))) ** 2 / d ** 2
+    return (d * k - 1) / (d - 1)
+
+
+def partition_isotropy(w_NxD):
+    _, vecs = np.linalg.eigh(w_NxD.T @ w_NxD)
+    z = []
+    for c in vecs.T:
+        for sign in (1.0, -1.0):
+            z.append(sum(np.exp(sign * np.dot(w, c)) for w in w_NxD))
+    return min(z) / max(z)
+
+
+def effective_rank(x_NxD, center=False):
+    if center:
+        x_NxD = x_NxD - x_NxD.mean(0)
+    s = np.linalg.svd(x_NxD, compute_uv=False)
+    p = s / s.sum()
+    p = p[p > 0]
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def top_pc_share(x_NxD, center=True):
+    if center:
+        x_NxD = x_NxD - x_NxD.mean(0)
+    s = np.linalg.svd(x_NxD, compute_uv=False)
+    return float(s[0] ** 2 / (s ** 2).sum())
+
+
+def attention_stats(logits_QxK):
+    """Entropy, max and first-position mass of each query, with a per-row loop."""
+    ent, mx, first = [], [], []
+    for row in logits_QxK:
+        p = np.exp(row - row.max())
+        p /= p.sum()
+        ent.append(-sum(pi * np.log(pi) for pi in p if pi > 0))
+        mx.append(p.max())
+        first.append(p[0])
+    return np.array(ent), np.array(mx), np.array(first)
+
+
+def query_key_geometry(q_BxLxHxDh, k_BxLxHxDh):
+    b, l, h, dh = q_BxLxHxDh.shape
+    out = {name: np.zeros(h) for name in ("query_norm", "key_norm", "mean_query_norm",
+                                           "mean_key_norm", "mean_query_key_cosine",
+                                           "mean_query_key_dot")}
+    for head in range(h):
+        qs = [q_BxLxHxDh[i, j, head] for i in range(b) for j in range(l)]
+        ks = [k_BxLxHxDh[i, j, head] for i in range(b) for j in range(l)]
+        mq, mk = sum(qs) / len(qs), sum(ks) / len(ks)
+        out["query_norm"][head] = np.mean([np.linalg.norm(v) for v in qs])
+        out["key_norm"][head] = np.mean([np.linalg.norm(v) for v in ks])
+        out["mean_query_norm"][head] = np.linalg.norm(mq)
+        out["mean_key_norm"][head] = np.linalg.norm(mk)
+        out["mean_query_key_cosine"][head] = cosine(mq, mk)
+        out["mean_query_key_dot"][head] = np.dot(mq, mk) / np.sqrt(dh)
+    return out
