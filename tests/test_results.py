@@ -1,0 +1,40 @@
+"""Atomic writers and JSON conversion."""
+import json
+
+import numpy as np
+import pytest
+
+from anisotropy_jax import plotting, results
+
+
+def test_json_roundtrip_with_arrays_and_non_finite(tmp_path):
+    path = results.write_json(tmp_path / "r.json", {"a": np.arange(3), "b": (1.5, float("nan")),
+                                                   "c": np.float32(2.0), "d": float("-inf")})
+    assert json.loads(path.read_text()) == {"a": [0, 1, 2], "b": [1.5, "nan"], "c": 2.0,
+                                            "d": "-inf"}
+
+
+def test_interrupted_write_leaves_previous_file_and_no_temporaries(tmp_path):
+    path = results.write_json(tmp_path / "r.json", {"ok": 1})
+    with pytest.raises(RuntimeError):
+        with results.atomic_path(path) as tmp:
+            tmp.write_text("{half")
+            raise RuntimeError("killed")
+    assert json.loads(path.read_text()) == {"ok": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_npz_and_figure(tmp_path):
+    results.write_npz(tmp_path / "a.npz", {"x": np.ones((2, 3))})
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npz")["x"], np.ones((2, 3)))
+    fig, axes = plotting.new_figure(2)
+    axes[0, 0].plot([1, 2], [3, 4])
+    path = results.save_figure(fig, tmp_path / "fig.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_provenance_fields():
+    prov = results.Provenance().finish()
+    for key in ("package_version", "jax_version", "flax_version", "devices", "start_time",
+                "end_time", "wall_seconds"):
+        assert key in prov
