@@ -1,0 +1,27 @@
+"""The explicit FLOP count against the issue's number and XLA's own cost analysis."""
+import jax
+import jax.numpy as jnp
+import pytest
+
+from anisotropy_jax import flops, model
+from anisotropy_jax.config import BlockConfig
+
+
+def test_bert_base_block_is_59_6_gflop():
+    count = flops.block_forward_flops(BlockConfig(), batch_size=32, seq_len=128)
+    assert count["total"] == count["projections"] + count["attention"] + count["mlp"]
+    assert round(count["total"] / 1e9, 1) == 59.6
+
+
+@pytest.mark.parametrize("use_mlp", [True, False])
+def test_count_agrees_with_xla_cost_analysis(use_mlp):
+    """XLA also counts element-wise work (LayerNorm, GELU, softmax), about 1.6% here."""
+    cfg = BlockConfig(use_mlp=use_mlp)
+    x = jax.ShapeDtypeStruct((2, 128, 768), jnp.float32)
+    params = jax.eval_shape(model.TransformerBlock(cfg).init, jax.random.key(0), x)
+    compiled = jax.jit(lambda p, xx: model.TransformerBlock(cfg).apply(p, xx)[0]).lower(
+        params, x).compile()
+    xla = compiled.cost_analysis()
+    xla = xla[0] if isinstance(xla, (list, tuple)) else xla
+    ours = flops.block_forward_flops(cfg, 2, 128)["total"]
+    assert ours <= xla["flops"] <= 1.03 * ours, (ours, xla["flops"])
