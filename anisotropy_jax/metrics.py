@@ -68,7 +68,7 @@ def average_cosine_similarity(x: Array, mask: Array | None = None) -> Array:
     u_NxD = unit_vectors(_as_points(x))
     _require_pairs(u_NxD.shape[0], "average_cosine_similarity")
     if mask is None:
-        n = u_NxD.shape[0]
+        n = float(u_NxD.shape[0])  # a Python float: N(N − 1) overflows int32 beyond N ≈ 46,000
     else:
         w_N = jnp.asarray(mask).reshape(-1).astype(u_NxD.dtype)
         u_NxD = u_NxD * w_N[:, None]

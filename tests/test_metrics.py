@@ -332,3 +332,15 @@ def test_metrics_are_jit_and_vmap_safe():
         batched = jax.jit(jax.vmap(fn))(x)
         looped = np.array([fn(xi) for xi in x])
         np.testing.assert_allclose(batched, looped, rtol=1e-9, err_msg=fn.__name__)
+
+
+def test_average_cosine_of_many_vectors_does_not_overflow_the_pair_count():
+    # N(N − 1) = 1e10 does not fit in int32; half the vectors along e1, half along e2:
+    # pairs within a half have cosine 1, across halves 0 → (2·(N/2)(N/2 − 1)) / (N(N − 1)).
+    n = 100_000
+    x = np.zeros((n, 2), np.float32)
+    x[: n // 2, 0] = 1.0
+    x[n // 2:, 1] = 1.0
+    expected = 2 * (n / 2) * (n / 2 - 1) / (n * (n - 1))
+    np.testing.assert_allclose(metrics.average_cosine_similarity(jnp.asarray(x)), expected,
+                               rtol=1e-5)
