@@ -1,0 +1,20 @@
+"""Analysis config of experiments/qk_dynamics.py (the workdir of a training run is the input).
+
+  python experiments/qk_dynamics.py --workdir=runs/clm --config=experiments/configs/qk_dynamics.py
+Variants: :smoke (a smaller validation batch, for CI).
+"""
+import ml_collections
+
+VARIANTS = ("default", "smoke")
+
+
+def get_config(arg=None):
+    variant = arg or "default"
+    if variant not in VARIANTS:
+        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
+    c = ml_collections.ConfigDict()
+    c.batch_size = 16  # validation sequences analysed per checkpoint (fixed across checkpoints)
+    c.seed = 0  # which fixed validation batch
+    if variant == "smoke":
+        c.batch_size = 8
+    return c
