@@ -1,0 +1,96 @@
+"""Layer-wise curves of a pretrained model against its untrained re-initialisation.
+
+Input is the `results` dict of `anisotropy_jax.pretrained.analyze` (or results.json of
+experiments/pretrained_anisotropy.py): {"layers": [...], "metrics": {"trained": {name: [...]},
+"untrained": {...}}}. Every function returns a matplotlib Figure; save it with
+`results.save_figure`.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from anisotropy_jax.plotting import new_figure
+
+LABELS = {
+    "average_cosine": "average cosine (all pairs)",
+    "cross_sequence_cosine": "cross-sentence cosine",
+    "within_sequence_cosine": "within-sentence cosine",
+    "sampled_pair_cosine": "sampled-pair cosine",
+    "drift_norm": "drift ‖mean h‖",
+    "relative_drift": "relative drift ‖mean h‖ / mean ‖h‖",
+    "mean_norm": "mean ‖h‖",
+    "isoscore": "IsoScore",
+    "effective_rank": "effective rank (raw)",
+    "effective_rank_centered": "effective rank (centred)",
+    "top_pc_variance_ratio": "top-PC variance share",
+}
+STYLES = {"trained": dict(color="C0", marker="o"), "untrained": dict(color="C1", marker="s",
+                                                                      linestyle="--")}
+
+
+def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
+                 ncols: int | None = None):
+    """One panel per metric in `names`: value against layer (0 = embedding output), one line
+    per run ("trained", "untrained")."""
+    ncols = ncols or min(len(names), 3)
+    nrows = (len(names) + ncols - 1) // ncols
+    fig, axes = new_figure(ncols=ncols, nrows=nrows, width=4.2, height=3.2)
+    layers = results["layers"]
+    for i, name in enumerate(names):
+        ax = axes[i // ncols][i % ncols]
+        for run, values in results["metrics"].items():
+            ax.plot(layers, values[name], label=run, **STYLES.get(run, {}))
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel(LABELS.get(name, name))
+        ax.set_xticks(layers)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for j in range(len(names), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def cosine_by_layer(results: dict[str, Any], title: str = ""):
+    """The three cosine estimates and the within-sentence cosine per layer."""
+    return layer_curves(results, ("average_cosine", "cross_sequence_cosine",
+                                  "sampled_pair_cosine", "within_sequence_cosine"), title, ncols=2)
+
+
+def drift_by_layer(results: dict[str, Any], title: str = ""):
+    """Drift, relative drift and mean norm per layer."""
+    return layer_curves(results, ("drift_norm", "relative_drift", "mean_norm"), title)
+
+
+def isotropy_by_layer(results: dict[str, Any], title: str = ""):
+    """IsoScore, effective ranks and top-PC share per layer."""
+    return layer_curves(results, ("isoscore", "effective_rank", "effective_rank_centered",
+                                  "top_pc_variance_ratio"), title, ncols=2)
+
+
+def drift_vs_cosine(results: dict[str, Any], cosine: str = "average_cosine",
+                    drift: str = "drift_norm", title: str = ""):
+    """Scatter of drift against a cosine, one point per layer (annotated), one colour per run,
+    with the Spearman/Pearson coefficients in the legend when `results` has them."""
+    fig, axes = new_figure(width=5.0, height=4.0)
+    ax = axes[0][0]
+    for run, values in results["metrics"].items():
+        label = run
+        corr = results.get("correlations", {}).get(run, {}).get(f"{drift}_vs_{cosine}")
+        if corr:
+            label += (f" (Spearman {corr['spearman']:+.2f}, p={corr['spearman_p']:.2g}; "
+                      f"Pearson {corr['pearson']:+.2f}, p={corr['pearson_p']:.2g})")
+        style = dict(STYLES.get(run, {}))
+        style.pop("linestyle", None)
+        ax.plot(values[drift], values[cosine], linestyle=":", label=label, **style)
+        for layer, x, y in zip(results["layers"], values[drift], values[cosine]):
+            ax.annotate(str(layer), (x, y), textcoords="offset points", xytext=(4, 4),
+                        fontsize="small")
+    ax.set_xlabel(LABELS.get(drift, drift))
+    ax.set_ylabel(LABELS.get(cosine, cosine))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+    if title:
+        ax.set_title(title)
+    return fig

