@@ -36,6 +36,7 @@ the metrics of SCIENCE.md with `anisotropy_jax.metrics`, and the drift/anisotrop
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import math
@@ -404,11 +405,13 @@ def make_batches(encoded: Encoded, batch_size: int, length_multiple: int = 16,
     return batches
 
 
+@functools.lru_cache(maxsize=8)
 def hidden_states_fn(config: TransformerConfig) -> Callable[..., jax.Array]:
     """jit(params, tokens (B, L), token_types (B, L), mask (B, L)) → (num_layers + 1, B, L, D).
 
     Entry 0 is the embedding output (after the embedding LayerNorm), entry i the output of layer
     i: the same tuple as Hugging Face's `output_hidden_states=True`. Padded keys are masked.
+    Cached per config, so that a second analysis reuses the compiled shapes.
     """
     module = model.Transformer(config, with_head=False)
 
@@ -427,9 +430,12 @@ def init_untrained_params(config: TransformerConfig, key: jax.Array) -> dict[str
     if config.block.init != "bert":
         raise ValueError(f"expected the 'bert' init for the untrained baseline, got "
                          f"{config.block.init!r}")
-    module = model.Transformer(config, with_head=False)
-    dummy = jnp.zeros((1, 2), jnp.int32)
-    return jax.jit(module.init)(key, dummy)
+    return _init_fn(config)(key, jnp.zeros((1, 2), jnp.int32))
+
+
+@functools.lru_cache(maxsize=8)
+def _init_fn(config: TransformerConfig) -> Callable[..., Any]:
+    return jax.jit(model.Transformer(config, with_head=False).init)
 
 
 @dataclasses.dataclass(frozen=True)

