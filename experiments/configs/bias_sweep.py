@@ -1,0 +1,79 @@
+"""Config of the untrained-block bias sweep (SCIENCE.md "The untrained-block experiment").
+
+Run (default = the SCIENCE.md protocol: one BERT-base post-LN layer at N(0, 0.02²) init, B = 16,
+L = 128, 3 seeds, s = 0 and 2^-2 … 2^12 in half-octave steps):
+
+  python experiments/bias_sweep.py --config=experiments/configs/bias_sweep.py --workdir=runs/bias_sweep
+
+Variants (`--config=experiments/configs/bias_sweep.py:VARIANT`):
+  smoke           tiny block and grid, for CI (seconds)
+  pre_ln          GPT-2-style pre-LN layer (LayerNorm eps 1e-5)
+  lecun           Flax's default lecun_normal init instead of N(0, 0.02²)
+  attention_only  the attention sublayer alone (post-LN, no MLP)
+  post_vs_pre     post-LN and pre-LN into shared figures (compare_field = norm_position)
+  init_std        N(0, σ²) for σ in 0.01, 0.02, 0.05 into shared figures
+  temperature     logit temperature τ in 0.5, 1, 2 into shared figures
+Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
+line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
+"""
+import ml_collections
+
+DEFAULT_BIAS_NORMS = (0.0,) + tuple(2.0 ** (k / 2) for k in range(-4, 25))  # 0, 0.25 … 4096
+VARIANTS = ("smoke", "pre_ln", "lecun", "attention_only", "post_vs_pre", "init_std",
+            "temperature")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+
+    config.model = ml_collections.ConfigDict()
+    config.model.d_model = 768            # residual width d (BERT-base)
+    config.model.num_heads = 12           # heads; d_head = d_model / num_heads = 64
+    config.model.d_ff = 3072              # MLP hidden width
+    config.model.norm_position = "post"   # 'post' (BERT) | 'pre' (GPT-2) | 'none'
+    config.model.init = "bert"            # 'bert' = untruncated N(0, init_std²) | 'lecun' | 'xavier'
+    config.model.init_std = 0.02          # σ_w of the 'bert' init (Hugging Face initializer_range)
+    config.model.layer_norm_eps = 1e-12   # LayerNorm epsilon (BERT 1e-12, GPT-2 1e-5)
+    config.model.attention = "softmax"    # 'softmax' | 'qk_layernorm'
+    config.model.logit_temperature = 1.0  # τ: logits = q·k / (√d_head τ)
+    config.model.causal = False           # causal mask (decoder-style)
+    config.model.use_mlp = True           # False = the attention sublayer alone
+    config.model.use_bias = True          # linear biases (initialised to 0)
+
+    config.batch_size = 16                # B sequences per grid point
+    config.seq_len = 128                  # L tokens per sequence (>= 2)
+    config.bias_norms = DEFAULT_BIAS_NORMS  # swept s, each finite and >= 0
+    config.num_seeds = 3                  # independent (weights, z, u) draws; shared by every s
+    config.seed = 0                       # base PRNG seed (seed i = fold_in(key(seed), i))
+    config.precision = "highest"          # matmuls: 'highest' | 'default' | 'bfloat16'
+    config.chunk_size = 8                 # grid points in flight over all devices (0 = all)
+    config.compare_field = ""             # a model field to vary into shared figures ('' = none)
+    config.compare_values = ()            # its values, one sweep each (same seeds and grid)
+
+    for variant in (arg or "").split("+"):
+        _apply_variant(config, variant.strip())
+    return config
+
+
+def _apply_variant(config: ml_collections.ConfigDict, variant: str) -> None:
+    if variant in ("", "default"):
+        return
+    if variant == "smoke":
+        config.model.d_model, config.model.num_heads, config.model.d_ff = 64, 4, 128
+        config.batch_size, config.seq_len, config.num_seeds = 4, 16, 2
+        config.bias_norms = (0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
+        config.chunk_size = 8
+    elif variant == "pre_ln":
+        config.model.norm_position, config.model.layer_norm_eps = "pre", 1e-5
+    elif variant == "lecun":
+        config.model.init = "lecun"
+    elif variant == "attention_only":
+        config.model.use_mlp = False
+    elif variant == "post_vs_pre":
+        config.compare_field, config.compare_values = "norm_position", ("post", "pre")
+    elif variant == "init_std":
+        config.compare_field, config.compare_values = "init_std", (0.01, 0.02, 0.05)
+    elif variant == "temperature":
+        config.compare_field, config.compare_values = "logit_temperature", (0.5, 1.0, 2.0)
+    else:
+        raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")

@@ -1,0 +1,300 @@
+"""The bias-sweep machinery at small shapes: vmapped chunks against a float64 Python loop,
+one compilation for new bias values, sharded = unsharded, chunked = unchunked, padding dropped,
+extreme bias norms, and every bad input named.
+
+Compile budget (XLA on CPU compiles the metric reduction in ~10 s): one metric-reducing chunk
+function for the whole module (`COUNTED`, which is also the `chex.assert_max_traces(n=1)` proof),
+and cheap bare-forward chunk functions for the grid bookkeeping (sharding, chunking, padding),
+which does not depend on what is computed per point.
+"""
+import itertools
+import math
+
+import chex
+import jax
+import numpy as np
+import pytest
+from scipy import special
+
+from anisotropy_jax import inputs, model, sweep
+from anisotropy_jax.config import BlockConfig, ConfigError
+from tests import reference
+
+BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
+CONFIG = sweep.SweepConfig(block=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
+                           num_seeds=2, seed=7, chunk_size=0)
+MESH = sweep.grid_mesh()  # both fake CPU devices (conftest)
+# The only metric-reducing compilation of this module; every test below that reduces metrics
+# goes through it with chunks of the same shape (2 seeds × 4 bias norms).
+COUNTED = sweep.jit_chunk(chex.assert_max_traces(sweep.chunk_computation(BLOCK), n=1), MESH)
+
+
+# --------------------------------------------------------------------------------------------
+# Float64 reference: block forward and metrics with loops
+
+def _ln(x, p, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * p["scale"] + p["bias"]
+
+
+def _reference_point(p, z, u, s, cfg):
+    """Probes of one grid point in float64, per head and per query with loops."""
+    x = z + s * u[None, None, :]
+    b, l, d = x.shape
+    h, dh = cfg.num_heads, cfg.d_head
+    pre = cfg.norm_position == "pre"
+    a_in = _ln(x, p["attention_norm"], cfg.layer_norm_eps) if pre else x
+    att = p["attention"]
+    proj = {n: (a_in @ att[n]["kernel"] + att[n]["bias"]).reshape(b, l, h, dh)
+            for n in ("query", "key", "value")}
+    logits = np.zeros((b, h, l, l))
+    mixed = np.zeros((b, l, h, dh))
+    for bi, hi, qi in itertools.product(range(b), range(h), range(l)):
+        row = np.array([proj["query"][bi, qi, hi] @ proj["key"][bi, ki, hi] for ki in range(l)])
+        logits[bi, hi, qi] = row / math.sqrt(dh) / cfg.logit_temperature
+        w = np.exp(logits[bi, hi, qi] - logits[bi, hi, qi].max())
+        w /= w.sum()
+        mixed[bi, qi, hi] = w @ proj["value"][bi, :, hi]
+    attn_out = mixed.reshape(b, l, d) @ att["out"]["kernel"] + att["out"]["bias"]
+    mid = x + attn_out
+    if cfg.norm_position == "post":
+        mid = _ln(mid, p["attention_norm"], cfg.layer_norm_eps)
+    m_in = _ln(mid, p["mlp_norm"], cfg.layer_norm_eps) if pre else mid
+    hid = m_in @ p["mlp"]["fc_in"]["kernel"] + p["mlp"]["fc_in"]["bias"]
+    hid = 0.5 * hid * (1.0 + special.erf(hid / math.sqrt(2.0)))
+    y = mid + hid @ p["mlp"]["fc_out"]["kernel"] + p["mlp"]["fc_out"]["bias"]
+    if cfg.norm_position == "post":
+        y = _ln(y, p["mlp_norm"], cfg.layer_norm_eps)
+    return x, attn_out, y, logits, proj["query"], proj["key"]
+
+
+def _reference_metrics(p, z, u, s, cfg):
+    x, a, y, logits, q, k = _reference_point(p, z, u, s, cfg)
+    d, seq_len = x.shape[-1], x.shape[1]
+    norms = lambda v: np.linalg.norm(v.reshape(-1, d), axis=1)  # noqa: E731
+    ent, mx, first = zip(*(reference.attention_stats(logits[bi, hi])
+                           for bi in range(logits.shape[0]) for hi in range(logits.shape[1])))
+    ent, mx, first = np.array(ent), np.array(mx), np.array(first)  # (B·H, L)
+    qk = reference.query_key_geometry(q, k)
+    out = {
+        "input_cosine": reference.average_cosine(x.reshape(-1, d)),
+        "input_norm": norms(x).mean(),
+        "input_drift_norm": np.linalg.norm(x.reshape(-1, d).mean(0)),
+        "attention_output_cosine": reference.average_cosine(a.reshape(-1, d)),
+        "attention_output_cross_sequence_cosine": reference.cross_and_within_cosine(a)[0],
+        "attention_output_norm": norms(a).mean(),
+        "output_cosine": reference.average_cosine(y.reshape(-1, d)),
+        "output_cross_sequence_cosine": reference.cross_and_within_cosine(y)[0],
+        "output_within_sequence_cosine": reference.cross_and_within_cosine(y)[1],
+        "output_norm": norms(y).mean(),
+        "output_isoscore": reference.isoscore_algorithm(y.reshape(-1, d)),
+        "output_drift_norm": np.linalg.norm(y.reshape(-1, d).mean(0)),
+        "output_relative_drift": np.linalg.norm(y.reshape(-1, d).mean(0)) / norms(y).mean(),
+        "attention_entropy": ent.mean(),
+        "attention_entropy_normalized": ent.mean() / math.log(seq_len),
+        "attention_max": mx.mean(),
+        "attention_sink_mass": first.mean(),
+        "mean_query_key_abs_cosine": np.abs(qk["mean_query_key_cosine"]).mean(),
+    }
+    for name, per_head in qk.items():
+        out[name] = per_head.mean()
+    return out
+
+
+def _randomised(params, seed):
+    """Non-trivial parameters (biases ≠ 0, γ ≠ 1) so that init values cannot hide a bug."""
+    leaves, tree = jax.tree_util.tree_flatten_with_path(params)
+    keys = jax.random.split(jax.random.key(seed), len(leaves))
+    new = [(1.0 if "scale" in jax.tree_util.keystr(path) else 0.0)
+           + 0.3 * jax.random.normal(key, leaf.shape) for key, (path, leaf) in zip(keys, leaves)]
+    return jax.tree.unflatten(tree, new)
+
+
+# --------------------------------------------------------------------------------------------
+# The per-chunk computation against the loop
+
+def test_vmapped_chunk_equals_float64_python_loop_on_random_params():
+    state = sweep.init_seeds(CONFIG)
+    params = _randomised(state.params, seed=11)
+    norms = np.array([0.0, 0.7, 4.0, 13.0], np.float32)
+    replicated = sweep.NamedSharding(MESH, sweep.P())
+    got = COUNTED(*sweep.place((params, state.z, state.u), replicated),
+                  sweep.place(norms, sweep.NamedSharding(MESH, sweep.P(sweep.GRID_AXIS))))
+    p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    for i, j in itertools.product(range(CONFIG.num_seeds), range(len(norms))):
+        p_i = jax.tree.map(lambda a: a[i], p64)["params"]
+        want = _reference_metrics(p_i, np.asarray(state.z[i], np.float64),
+                                  np.asarray(state.u[i], np.float64), float(norms[j]), BLOCK)
+        assert set(want) == set(sweep.SCALAR_METRICS)
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name][i, j], value, rtol=5e-4, atol=5e-5,
+                                       err_msg=f"{name} at seed {i}, s={norms[j]}")
+
+
+def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
+    """run_sweep (its keys, grid walk, gathering) against draws made by hand, seed by seed."""
+    result = sweep.run_sweep(CONFIG, mesh=MESH, chunk_fn=COUNTED)
+    keys = inputs.seed_keys(CONFIG.seed, CONFIG.num_seeds)
+    drawn = []
+    for i in range(CONFIG.num_seeds):
+        k = inputs.split_seed_key(keys[i])
+        params = model.TransformerBlock(BLOCK).init(k.params, np.zeros((1, 2, 32)))
+        z = inputs.gaussian_tokens(k.tokens, 3, 6, 32)
+        u = inputs.random_unit_vector(k.direction, 32)
+        np.testing.assert_allclose(np.linalg.norm(u), 1.0, rtol=1e-6)
+        drawn.append((params, z, u))
+    stacked = jax.tree.map(lambda *a: np.stack(a), *drawn)
+    replicated = sweep.NamedSharding(MESH, sweep.P())
+    norms = np.asarray(CONFIG.bias_norms, np.float32)
+    want = COUNTED(*sweep.place(stacked, replicated),
+                   sweep.place(norms, sweep.NamedSharding(MESH, sweep.P(sweep.GRID_AXIS))))
+    for name in sweep.SCALAR_METRICS:
+        np.testing.assert_allclose(result.per_seed[name], want[name], rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
+    assert result.per_head["query_norm"].shape == (2, 4, BLOCK.num_heads)
+    # Seeds differ from each other, and s = 0 really is unbiased: F1 at s = 0 is ~0.
+    assert not np.allclose(result.per_seed["output_cosine"][0], result.per_seed["output_cosine"][1])
+    assert abs(result.per_seed["input_cosine"][:, 0]).max() < 0.2
+
+
+def test_new_bias_values_of_the_same_count_do_not_recompile():
+    a = sweep.run_sweep(CONFIG.replace(bias_norms=(0.0, 1.0, 2.0, 3.0)), mesh=MESH,
+                        chunk_fn=COUNTED)
+    b = sweep.run_sweep(CONFIG.replace(bias_norms=(5.0, 0.1, 9.0, 40.0)), mesh=MESH,
+                        chunk_fn=COUNTED)
+    assert COUNTED._cache_size() == 1
+    assert not np.allclose(a.per_seed["input_cosine"], b.per_seed["input_cosine"])  # it ran
+    # The counter is live: a chunk of another shape is a second trace, which chex refuses.
+    state = sweep.init_seeds(CONFIG)
+    with pytest.raises(AssertionError, match="trace"):
+        COUNTED(state.params, state.z, state.u, np.zeros(6, np.float32))
+
+
+def test_extreme_bias_norms_give_finite_metrics():
+    result = sweep.run_sweep(CONFIG.replace(bias_norms=(0.0, 1e2, 1e4, 1e6)), mesh=MESH,
+                             chunk_fn=COUNTED)
+    for name, values in result.per_seed.items():
+        assert np.all(np.isfinite(values)), name
+    np.testing.assert_allclose(result.per_seed["input_cosine"][:, -1], 1.0, atol=1e-5)
+    np.testing.assert_allclose(result.per_seed["output_norm"], math.sqrt(32), rtol=1e-4)
+
+
+def test_overflowing_bias_norm_raises_a_named_error_not_nan():
+    with pytest.raises(FloatingPointError, match=r"overflow.*s=1e\+25"):
+        sweep.run_sweep(CONFIG.replace(bias_norms=(0.0, 1.0, 1e25, 2.0)), mesh=MESH,
+                        chunk_fn=COUNTED)
+
+
+# --------------------------------------------------------------------------------------------
+# Grid bookkeeping (bare forward: one scalar per point, cheap to compile)
+
+def _bare(config, mesh):
+    return sweep.run_sweep(config, mesh=mesh, with_metrics=False).per_seed["output_checksum"]
+
+
+def test_sharded_over_two_devices_equals_one_device():
+    assert len(jax.devices()) == 2
+    config = CONFIG.replace(bias_norms=(0.0, 0.3, 2.0, 7.0, 50.0), num_seeds=3)
+    two = _bare(config, MESH)
+    one = _bare(config, sweep.grid_mesh(jax.devices()[:1]))
+    assert two.shape == (3, 5)
+    np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 4])
+def test_chunked_equals_unchunked_and_padding_is_dropped(chunk_size):
+    config = CONFIG.replace(bias_norms=(0.0, 0.3, 2.0, 7.0, 50.0), num_seeds=3)
+    progress = []
+    chunked = sweep.run_sweep(config.replace(chunk_size=chunk_size), mesh=MESH,
+                              with_metrics=False, progress=progress.append)
+    layout = chunked.layout
+    assert layout.points_per_chunk <= max(chunk_size, 2)
+    assert layout.bias_per_chunk % 2 == 0
+    assert [p.index for p in progress] == list(range(1, layout.num_chunks + 1))
+    whole = _bare(config, MESH)
+    np.testing.assert_allclose(chunked.per_seed["output_checksum"], whole, rtol=1e-6, atol=1e-6)
+    # Each point really depends on its own (seed, s): no two entries coincide.
+    assert len(np.unique(np.round(whole, 3))) == whole.size
+
+
+def test_chunk_layout_bounds_points_in_flight():
+    for seeds, norms, chunk, devices in itertools.product([1, 3], [1, 5, 1024], [0, 1, 6, 16],
+                                                          [1, 2, 8]):
+        lay = sweep.chunk_layout(seeds, norms, chunk, devices)
+        assert lay.bias_per_chunk % devices == 0
+        assert lay.seeds_per_chunk * lay.num_seed_blocks >= seeds
+        assert lay.bias_per_chunk * lay.num_bias_blocks >= norms
+        if chunk:
+            assert lay.points_per_chunk <= max(chunk, devices)
+        else:
+            assert lay.num_chunks == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration and bad inputs
+
+def _experiment_config(arg=None):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "experiments" / "configs" / "bias_sweep.py"
+    spec = importlib.util.spec_from_file_location("bias_sweep_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg)
+
+
+def test_default_config_is_the_science_protocol_and_variants_validate():
+    (label, cfg), = sweep.sweep_configs_from_mapping(_experiment_config())
+    assert cfg.block == BlockConfig()  # BERT-base post-LN, N(0, 0.02²), eps 1e-12
+    assert (cfg.batch_size, cfg.seq_len, cfg.num_seeds) == (16, 128, 3)
+    assert cfg.bias_norms[0] == 0.0 and max(cfg.bias_norms) >= 1024
+    assert np.all(np.diff(np.log(cfg.bias_norms[1:])) > 0)  # log-spaced, increasing
+    expected = {"smoke": 1, "pre_ln": 1, "lecun": 1, "attention_only": 1, "post_vs_pre": 2,
+                "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2}
+    for variant, count in expected.items():
+        assert len(sweep.sweep_configs_from_mapping(_experiment_config(variant))) == count
+    (_, pre), = sweep.sweep_configs_from_mapping(_experiment_config("pre_ln"))
+    assert pre.block.norm_position == "pre"
+    (_, att), = sweep.sweep_configs_from_mapping(_experiment_config("attention_only"))
+    assert not att.block.use_mlp
+    labels = [lbl for lbl, _ in sweep.sweep_configs_from_mapping(_experiment_config("post_vs_pre"))]
+    assert labels == ["norm_position=post", "norm_position=pre"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("bias_norms", (0.0, -1.0)),
+    ("bias_norms", (0.0, float("nan"))),
+    ("bias_norms", (float("inf"),)),
+    ("bias_norms", ()),
+    ("model.d_model", 102),           # not divisible by the 4 heads of smoke
+    ("model.init", "kaiming"),
+    ("model.norm_position", "middle"),
+    ("seq_len", 1),
+    ("batch_size", 0),
+    ("num_seeds", 0),
+    ("chunk_size", -1),
+    ("precision", "float8"),
+    ("compare_field", "depth"),
+])
+def test_bad_input_is_one_line_naming_the_field(field, value):
+    config = _experiment_config("smoke")
+    with config.unlocked():
+        if field.startswith("model."):
+            config.model[field.split(".")[1]] = value
+        else:
+            config[field] = value
+    with pytest.raises(ConfigError) as err:
+        sweep.sweep_configs_from_mapping(config)
+    message = str(err.value)
+    assert "\n" not in message
+    name = field.split(".")[-1]
+    assert message.startswith(field) or message.startswith(f"model.{name}"), message
+
+
+def test_compare_values_are_validated_like_model_fields():
+    config = _experiment_config("smoke+post_vs_pre")
+    config.compare_values = ("post", "sideways")
+    with pytest.raises(ConfigError, match="^compare_values: model.norm_position"):
+        sweep.sweep_configs_from_mapping(config)
