@@ -1,0 +1,380 @@
+r"""Times the bias sweep against PyTorch peers and the device's own matmul rate, in one run.
+
+  python experiments/benchmark.py --config=experiments/configs/benchmark.py[:cpu|:smoke] \
+      --workdir=DIR [--config.precision=highest|tf32|bfloat16]
+
+Every variant computes the same function, a BERT-base block at BERT init on x = z + s·u for each
+bias norm s, and the same three metrics on the device (mean output norm, output average cosine,
+normalised attention entropy); the PyTorch peers get the *same* weights, z and u as JAX, so their
+metric values must agree within the precision's tolerance (checked and reported).
+
+JAX variants: `jax_sweep` (vmap over a chunk of s, jit once, sharded over the devices — the
+library's sweep with the three metrics), `jax_bare` (same, bare forward: the metric overhead),
+`jax_full_metrics` (the library's full results-contract reduction), `jax_loop` (a Python loop of
+jitted single-s calls). PyTorch: Hugging Face `BertLayer` eager loop over s, s folded into the
+batch, and folded under torch.compile. Writes benchmark.json; prints a table of ratios last.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from typing import Any
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", os.path.join(os.path.dirname(__file__), "configs", "benchmark.py"),
+    "Benchmark config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (benchmark.json).")
+
+PRECISIONS = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}
+
+
+class BenchmarkConfigError(ValueError):
+    pass
+
+
+def validate(c) -> None:
+    """One-line errors naming the field, before anything is compiled."""
+    def positive(name, value):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise BenchmarkConfigError(f"{name}: must be a positive integer, got {value!r}")
+
+    for name in ("batch_size", "num_bias_norms", "chunk", "repeats", "matmul_size",
+                 "cosine_n", "isoscore_n", "max_blocked_n"):
+        positive(name, c[name])
+    if c.seq_len < 2:
+        raise BenchmarkConfigError(f"seq_len: must be >= 2, got {c.seq_len!r}")
+    if c.precision not in PRECISIONS:
+        raise BenchmarkConfigError(f"precision: unknown {c.precision!r}; choose one of "
+                                   f"{tuple(PRECISIONS)}")
+    for v in c.torch_variants:
+        if v not in ("loop", "folded", "folded_compiled"):
+            raise BenchmarkConfigError(f"torch_variants: unknown variant {v!r}")
+    for k in tuple(c.memory_chunks) + tuple(c.device_counts):
+        positive("memory_chunks/device_counts entry", k)
+
+
+def block_config(c):
+    from anisotropy_jax.config import BlockConfig
+
+    return BlockConfig(d_model=c.model.d_model, num_heads=c.model.num_heads, d_ff=c.model.d_ff,
+                       init="bert", init_std=c.model.init_std,
+                       layer_norm_eps=c.model.layer_norm_eps, precision=PRECISIONS[c.precision])
+
+
+# ------------------------------------------------------------------------------------ JAX side
+
+def parity_point(block, params, z_BxLxD, u_D, bias_norm):
+    """The three metrics every variant computes, for one bias norm."""
+    import jax.numpy as jnp
+
+    from anisotropy_jax import inputs, metrics, model
+
+    x = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
+    y, probes = model.TransformerBlock(block).apply(params, x)
+    return {"output_norm": jnp.mean(jnp.linalg.norm(y, axis=-1)),
+            "output_cosine": metrics.average_cosine_similarity(y),
+            "attention_entropy_normalized": jnp.mean(
+                metrics.normalized_attention_entropy(probes["attn_logits"]))}
+
+
+def grid_function(point):
+    import jax
+
+    return jax.vmap(jax.vmap(point, in_axes=(None, None, None, 0)), in_axes=(0, 0, 0, None))
+
+
+def _chunks(norms, chunk, sharding):
+    import jax
+    import numpy as np
+
+    out = []
+    for i in range(0, len(norms), chunk):
+        s = np.full((chunk,), norms[min(i + chunk, len(norms)) - 1], np.float32)
+        s[: min(chunk, len(norms) - i)] = norms[i:i + chunk]
+        out.append(jax.device_put(s, sharding))
+    return out
+
+
+def time_chunked(fn, state, norms, chunk, mesh, repeats, num_real):
+    """(first-call s incl. compile, median s of the whole sweep, metrics (num_real, ...))."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from anisotropy_jax import sweep
+
+    s_chunks = _chunks(norms, chunk, NamedSharding(mesh, P(sweep.GRID_AXIS)))
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*state, s_chunks[0]))
+    first = time.perf_counter() - t0
+    times, outs = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        outs = [fn(*state, s) for s in s_chunks]
+        jax.block_until_ready(outs)
+        times.append(time.perf_counter() - t0)
+    merged = {k: np.concatenate([np.asarray(o[k])[0] for o in outs])[:num_real] for k in outs[0]}
+    return first, float(np.median(times)), times, merged
+
+
+def jax_state(c, block, mesh):
+    """Weights, z, u of seed 0 with a leading seed axis of 1, replicated over the mesh."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from anisotropy_jax import sweep
+
+    cfg = sweep.SweepConfig(block=block, batch_size=c.batch_size, seq_len=c.seq_len,
+                            bias_norms=(0.0,), num_seeds=1, seed=c.seed)
+    state = sweep.init_seeds(cfg)
+    return jax.device_put(tuple(state), NamedSharding(mesh, P()))
+
+
+def bias_grid(n):
+    import numpy as np
+
+    return np.concatenate([[0.0], np.logspace(-1, np.log10(4096.0), n - 1)]).astype(np.float32)
+
+
+def matmul_rate(n: int, precision: str, repeats: int) -> float:
+    """Achieved FLOP/s of an n×n×n matmul at the benchmark's precision (random data)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    dtype = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
+    lax_precision = "highest" if precision == "highest" else "default"
+    ka, kb = jax.random.split(jax.random.key(42))
+    a = jax.random.normal(ka, (n, n), dtype)
+    b = jax.random.normal(kb, (n, n), dtype)
+    f = jax.jit(lambda x, y: jnp.dot(x, y, precision=lax_precision,
+                                     preferred_element_type=jnp.float32))
+    jax.block_until_ready(f(a, b))
+    times = []
+    for _ in range(max(repeats, 3)):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(a, b))
+        times.append(time.perf_counter() - t0)
+    return 2 * n ** 3 / float(np.median(times))
+
+
+def memory_footprint(fn, state, chunk_sizes, mesh) -> list[dict[str, Any]]:
+    """Compiled (static) device memory of one chunk call, per chunk size."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from anisotropy_jax import sweep
+
+    rows = []
+    for k in chunk_sizes:
+        k = -(-k // mesh.size) * mesh.size
+        s = jax.device_put(np.zeros((k,), np.float32), NamedSharding(mesh, P(sweep.GRID_AXIS)))
+        mem = fn.lower(*state, s).compile().memory_analysis()
+        if mem is None:
+            continue
+        rows.append({"chunk": k, "temp_bytes": int(mem.temp_size_in_bytes),
+                     "argument_bytes": int(mem.argument_size_in_bytes),
+                     "output_bytes": int(mem.output_size_in_bytes)})
+    return rows
+
+
+def run_benchmark(c, log=print) -> dict[str, Any]:
+    import jax
+    import numpy as np
+
+    from anisotropy_jax import flops, results, sweep
+
+    block = block_config(c)
+    norms = bias_grid(c.num_bias_norms)
+    flop_per_point = flops.block_forward_flops(block, c.batch_size, c.seq_len)["total"]
+    devices = jax.devices()
+    mesh = sweep.grid_mesh(devices[:1])
+    out: dict[str, Any] = {"device": str(devices[0]), "device_kind": devices[0].device_kind,
+                           "num_devices": len(devices), "precision": c.precision,
+                           "flop_per_point": flop_per_point, "bias_norms": norms.tolist(),
+                           "variants": {}}
+    log(f"device {devices[0].device_kind} ×{len(devices)}; precision {c.precision}; "
+        f"{flop_per_point / 1e9:.1f} GFLOP per grid point; {len(norms)} bias norms")
+
+    rate = matmul_rate(c.matmul_size, c.precision, c.repeats)
+    out["matmul_flops_per_s"] = rate
+    log(f"matmul {c.matmul_size}³ ({c.precision}): {rate / 1e12:.2f} TFLOP/s")
+
+    state = jax_state(c, block, mesh)
+    variants = out["variants"]
+
+    def record(name, first, median, times, values=None):
+        per_point = median / len(norms)
+        row = {"first_call_s": first, "median_s": median, "times_s": times,
+               "s_per_point": per_point, "flops_per_s": flop_per_point / per_point,
+               "share_of_matmul_rate": flop_per_point / per_point / rate}
+        if values is not None:
+            row["metrics"] = {k: np.asarray(v).tolist() for k, v in values.items()}
+        variants[name] = row
+        log(f"  {name:22s} first call {first:7.2f} s   {per_point * 1e3:9.3f} ms/point   "
+            f"{row['flops_per_s'] / 1e12:8.3f} TFLOP/s")
+
+    parity_fn = sweep.jit_chunk(grid_function(functools.partial(parity_point, block)), mesh)
+    record("jax_sweep", *time_chunked(parity_fn, state, norms, c.chunk, mesh, c.repeats,
+                                      len(norms)))
+    bare_fn = sweep.jit_chunk(sweep.chunk_computation(block, with_metrics=False), mesh)
+    record("jax_bare", *time_chunked(bare_fn, state, norms, c.chunk, mesh, c.repeats,
+                                     len(norms))[:3])
+    full_fn = sweep.jit_chunk(sweep.chunk_computation(block, with_metrics=True), mesh)
+    record("jax_full_metrics", *time_chunked(full_fn, state, norms, c.chunk, mesh, c.repeats,
+                                             len(norms))[:3])
+    out["metric_overhead"] = variants["jax_sweep"]["median_s"] / variants["jax_bare"]["median_s"] - 1
+    if c.jax_loop:
+        single = jax.jit(functools.partial(parity_point, block))
+        params0, z0, u0 = jax.tree.map(lambda a: a[0], state)
+        t0 = time.perf_counter()
+        jax.block_until_ready(single(params0, z0, u0, float(norms[0])))
+        first = time.perf_counter() - t0
+        times = []
+        for _ in range(c.repeats):
+            t0 = time.perf_counter()
+            res = [single(params0, z0, u0, float(s)) for s in norms]
+            jax.block_until_ready(res)
+            times.append(time.perf_counter() - t0)
+        record("jax_loop", first, float(np.median(times)), times)
+
+    # Several devices: same per-device chunk, grid axis sharded over the first k devices.
+    scaling = []
+    for k in c.device_counts:
+        if k > len(devices):
+            continue
+        mesh_k = sweep.grid_mesh(devices[:k])
+        fn_k = sweep.jit_chunk(grid_function(functools.partial(parity_point, block)), mesh_k)
+        state_k = jax_state(c, block, mesh_k)
+        reps = np.resize(norms, max(len(norms), c.chunk * k))  # enough work for every device
+        _, median, _, _ = time_chunked(fn_k, state_k, reps, c.chunk * k, mesh_k, c.repeats,
+                                       len(reps))
+        scaling.append({"devices": k, "points": int(len(reps)), "median_s": median,
+                        "points_per_s": len(reps) / median})
+    if scaling:
+        base = scaling[0]["points_per_s"]
+        for row in scaling:
+            row["speedup"] = row["points_per_s"] / base
+            log(f"  sweep on {row['devices']} device(s): {row['points_per_s']:.1f} points/s "
+                f"({row['speedup']:.2f}×)")
+    out["device_scaling"] = scaling
+
+    out["memory"] = memory_footprint(parity_fn, state, c.memory_chunks, mesh)
+    if len(out["memory"]) >= 2:
+        ks = np.array([r["chunk"] for r in out["memory"]], float)
+        total = np.array([r["temp_bytes"] + r["output_bytes"] for r in out["memory"]], float)
+        slope, intercept = np.polyfit(ks, total, 1)
+        out["memory_fit"] = {"bytes_per_point": slope, "fixed_bytes": intercept}
+        log(f"  compiled memory per chunk ≈ {intercept / 2**20:.1f} MiB + "
+            f"{slope / 2**20:.1f} MiB × chunk (plus weights and z: "
+            f"{out['memory'][0]['argument_bytes'] / 2**20:.1f} MiB)")
+
+    if c.torch:
+        out["torch"] = run_torch(c, block, state, norms, log, record)
+
+    if c.metrics_at_scale:
+        sys.path.insert(0, os.path.dirname(__file__))
+        import benchmark_metrics
+
+        out["metrics_at_scale"] = benchmark_metrics.run_metric_benchmarks(
+            c.cosine_n, c.isoscore_n, c.model.d_model, c.max_blocked_n, seed=c.seed, log=log)
+    out["ratios"] = ratios(variants)
+    return results.to_jsonable(out)
+
+
+def run_torch(c, block, state, norms, log, record) -> dict[str, Any]:
+    """The PyTorch peers with the JAX seed-0 weights, z and u; agreement of their metrics."""
+    import numpy as np
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as err:
+        log(f"  PyTorch peers skipped: {err}")
+        return {"skipped": str(err)}
+    sys.path.insert(0, os.path.dirname(__file__))
+    import benchmark_torch
+
+    import jax
+
+    params0 = jax.tree.map(lambda a: np.asarray(a[0]), state[0])
+    z0, u0 = np.asarray(state[1][0]), np.asarray(state[2][0])
+    info = {"version": torch.__version__}
+    for variant in c.torch_variants:
+        r = benchmark_torch.time_torch_sweep(
+            variant=variant, precision=c.precision, bias_norms=norms, params=params0, z=z0, u=u0,
+            block=block, fold=c.chunk, repeats=c.repeats)
+        values = {"output_norm": r["metrics"][:, 0], "output_cosine": r["metrics"][:, 1],
+                  "attention_entropy_normalized": r["metrics"][:, 2]}
+        record(r["variant"], r["first_call_s"], r["median_s"], r["times_s"], values)
+    return info
+
+
+def ratios(variants: dict[str, Any]) -> dict[str, float]:
+    """Speed of jax_sweep over every other variant (> 1: JAX faster)."""
+    base = variants["jax_sweep"]["median_s"]
+    return {name: row["median_s"] / base for name, row in variants.items() if name != "jax_sweep"}
+
+
+def agreement(variants: dict[str, Any]) -> dict[str, float]:
+    """Largest |difference| of each PyTorch variant's metrics from jax_sweep's."""
+    import numpy as np
+
+    ref = variants["jax_sweep"].get("metrics")
+    out = {}
+    for name, row in variants.items():
+        if name.startswith("torch_") and "metrics" in row and ref is not None:
+            out[name] = max(float(np.max(np.abs(np.asarray(row["metrics"][k]) -
+                                                np.asarray(ref[k])))) for k in ref)
+    return out
+
+
+def print_table(result: dict[str, Any]) -> None:
+    variants = result["variants"]
+    print(f"\n{result['device_kind']} | precision {result['precision']} | matmul "
+          f"{result['matmul_flops_per_s'] / 1e12:.2f} TFLOP/s | "
+          f"{len(result['bias_norms'])} bias norms")
+    print(f"{'variant':24s}{'first call s':>13s}{'ms/point':>11s}{'TFLOP/s':>10s}"
+          f"{'% matmul':>10s}{'jax_sweep ×':>13s}")
+    for name, row in variants.items():
+        speed = result["ratios"].get(name, 1.0)
+        print(f"{name:24s}{row['first_call_s']:13.2f}{row['s_per_point'] * 1e3:11.3f}"
+              f"{row['flops_per_s'] / 1e12:10.3f}{100 * row['share_of_matmul_rate']:10.1f}"
+              f"{speed:13.2f}")
+    print(f"metric reduction overhead over the bare forward: {100 * result['metric_overhead']:.1f}%")
+    for name, diff in result.get("agreement", {}).items():
+        print(f"max |metric difference| {name} vs jax_sweep: {diff:.2e}")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    c = _CONFIG.value
+    if _WORKDIR.value is None:
+        raise app.UsageError("--workdir is required")
+    try:
+        validate(c)
+        block_config(c)
+    except ValueError as err:
+        print(f"benchmark.py: config error: {err}", file=sys.stderr)
+        sys.exit(2)
+    from anisotropy_jax import results
+
+    provenance = results.Provenance()
+    result = run_benchmark(c)
+    result["agreement"] = agreement(result["variants"])
+    result["config"] = results.to_jsonable(c)
+    result["provenance"] = provenance.finish()
+    path = results.write_json(os.path.join(_WORKDIR.value, "benchmark.json"), result)
+    print_table(result)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,127 @@
+r"""Where the time of one bias-sweep chunk goes: the block's parts timed on their own (GPU tuning).
+
+  python experiments/profile_block.py [--chunk=32] [--precision=tf32|highest|bfloat16]
+
+Times, for one chunk of `chunk` bias norms (BERT-base, B = 32, L = 128; M = chunk·B·L rows): the
+whole bare forward, the four D×D projections, the MLP with and without its GELU, the attention
+core (q·kᵀ, softmax, ·v), the two LayerNorms with their residual adds, and bare GEMMs of the
+block's shapes. Each line gives ms per chunk, ms per grid point and TFLOP/s of counted matmuls.
+Used to find what stands between the sweep and the matmul rate (docs/PERFORMANCE.md).
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+from absl import app, flags
+
+_CHUNK = flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
+_PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
+_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
+
+
+def _time(fn, *args, repeats):
+    import jax
+    import numpy as np
+
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main(argv):
+    del argv
+    import jax
+    import jax.numpy as jnp
+
+    from anisotropy_jax import inputs, model
+    from anisotropy_jax.config import BlockConfig
+
+    precision = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}[_PRECISION.value]
+    block = BlockConfig(precision=precision)
+    dtype, lax_precision = model.matmul_settings(block)
+    chunk, b, l, d, f, h = _CHUNK.value, 32, 128, 768, 3072, 12
+    m = chunk * b * l
+    key = jax.random.key(0)
+    params = model.TransformerBlock(block).init(key, jnp.zeros((1, 2, d)))
+    z = jax.random.normal(key, (b, l, d))
+    u = inputs.random_unit_vector(jax.random.key(1), d)
+    s = jnp.linspace(0.0, 100.0, chunk)
+    x = jax.random.normal(key, (chunk, b, l, d))
+    rows = []
+
+    def report(name, seconds, gflop):
+        rows.append((name, seconds, gflop))
+        print(f"{name:44s}{seconds * 1e3:9.3f} ms{seconds * 1e3 / chunk:9.4f} ms/pt"
+              f"{gflop / seconds / 1e3 if gflop else 0:9.1f} TFLOP/s", flush=True)
+
+    def bare(params, z, u, s):
+        def point(si):
+            y, _ = model.TransformerBlock(block).apply(params, inputs.biased_inputs(z, u, si))
+            return jnp.sum(y)
+        return jax.vmap(point)(s)
+
+    gflop_point = (8 * b * l * d * d + 4 * b * h * l * l * 64 + 4 * b * l * d * f) / 1e9
+    report("whole block, bare forward", _time(jax.jit(bare), params, z, u, s,
+                                              repeats=_REPEATS.value), gflop_point * chunk)
+
+    def gemm(x2, w):
+        return jnp.dot(x2.astype(dtype), w.astype(dtype), precision=lax_precision,
+                       preferred_element_type=jnp.float32)
+
+    for k_dim, n_dim in ((d, d), (d, f), (f, d), (d, 3 * d)):
+        a = jax.random.normal(key, (m, k_dim))
+        w = jax.random.normal(key, (k_dim, n_dim)) * 0.02
+        report(f"GEMM {m}×{k_dim}×{n_dim}", _time(jax.jit(lambda a, w: jnp.sum(gemm(a, w))),
+                                                  a, w, repeats=_REPEATS.value),
+               2 * m * k_dim * n_dim / 1e9)
+
+    p = params["params"]
+
+    def projections(x):
+        outs = [gemm(x, p["attention"][n]["kernel"]) + p["attention"][n]["bias"]
+                for n in ("query", "key", "value", "out")]
+        return sum(jnp.sum(o) for o in outs)
+
+    report("4 projections (+bias)", _time(jax.jit(projections), x, repeats=_REPEATS.value),
+           8 * m * d * d / 1e9)
+
+    def mlp(x, with_gelu=True):
+        hdn = gemm(x, p["mlp"]["fc_in"]["kernel"]) + p["mlp"]["fc_in"]["bias"]
+        if with_gelu:
+            hdn = jax.nn.gelu(hdn, approximate=False)
+        return jnp.sum(gemm(hdn, p["mlp"]["fc_out"]["kernel"]) + p["mlp"]["fc_out"]["bias"])
+
+    report("MLP, exact GELU", _time(jax.jit(mlp), x, repeats=_REPEATS.value), 4 * m * d * f / 1e9)
+    report("MLP, no GELU", _time(jax.jit(functools.partial(mlp, with_gelu=False)), x,
+                                 repeats=_REPEATS.value), 4 * m * d * f / 1e9)
+
+    q = jax.random.normal(key, (chunk * b, l, h, 64)).astype(dtype)
+
+    def attention_core(q, k, v):
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=lax_precision,
+                            preferred_element_type=jnp.float32) * 0.125
+        w = jax.nn.softmax(logits, axis=-1)
+        o = jnp.einsum("bhqk,bkhd->bqhd", w.astype(v.dtype), v, precision=lax_precision,
+                       preferred_element_type=jnp.float32)
+        return jnp.sum(o)
+
+    report("attention core (qk, softmax, pv)", _time(jax.jit(attention_core), q, q * 0.5, q * 2,
+                                                     repeats=_REPEATS.value),
+           4 * chunk * b * h * l * l * 64 / 1e9)
+
+    def norms(x):
+        ln = functools.partial(model._layer_norm, block)  # noqa: SLF001
+        y = ln("a").apply({"params": p["attention_norm"]}, x + x * 0.5)
+        return jnp.sum(ln("b").apply({"params": p["mlp_norm"]}, y + y * 0.5))
+
+    report("2 LayerNorms + residual adds", _time(jax.jit(norms), x, repeats=_REPEATS.value), 0.0)
+    print(f"device {jax.devices()[0].device_kind}, precision {_PRECISION.value}, chunk {chunk}")
+
+
+if __name__ == "__main__":
+    app.run(main)
