@@ -13,8 +13,9 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     average_cosine (all pairs), cross_sequence_cosine, within_sequence_cosine, drift_norm,
     relative_drift, isoscore;
   embedding matrices (arrays (S,)): partition isotropy of the input embedding and of the output
-    projection (the same matrix when tied), raw and centred, over the rows of the byte ids that
-    occur in the corpus (plus MASK for mlm; other rows never get a gradient) and over all rows;
+    projection (the same matrix when tied), raw and centred (input_raw, input_centered,
+    output_raw, output_centered), over the rows of the byte ids that occur in the corpus (plus
+    MASK for mlm; the other rows never get a gradient), and over all rows (input_all_rows_raw …);
   clm only: the final LayerNorm's input vs output (average/cross-sequence cosine, IsoScore, drift).
 Across checkpoints: Spearman correlation of the normalised entropy with |q̄·k̄/√Dh| (per head over
 checkpoints, and pooled over checkpoints, layers and heads), and a summary of the SCIENCE.md
@@ -76,19 +77,24 @@ def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
     return out
 
 
-def _embedding_isotropy(w_VxD: jax.Array, rows: jax.Array) -> dict[str, jax.Array]:
-    used = w_VxD[rows]
-    return {
-        "raw": metrics.partition_isotropy(used),
-        "centered": metrics.partition_isotropy(used - jnp.mean(used, axis=0, keepdims=True)),
-        "raw_all_rows": metrics.partition_isotropy(w_VxD),
-        "centered_all_rows": metrics.partition_isotropy(
-            w_VxD - jnp.mean(w_VxD, axis=0, keepdims=True)),
-    }
+def _isotropy_variants(w_VxD: jax.Array, w_out_VxD: jax.Array) -> dict[str, jax.Array]:
+    """Partition isotropy of the input and output matrices, raw and centred (one vmapped call,
+    so the eigendecomposition is compiled once)."""
+    def centred(w):
+        return w - jnp.mean(w, axis=0, keepdims=True)
+
+    stack_4xVxD = jnp.stack([w_VxD, centred(w_VxD), w_out_VxD, centred(w_out_VxD)])
+    values = jax.vmap(metrics.partition_isotropy)(stack_4xVxD)
+    return dict(zip(("input_{}raw", "input_{}centered", "output_{}raw", "output_{}centered"),
+                    values))
 
 
 def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray) -> Callable:
-    """jit-compiled fn(variables, tokens_BxL) → nested dict of metric arrays for one checkpoint."""
+    """jit-compiled fn(variables, tokens_BxL) → nested dict of metric arrays for one checkpoint.
+
+    Per-layer metrics are vmapped over the stacked layers, so the compiled program does not grow
+    with depth.
+    """
     model = Transformer(config, with_head=False)
     rows = jnp.asarray(used_ids)
     causal = config.block.causal
@@ -96,23 +102,28 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray) -> Callabl
     @jax.jit
     def analyse(variables, tokens_BxL):
         _, probes = model.apply(variables, tokens_BxL)
-        per_layer = [head_metrics(p["queries"], p["keys"], p["attn_logits"], p["attn_weights"],
-                                  causal) for p in probes["blocks"]]
-        heads = {name: jnp.stack([m[name] for m in per_layer]) for name in HEAD_METRICS}
-        states = [probes["embeddings"]] + [p["resid_post"] for p in probes["blocks"]]
-        per_state = [_hidden_metrics(h) for h in states]
-        layers = {name: jnp.stack([m[name] for m in per_state]) for name in LAYER_METRICS}
+        blocks = probes["blocks"]
+
+        def stacked(name):
+            return jnp.stack([p[name] for p in blocks])
+
+        heads = jax.vmap(functools.partial(head_metrics, causal=causal))(
+            stacked("queries"), stacked("keys"), stacked("attn_logits"), stacked("attn_weights"))
+        heads = {name: heads[name] for name in HEAD_METRICS}
+        states = jnp.stack([probes["embeddings"]] + [p["resid_post"] for p in blocks])
+        layers = jax.vmap(_hidden_metrics)(states)
         params = variables["params"]
         w_in = params["token_embedding"]["embedding"]
         w_out = w_in if config.tie_embeddings else params["output"]["kernel"].T
-        emb = {f"input_{k}": v for k, v in _embedding_isotropy(w_in, rows).items()}
-        emb.update({f"output_{k}": v for k, v in _embedding_isotropy(w_out, rows).items()})
+        emb = {k.format(""): v for k, v in _isotropy_variants(w_in[rows], w_out[rows]).items()}
+        emb.update({k.format("all_rows_"): v
+                    for k, v in _isotropy_variants(w_in, w_out).items()})
         out = {"heads": heads, "layers": layers, "embeddings": emb}
         if config.final_norm:
-            before = _hidden_metrics(probes["final_norm_in"])
-            after = _hidden_metrics(probes["final_hidden"])
-            out["final_norm"] = {**{f"before_{k}": v for k, v in before.items()},
-                                 **{f"after_{k}": v for k, v in after.items()}}
+            both = jax.vmap(_hidden_metrics)(jnp.stack([probes["final_norm_in"],
+                                                        probes["final_hidden"]]))
+            out["final_norm"] = {**{f"before_{k}": v[0] for k, v in both.items()},
+                                 **{f"after_{k}": v[1] for k, v in both.items()}}
         return out
 
     return analyse

@@ -1,0 +1,208 @@
+"""Per-checkpoint analysis (anisotropy_jax.dynamics) against a naive float64 extraction, the
+step-0 claim of SCIENCE.md F5, and a planted alignment the metric must detect."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from anisotropy_jax import data, dynamics, train
+from tests import reference
+
+B, L = 8, 10
+USED = np.array([3, 50, 97, 98, 200], np.int32)
+_CACHE = {}
+
+
+def _config(objective, d_model=128, num_heads=2, num_layers=2):  # d_head = 64
+    return train.config_from_mapping({
+        "objective": objective,
+        "model": {"d_model": d_model, "num_heads": num_heads, "d_ff": 48,
+                  "num_layers": num_layers},
+        "data": {"seq_len": L, "batch_size": 2, "chunk_len": 64}, "steps": 10,
+        "optim": {"warmup_steps": 1}, "eval_batch_size": 2})
+
+
+def _perturbed_params(tcfg, seed=0, scale=0.3):
+    """Generic parameters of the right tree (numpy draws into the shapes of `init`): LayerNorm
+    gains/biases and linear biases are non-trivial, so the reference exercises every term."""
+    from anisotropy_jax.model import Transformer
+    shapes = jax.eval_shape(Transformer(tcfg).init, jax.random.key(0),
+                            jnp.zeros((1, L), jnp.int32))
+    rng = np.random.default_rng(seed)
+    return jax.tree.map(
+        lambda s: jnp.asarray((1.0 if len(s.shape) == 1 else 0.0)
+                              + scale * rng.standard_normal(s.shape), s.dtype), shapes)
+
+
+def _ln(x, p, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * p["scale"] + p["bias"]
+
+
+def _naive_layer0(objective, variables, tokens, tcfg):
+    """Layer-0 queries/keys and per-head statistics, with loops, in float64."""
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
+    h, dh = tcfg.block.num_heads, tcfg.block.d_head
+    eps = tcfg.block.layer_norm_eps
+    x = p["token_embedding"]["embedding"][tokens] + p["position_embedding"]["embedding"][:L][None]
+    if objective == "mlm":
+        x = _ln(x, p["embedding_norm"], eps)
+        attn_in = x
+    else:
+        attn_in = _ln(x, p["block_0"]["attention_norm"], eps)
+    att = p["block_0"]["attention"]
+    q = (attn_in @ att["query"]["kernel"] + att["query"]["bias"]).reshape(B, L, h, dh)
+    k = (attn_in @ att["key"]["kernel"] + att["key"]["bias"]).reshape(B, L, h, dh)
+    causal = objective == "clm"
+    stats = {name: np.zeros(h) for name in dynamics.HEAD_METRICS}
+    for head in range(h):
+        qs = [q[b, i, head] for b in range(B) for i in range(L)]
+        ks = [k[b, i, head] for b in range(B) for i in range(L)]
+        mq, mk = sum(qs) / len(qs), sum(ks) / len(ks)
+        stats["mean_query_norm"][head] = np.linalg.norm(mq)
+        stats["mean_key_norm"][head] = np.linalg.norm(mk)
+        stats["mean_query_key_cosine"][head] = reference.cosine(mq, mk)
+        stats["mean_query_key_dot"][head] = float(mq @ mk) / math.sqrt(dh)
+        stats["query_norm"][head] = np.mean([np.linalg.norm(v) for v in qs])
+        stats["key_norm"][head] = np.mean([np.linalg.norm(v) for v in ks])
+        ent, nent, mx, first, count = 0.0, 0.0, 0.0, 0.0, 0
+        for b in range(B):
+            for i in range(L):
+                visible = list(range(i + 1)) if causal else list(range(L))
+                if len(visible) < 2:
+                    continue  # a single visible key: excluded
+                logits = np.array([q[b, i, head] @ k[b, j, head] / math.sqrt(dh)
+                                   for j in visible])
+                w = np.exp(logits - logits.max())
+                w /= w.sum()
+                e = -sum(pj * math.log(pj) for pj in w if pj > 0)
+                ent += e
+                nent += e / math.log(len(visible))
+                mx += w.max()
+                first += w[0]
+                count += 1
+        stats["attention_entropy"][head] = ent / count
+        stats["attention_entropy_normalized"][head] = nent / count
+        stats["attention_max"][head] = mx / count
+        stats["first_position_mass"][head] = first / count
+    return stats, x
+
+
+@pytest.mark.parametrize("objective", ["mlm", "clm"])
+def test_analysis_matches_a_naive_float64_extraction(objective):
+    cfg = _config(objective)
+    tcfg = cfg.transformer_config()
+    variables = _perturbed_params(tcfg)
+    tokens = np.random.default_rng(0).integers(0, 256, size=(B, L)).astype(np.int32)
+    used = USED
+    out = jax.device_get(_analyse(objective)(variables, tokens))
+    want, embeddings = _naive_layer0(objective, variables, tokens, tcfg)
+    for name in dynamics.HEAD_METRICS:
+        np.testing.assert_allclose(out["heads"][name][0], want[name], rtol=2e-4, atol=2e-5,
+                                   err_msg=name)
+    # Hidden state 0 (embedding output) against the pair loops of tests/reference.py.
+    cross, within = reference.cross_and_within_cosine(embeddings)
+    np.testing.assert_allclose(out["layers"]["cross_sequence_cosine"][0], cross, atol=2e-5)
+    np.testing.assert_allclose(out["layers"]["within_sequence_cosine"][0], within, atol=2e-5)
+    np.testing.assert_allclose(out["layers"]["average_cosine"][0],
+                               reference.average_cosine(embeddings.reshape(-1, embeddings.shape[-1])),
+                               atol=2e-5)
+    np.testing.assert_allclose(out["layers"]["drift_norm"][0],
+                               np.linalg.norm(embeddings.reshape(-1, 128).mean(0)), rtol=1e-4)
+    w_in = np.asarray(variables["params"]["token_embedding"]["embedding"], np.float64)
+    np.testing.assert_allclose(out["embeddings"]["input_raw"],
+                               reference.partition_isotropy(w_in[used]), rtol=1e-3)
+    centred = w_in[used] - w_in[used].mean(0)
+    np.testing.assert_allclose(out["embeddings"]["input_centered"],
+                               reference.partition_isotropy(centred), rtol=1e-3)
+    assert out["layers"]["isoscore"].shape == (tcfg.num_layers + 1,)
+    if objective == "clm":
+        assert set(out["final_norm"]) >= {"before_cross_sequence_cosine",
+                                          "after_cross_sequence_cosine"}
+        np.testing.assert_allclose(out["final_norm"]["before_cross_sequence_cosine"],
+                                   out["layers"]["cross_sequence_cosine"][-1], rtol=1e-6)
+    else:
+        assert "final_norm" not in out
+
+
+def _analyse(objective):
+    """One compiled analysis per objective, shared by the tests of this module."""
+    if ("analyse", objective) not in _CACHE:
+        _CACHE["analyse", objective] = dynamics.make_analysis_fn(
+            _config(objective).transformer_config(), USED)
+    return _CACHE["analyse", objective]
+
+
+def _init_analysis(objective, align=None, seed=0):
+    tcfg = _config(objective).transformer_config()
+    from anisotropy_jax.model import Transformer
+    if ("init", objective) not in _CACHE:
+        _CACHE["init", objective] = jax.jit(Transformer(tcfg).init)
+    variables = _CACHE["init", objective](jax.random.key(seed), jnp.zeros((1, L), jnp.int32))
+    if align is not None:
+        params = jax.tree.map(lambda x: x, variables["params"])
+        for layer in range(tcfg.num_layers):
+            att = params[f"block_{layer}"]["attention"]
+            att["key"] = jax.tree.map(lambda w: align * w, att["query"])
+        variables = {"params": params}
+    tokens = np.random.default_rng(seed).integers(32, 127, size=(B, L)).astype(np.int32)
+    return jax.device_get(_analyse(objective)(variables, tokens))
+
+
+@pytest.mark.parametrize("objective", ["mlm", "clm"])
+def test_step0_mean_query_and_key_are_unaligned_and_planted_alignment_is_detected(objective):
+    # SCIENCE.md F5: W_Q, W_K independent at init → cos(mean q, mean k) ~ N(0, 1/d_head).
+    cos0 = np.concatenate([_init_analysis(objective, seed=s)["heads"]["mean_query_key_cosine"]
+                           for s in (0, 1)]).reshape(-1)  # 2 seeds × 2 layers × 2 heads
+    assert np.sqrt(np.mean(cos0 ** 2)) < 3 / np.sqrt(64), cos0
+    # W_K = W_Q (and b_K = b_Q): the analysis must report perfect alignment, with the sign.
+    aligned = _init_analysis(objective, align=1.0)["heads"]
+    np.testing.assert_allclose(aligned["mean_query_key_cosine"], 1.0, atol=1e-5)
+    assert np.all(aligned["mean_query_key_dot"] > 0)
+    anti = _init_analysis(objective, align=-1.0)["heads"]
+    np.testing.assert_allclose(anti["mean_query_key_cosine"], -1.0, atol=1e-5)
+    assert np.all(anti["mean_query_key_dot"] < 0)
+
+
+def test_spearman_and_trends_on_planted_series():
+    steps = np.array([0, 1, 2, 4, 8, 16])
+    s, n, h = len(steps), 2, 3
+    growth = np.linspace(0.0, 1.0, s)[:, None, None] * np.ones((s, n, h))
+    heads = {name: np.full((s, n, h), 0.5) for name in dynamics.HEAD_METRICS}
+    heads["mean_query_norm"] = 0.1 + growth
+    heads["mean_key_norm"] = 0.1 + growth
+    heads["mean_query_key_cosine"] = growth * np.array([1, -1, -1])[None, None, :]
+    heads["mean_query_key_dot"] = heads["mean_query_key_cosine"] * 2
+    heads["attention_entropy_normalized"] = 1.0 - 0.5 * growth
+    layers = {"cross_sequence_cosine": np.concatenate([0.1 + growth[:, :, 0],
+                                                       np.full((s, 1), 0.2)], axis=1)}
+    corr = dynamics.spearman_entropy_vs_qk(heads["attention_entropy_normalized"],
+                                           heads["mean_query_key_dot"])
+    assert corr["per_head_median"] == pytest.approx(-1.0)
+    assert corr["pooled"] < -0.9 and corr["per_head"].shape == (n, h)
+    trends = dynamics.expected_trends(steps, heads, layers, corr, "clm")
+    for name in ("mean_query_norm_grows", "mean_key_norm_grows", "abs_cosine_grows_from_zero",
+                 "both_signs_across_heads", "entropy_falls", "entropy_anticorrelates_with_abs_qk",
+                 "intermediate_anisotropy_rises"):
+        assert trends[name]["holds"], name
+    assert trends["both_signs_across_heads"]["mostly_negative"]
+    # The same series reversed in time: every "grows" trend must fail.
+    rev = {k: v[::-1] for k, v in heads.items()}
+    rev_layers = {k: v[::-1] for k, v in layers.items()}
+    trends = dynamics.expected_trends(steps, rev, rev_layers, corr, "clm")
+    assert not trends["mean_query_norm_grows"]["holds"]
+    assert not trends["entropy_falls"]["holds"]
+    assert not trends["intermediate_anisotropy_rises"]["holds"]
+    with pytest.raises(ValueError, match="3 checkpoints"):
+        dynamics.spearman_entropy_vs_qk(heads["attention_entropy_normalized"][:2],
+                                        heads["mean_query_key_dot"][:2])
+
+
+def test_analysis_tokens_are_clean_text_for_mlm():
+    cfg = data.DataConfig(objective="mlm", seq_len=16, batch_size=2, chunk_len=64, source="x")
+    stream = data.BatchIterator(cfg, corpus=np.frombuffer(b"abcdefgh" * 200, np.uint8))
+    tokens = dynamics.analysis_tokens(stream, 4, 0)
+    assert tokens.shape == (4, 16) and not np.any(tokens == data.MASK_ID)
