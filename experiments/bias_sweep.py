@@ -37,10 +37,23 @@ def _parse_flags(argv: list[str]) -> list[str]:
     """absl parsing, but any flag or config-file error becomes one line and exit status 2."""
     try:
         rest = flags.FLAGS(argv)
-    except (flags.Error, ValueError, TypeError, KeyError, AttributeError) as err:
-        _fail(f"bad flag: {err}")
-    if _CONFIG.value is None:
-        _fail("bad flag: --config is required")
+    except (flags.Error, ValueError, TypeError, AttributeError) as err:
+        bare = str(err).replace("\\", "").strip("'\" ")
+        unknown = [a.split("=")[0] for a in argv
+                   if a.startswith("--config.") and a.split("=")[0].split(".")[-1] == bare]
+        if unknown:  # ml_collections' KeyError for an override of a field the config lacks
+            _fail(f"bad flag: {unknown[0]}: unknown config field {bare!r}")
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        # A config file that raised: keep its flag and the exception's last line, not the traceback.
+        _fail(f"bad flag: {lines[0].split(': Error whilst')[0]}: {lines[-1]}"
+              if len(lines) > 1 else f"bad flag: {lines[0] if lines else err!r}")
+    try:
+        if _CONFIG.value is None:
+            _fail("bad flag: --config is required")
+        list(_CONFIG.value)  # ml_collections reports a config file that failed to load lazily
+    except OSError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        _fail(f"bad flag: --config: {lines[-1] if lines else err}")
     if not _WORKDIR.value:
         _fail("bad flag: --workdir is required")
     return rest

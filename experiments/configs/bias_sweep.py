@@ -13,14 +13,17 @@ Variants (`--config=experiments/configs/bias_sweep.py:VARIANT`):
   post_vs_pre     post-LN and pre-LN into shared figures (compare_field = norm_position)
   init_std        N(0, σ²) for σ in 0.01, 0.02, 0.05 into shared figures
   temperature     logit temperature τ in 0.5, 1, 2 into shared figures
+  dense_1024      1,024 bias norms (0 and 1,023 log-spaced in [2^-2, 2^12]), B = 32, 1 seed:
+                  the memory check (chunk_size bounds the points in flight)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
 line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
 """
 import ml_collections
 
 DEFAULT_BIAS_NORMS = (0.0,) + tuple(2.0 ** (k / 2) for k in range(-4, 25))  # 0, 0.25 … 4096
+DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 VARIANTS = ("smoke", "pre_ln", "lecun", "attention_only", "post_vs_pre", "init_std",
-            "temperature")
+            "temperature", "dense_1024")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -75,5 +78,7 @@ def _apply_variant(config: ml_collections.ConfigDict, variant: str) -> None:
         config.compare_field, config.compare_values = "init_std", (0.01, 0.02, 0.05)
     elif variant == "temperature":
         config.compare_field, config.compare_values = "logit_temperature", (0.5, 1.0, 2.0)
+    elif variant == "dense_1024":
+        config.bias_norms, config.batch_size, config.num_seeds = DENSE_1024_BIAS_NORMS, 32, 1
     else:
         raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")

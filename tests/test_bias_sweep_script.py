@@ -1,0 +1,94 @@
+"""experiments/bias_sweep.py end to end, as a user runs it (subprocesses): the smoke variant writes
+the results contract, figures and table; an overflowing bias norm exits non-zero naming the
+overflow and leaves no results.json; bad flags and configs are one line, exit 2, nothing written.
+
+The two compiling runs share a persistent XLA compilation cache (same shapes), so the second one
+does not compile again.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "experiments" / "bias_sweep.py"
+CONFIG = REPO / "experiments" / "configs" / "bias_sweep.py"
+CONTRACT_METRICS = (
+    "input_cosine", "output_cosine", "output_cross_sequence_cosine", "attention_output_cosine",
+    "input_norm", "output_norm", "attention_entropy", "attention_entropy_normalized",
+    "attention_max", "query_norm", "key_norm", "mean_query_norm", "mean_key_norm",
+    "mean_query_key_cosine", "output_isoscore", "output_drift_norm")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("xla_cache")
+    environ = dict(os.environ)
+    environ.pop("XLA_FLAGS", None)  # one CPU device, as a user's machine
+    environ.update(JAX_COMPILATION_CACHE_DIR=str(cache),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1", MPLBACKEND="Agg")
+    return environ
+
+
+def _run(env, workdir, *flags, variant="smoke"):
+    cmd = [sys.executable, str(SCRIPT), f"--config={CONFIG}:{variant}", f"--workdir={workdir}",
+           *flags]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_smoke_run_writes_results_contract_figures_and_table(env, tmp_path):
+    proc = _run(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "chunk 1/" in out and "H/lnL" in out and "F1" in out
+    doc = json.loads((tmp_path / "results.json").read_text())
+    for key in ("package_version", "jax_version", "flax_version", "devices", "start_time",
+                "end_time", "wall_seconds"):
+        assert key in doc["provenance"]
+    assert doc["config"]["model"]["d_model"] == 64
+    norms = doc["bias_norms"]
+    assert norms == [0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0]
+    for name in CONTRACT_METRICS:
+        metric = doc["metrics"][name]
+        assert len(metric["mean"]) == len(metric["std"]) == len(norms), name
+        per_seed = np.asarray(metric["per_seed"])
+        assert per_seed.shape == (2, len(norms)), name
+        np.testing.assert_allclose(metric["mean"], per_seed.mean(0), rtol=1e-12)
+        np.testing.assert_allclose(metric["std"], per_seed.std(0, ddof=1), rtol=1e-9, atol=1e-15)
+    assert doc["closed_forms"]["input_cosine"]["max_abs_deviation"] < 0.1
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["config"]["seq_len"] == 16
+    arrays = np.load(tmp_path / "results.npz")
+    np.testing.assert_allclose(arrays["post-LN_init_bert_0.02__input_cosine"],
+                               doc["metrics"]["input_cosine"]["per_seed"], rtol=1e-6)
+    assert arrays["post-LN_init_bert_0.02__per_head__query_norm"].shape == (2, 7, 4)
+    for name in ("cosine", "norms", "attention", "query_key"):
+        assert (tmp_path / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not [p for p in tmp_path.rglob(".*.tmp")]  # no temporaries left behind
+
+
+def test_overflow_exits_nonzero_naming_it_and_writes_no_results(env, tmp_path):
+    proc = _run(env, tmp_path, "--config.bias_norms=(0.0,1.0,4.0,16.0,64.0,1e25,1024.0)")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "overflow" in last and "s=1e+25" in last, proc.stderr[-2000:]
+    assert (tmp_path / "config.json").exists()  # what was attempted
+    assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("flag,field", [
+    ("--config.model.d_model=66", "model.d_model"),          # not divisible by 4 heads
+    ("--config.bias_norms=(0.0,-2.0)", "bias_norms"),
+    ("--config.no_such_field=1", "no_such_field"),
+])
+def test_bad_flag_is_one_line_exit_2_and_writes_nothing(env, tmp_path, flag, field):
+    proc = _run(env, tmp_path, flag)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and field in lines[0], proc.stderr
+    assert not any(tmp_path.iterdir())
