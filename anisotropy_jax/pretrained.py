@@ -173,7 +173,8 @@ def transformer_config(hf_config: dict[str, Any], precision: str = "highest",
 def load_state_dict(model_dir: str | pathlib.Path) -> dict[str, np.ndarray]:
     """All tensors of model.safetensors (or of the shards listed in model.safetensors.index.json).
 
-    No torch: `safetensors.numpy`. Raises PretrainedError when no safetensors file is there.
+    No torch: `safetensors.numpy` (bfloat16 files through `safetensors.flax`, upcast to
+    float32). Raises PretrainedError when no safetensors file is there or it cannot be read.
     """
     from safetensors.numpy import load_file  # optional dependency: extra "pretrained"
 
@@ -195,10 +196,17 @@ def load_state_dict(model_dir: str | pathlib.Path) -> dict[str, np.ndarray]:
     tensors: dict[str, np.ndarray] = {}
     for f in files:
         try:
-            tensors.update(load_file(str(f)))
+            try:
+                tensors.update(load_file(str(f)))
+            except TypeError:  # numpy has no bfloat16: read through JAX, upcast to float32
+                from safetensors.flax import load_file as load_file_jax
+
+                tensors.update({k: np.asarray(v.astype(jnp.float32) if v.dtype == jnp.bfloat16
+                                              else v) for k, v in load_file_jax(str(f)).items()})
         except Exception as e:  # safetensors raises its own error types for corrupt files
-            raise PretrainedError(f"{f}: cannot read safetensors ({type(e).__name__}: {e})"
-                                  ) from None
+            message = " ".join(str(e).split())
+            raise PretrainedError(f"{f}: cannot read safetensors ({type(e).__name__}: "
+                                  f"{message})") from None
     return tensors
 
 
@@ -243,7 +251,7 @@ def convert_state_dict(tensors: dict[str, np.ndarray], config: TransformerConfig
                     wrong.append(f"{prefix + candidate} has shape {tuple(value.shape)}, "
                                  f"expected {shape}")
                     return None
-                if not np.issubdtype(value.dtype, np.floating):
+                if not jnp.issubdtype(value.dtype, jnp.floating):  # bfloat16 counts too
                     wrong.append(f"{prefix + candidate} has dtype {value.dtype}, expected float")
                     return None
                 return value.astype(np.float32)

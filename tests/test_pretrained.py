@@ -217,6 +217,24 @@ def test_missing_and_misshapen_tensors_are_named(tmp_path):
         pretrained.convert_state_dict(tensors, cfg)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_checkpoints_load_as_float32(tmp_path, dtype):
+    from safetensors.flax import save_file as save_file_jax
+
+    cfg = _tiny_config()
+    tensors = _to_hf(_random_params(cfg), cfg)
+    half = {k: jnp.asarray(v).astype(dtype) if v.dtype == np.float32 else jnp.asarray(v)
+            for k, v in tensors.items()}
+    (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
+    save_file_jax(half, str(tmp_path / "model.safetensors"))
+    loaded = pretrained.load(tmp_path, with_tokenizer=False)
+    kernel = loaded.params["params"]["block_0"]["attention"]["query"]["kernel"]
+    assert kernel.dtype == jnp.float32
+    expected = np.asarray(half["encoder.layer.0.attention.self.query.weight"].astype(
+        jnp.float32)).T
+    np.testing.assert_array_equal(np.asarray(kernel), expected)
+
+
 def test_many_missing_tensors_are_summarised(minilm_dir, tmp_path):
     """A checkpoint of another architecture under a BERT config: one line, a count."""
     hf = pretrained.read_hf_config(minilm_dir)
