@@ -14,6 +14,7 @@ NORM_POSITIONS = ("post", "pre", "none")
 INITS = ("bert", "lecun", "xavier")
 ATTENTIONS = ("softmax", "qk_layernorm")
 PRECISIONS = ("highest", "default", "bfloat16")
+ATTENTION_IMPLS = ("xla", "pallas")
 
 
 class ConfigError(ValueError):
@@ -49,6 +50,11 @@ class BlockConfig:
       precision: 'highest' (float32 matmuls at full precision), 'default' (the backend's default:
         TF32 on NVIDIA GPUs, bfloat16 passes on TPU) or 'bfloat16' (bfloat16 inputs to the
         matmuls). Attention logits and softmax are float32 in every case.
+      attention_impl: 'xla' (einsums; the probes include the (B, H, L, L) logits and weights) or
+        'pallas' (one fused GPU kernel, `fused_attention.py`, that returns the attention output
+        and per-query softmax statistics without writing the logits to memory: the probes then
+        lack attn_logits/attn_weights). 'pallas' needs L and Dh powers of two ≥ 16, L ≤ 256 and
+        no padding mask; off GPU it runs in (slow) Pallas interpret mode.
     """
 
     d_model: int = 768
@@ -64,6 +70,7 @@ class BlockConfig:
     use_mlp: bool = True
     use_bias: bool = True
     precision: str = "highest"
+    attention_impl: str = "xla"
 
     def __post_init__(self):
         _require(isinstance(self.d_model, int) and self.d_model >= 1, "model.d_model",
@@ -89,6 +96,11 @@ class BlockConfig:
                  f"must be finite and > 0, got {self.logit_temperature!r}")
         _require(self.precision in PRECISIONS, "model.precision",
                  f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
+        _require(self.attention_impl in ATTENTION_IMPLS, "model.attention_impl",
+                 f"unknown attention_impl {self.attention_impl!r}; choose one of "
+                 f"{ATTENTION_IMPLS}")
+        _require(self.attention_impl == "xla" or self.attention == "softmax",
+                 "model.attention_impl", "'pallas' supports attention='softmax' only")
 
     @property
     def d_head(self) -> int:

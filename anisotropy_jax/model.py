@@ -11,6 +11,11 @@ Canonical probe names of a block (contract, README "Probes"):
   values        (B, L, H, Dh)
   attn_logits   (B, H, Lq, Lk) q·k / (√Dh τ), float32, masked entries set to MASK_VALUE
   attn_weights  (B, H, Lq, Lk) softmax of the logits, float32
+  attn_entropy  (B, H, Lq)     entropy of each query's attention (nats), float32
+  attn_max      (B, H, Lq)     its largest probability
+  attn_sink     (B, H, Lq)     its probability on the first key
+                (with attention_impl='pallas' only these three statistics exist, not the
+                 (B, H, L, L) logits and weights)
   attn_out      (B, L, D)      attention branch after the output projection, before the residual
   resid_mid     (B, L, D)      pre/none: resid_pre + attn_out;  post: LN(resid_pre + attn_out)
   mlp_out       (B, L, D)      MLP branch (absent when use_mlp=False)
@@ -26,6 +31,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from anisotropy_jax import fused_attention
 from anisotropy_jax.config import BlockConfig, TransformerConfig
 
 Array = jax.Array
@@ -73,6 +79,23 @@ def _dense(config: BlockConfig, features: int, name: str) -> nn.Dense:
                     precision=precision, name=name)
 
 
+class DenseParams(nn.Module):
+    """The parameters of an `nn.Dense` (same names, shapes and initialisation), returned as
+    (kernel (in, out), bias (out,) or None) for the caller to apply (e.g. fused with others)."""
+
+    config: BlockConfig
+    in_features: int
+    features: int
+
+    @nn.compact
+    def __call__(self) -> tuple[Array, Array | None]:
+        kernel = self.param("kernel", kernel_init(self.config), (self.in_features, self.features),
+                            jnp.float32)
+        bias = (self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
+                if self.config.use_bias else None)
+        return kernel, bias
+
+
 def _layer_norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.LayerNorm:
     # LayerNorm always in float32, γ = 1, β = 0 at init.
     return nn.LayerNorm(epsilon=config.layer_norm_eps, use_bias=use_bias, dtype=jnp.float32,
@@ -102,37 +125,51 @@ class SelfAttention(nn.Module):
         if d_model != cfg.d_model:
             raise ValueError(f"input width {d_model} != model.d_model {cfg.d_model}")
         heads, d_head = cfg.num_heads, cfg.d_head
-        _, precision = matmul_settings(cfg)
+        dtype, precision = matmul_settings(cfg)
 
-        def project(name: str) -> Array:
-            y_BxLxD = _dense(cfg, d_model, name)(x_BxLxD)
-            return y_BxLxD.reshape(batch, seq_len, heads, d_head)
-
-        q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh = project("query"), project("key"), project("value")
+        # One (D, 3D) matmul for query, key and value (a wider GEMM runs closer to the matmul
+        # rate than three D×D ones); the parameters stay three Dense-shaped sets.
+        qkv = [DenseParams(cfg, d_model, d_model, name=n)() for n in ("query", "key", "value")]
+        kernel_Dx3D = jnp.concatenate([kernel for kernel, _ in qkv], axis=1).astype(dtype)
+        qkv_BxLx3D = jnp.dot(x_BxLxD.astype(dtype), kernel_Dx3D, precision=precision)
+        if cfg.use_bias:
+            bias_3D = jnp.concatenate([bias for _, bias in qkv]).astype(dtype)
+            qkv_BxLx3D = qkv_BxLx3D + bias_3D[None, None, :]
+        q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh = (
+            part.reshape(batch, seq_len, heads, d_head)
+            for part in jnp.split(qkv_BxLx3D, 3, axis=-1))
         if cfg.attention == "qk_layernorm":
             q_BxLxHxDh = _layer_norm(cfg, "query_norm", use_bias=False)(q_BxLxHxDh)
             k_BxLxHxDh = _layer_norm(cfg, "key_norm", use_bias=False)(k_BxLxHxDh)
 
-        logits_BxHxLxL = jnp.einsum("bqhd,bkhd->bhqk", q_BxLxHxDh, k_BxLxHxDh,
-                                    precision=precision, preferred_element_type=jnp.float32)
-        logits_BxHxLxL = logits_BxHxLxL * (1.0 / (d_head ** 0.5 * cfg.logit_temperature))
-        mask = attention_mask(seq_len, cfg.causal, key_mask_BxL)
-        if mask is not None:
-            logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
-        weights_BxHxLxL = jax.nn.softmax(logits_BxHxLxL, axis=-1)
-
-        mixed_BxLxHxDh = jnp.einsum("bhqk,bkhd->bqhd", weights_BxHxLxL.astype(v_BxLxHxDh.dtype),
-                                    v_BxLxHxDh, precision=precision,
-                                    preferred_element_type=jnp.float32)
+        scale = fused_attention.logit_scale(d_head, cfg.logit_temperature)
+        probes: Probes = {"queries": q_BxLxHxDh, "keys": k_BxLxHxDh, "values": v_BxLxHxDh}
+        if cfg.attention_impl == "pallas":
+            if key_mask_BxL is not None or not fused_attention.supported(seq_len, d_head):
+                raise ValueError(
+                    f"model.attention_impl: 'pallas' needs L and Dh powers of two >= 16, "
+                    f"L <= {fused_attention.MAX_SEQ_LEN} and no padding mask (L={seq_len}, "
+                    f"Dh={d_head}, mask={key_mask_BxL is not None})")
+            mixed_BxLxHxDh, stats = fused_attention.fused_attention(
+                q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh, logit_scale=scale, causal=cfg.causal,
+                precision=precision, interpret=jax.default_backend() != "gpu")
+            probes.update(stats)
+        else:
+            logits_BxHxLxL = jnp.einsum("bqhd,bkhd->bhqk", q_BxLxHxDh, k_BxLxHxDh,
+                                        precision=precision, preferred_element_type=jnp.float32)
+            logits_BxHxLxL = logits_BxHxLxL * scale
+            mask = attention_mask(seq_len, cfg.causal, key_mask_BxL)
+            if mask is not None:
+                logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
+            weights_BxHxLxL = jax.nn.softmax(logits_BxHxLxL, axis=-1)
+            mixed_BxLxHxDh = jnp.einsum("bhqk,bkhd->bqhd",
+                                        weights_BxHxLxL.astype(v_BxLxHxDh.dtype), v_BxLxHxDh,
+                                        precision=precision, preferred_element_type=jnp.float32)
+            probes.update(attn_logits=logits_BxHxLxL, attn_weights=weights_BxHxLxL)
+            probes.update(fused_attention.reference_statistics(logits_BxHxLxL, weights_BxHxLxL,
+                                                               mask))
         mixed_BxLxD = mixed_BxLxHxDh.reshape(batch, seq_len, d_model)
         out_BxLxD = _dense(cfg, d_model, "out")(mixed_BxLxD).astype(jnp.float32)
-        probes = {
-            "queries": q_BxLxHxDh,
-            "keys": k_BxLxHxDh,
-            "values": v_BxLxHxDh,
-            "attn_logits": logits_BxHxLxL,
-            "attn_weights": weights_BxHxLxL,
-        }
         return out_BxLxD, probes
 
 

@@ -59,7 +59,7 @@ def main(argv):
         print(f"{name:44s}{seconds * 1e3:9.3f} ms{seconds * 1e3 / chunk:9.4f} ms/pt"
               f"{gflop / seconds / 1e3 if gflop else 0:9.1f} TFLOP/s", flush=True)
 
-    def bare(params, z, u, s):
+    def bare(params, z, u, s, block=block):
         def point(si):
             y, _ = model.TransformerBlock(block).apply(params, inputs.biased_inputs(z, u, si))
             return jnp.sum(y)
@@ -68,6 +68,10 @@ def main(argv):
     gflop_point = (8 * b * l * d * d + 4 * b * h * l * l * 64 + 4 * b * l * d * f) / 1e9
     report("whole block, bare forward", _time(jax.jit(bare), params, z, u, s,
                                               repeats=_REPEATS.value), gflop_point * chunk)
+    pallas_block = block.replace(attention_impl="pallas")
+    report("whole block, bare forward, pallas attention",
+           _time(jax.jit(functools.partial(bare, block=pallas_block)), params, z, u, s,
+                 repeats=_REPEATS.value), gflop_point * chunk)
 
     def gemm(x2, w):
         return jnp.dot(x2.astype(dtype), w.astype(dtype), precision=lax_precision,
@@ -113,6 +117,25 @@ def main(argv):
     report("attention core (qk, softmax, pv)", _time(jax.jit(attention_core), q, q * 0.5, q * 2,
                                                      repeats=_REPEATS.value),
            4 * chunk * b * h * l * l * 64 / 1e9)
+
+    from anisotropy_jax import fused_attention
+
+    def pallas_core(q, k, v):
+        o, stats = fused_attention.fused_attention(q, k, v, logit_scale=0.125,
+                                                   precision=lax_precision)
+        return jnp.sum(o) + jnp.sum(stats["attn_entropy"])
+
+    report("attention core, fused pallas kernel + stats",
+           _time(jax.jit(pallas_core), q, q * 0.5, q * 2, repeats=_REPEATS.value),
+           4 * chunk * b * h * l * l * 64 / 1e9)
+    for warps in (4, 8):
+        def core_w(q, k, v, warps=warps):
+            o, stats = fused_attention.fused_attention(q, k, v, logit_scale=0.125,
+                                                       precision=lax_precision, num_warps=warps)
+            return jnp.sum(o) + jnp.sum(stats["attn_entropy"])
+        report(f"  same, num_warps={warps}", _time(jax.jit(core_w), q, q * 0.5, q * 2,
+                                                    repeats=_REPEATS.value),
+               4 * chunk * b * h * l * l * 64 / 1e9)
 
     def norms(x):
         ln = functools.partial(model._layer_norm, block)  # noqa: SLF001

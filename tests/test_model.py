@@ -127,7 +127,12 @@ def test_probe_identities(norm_position):
     params = _randomised(model.TransformerBlock(cfg).init(jax.random.key(0), x), seed=4)
     y, pr = model.TransformerBlock(cfg).apply(params, x)
     assert set(pr) == {"resid_pre", "queries", "keys", "values", "attn_logits", "attn_weights",
-                       "attn_out", "resid_mid", "mlp_out", "resid_post"}
+                       "attn_entropy", "attn_max", "attn_sink", "attn_out", "resid_mid",
+                       "mlp_out", "resid_post"}
+    np.testing.assert_allclose(pr["attn_entropy"], metrics.attention_entropy(pr["attn_logits"]),
+                               rtol=1e-6)
+    np.testing.assert_allclose(pr["attn_max"], metrics.attention_max(pr["attn_weights"]))
+    np.testing.assert_allclose(pr["attn_sink"], pr["attn_weights"][..., 0])
     p = _params_np(params)["params"]
     eps = cfg.layer_norm_eps
     f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731

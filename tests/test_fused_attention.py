@@ -1,0 +1,64 @@
+"""The fused Pallas attention (interpret mode on CPU) against the plain XLA path."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from anisotropy_jax import fused_attention, metrics, model
+from anisotropy_jax.config import BlockConfig, ConfigError
+
+CFG = BlockConfig(d_model=32, num_heads=2, d_ff=64)  # Dh = 16
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_pallas_block_equals_xla_block(causal, norm_position):
+    xla_cfg = CFG.replace(causal=causal, norm_position=norm_position, logit_temperature=0.5)
+    pallas_cfg = xla_cfg.replace(attention_impl="pallas")
+    x = jax.random.normal(jax.random.key(0), (2, 16, 32)) * 3 + 2.0
+    params = model.TransformerBlock(xla_cfg).init(jax.random.key(1), x)
+    y_xla, p_xla = model.TransformerBlock(xla_cfg).apply(params, x)
+    y_pal, p_pal = model.TransformerBlock(pallas_cfg).apply(params, x)
+    np.testing.assert_allclose(y_pal, y_xla, rtol=1e-5, atol=1e-5)
+    assert "attn_logits" not in p_pal and "attn_weights" not in p_pal
+    mask = jnp.tril(jnp.ones((16, 16), bool)) if causal else None
+    np.testing.assert_allclose(p_pal["attn_entropy"],
+                               metrics.attention_entropy(p_xla["attn_logits"], mask),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(p_pal["attn_max"], metrics.attention_max(p_xla["attn_weights"]),
+                               rtol=1e-5)
+    np.testing.assert_allclose(p_pal["attn_sink"], p_xla["attn_weights"][..., 0], rtol=1e-5,
+                               atol=1e-7)
+    for name in ("queries", "keys", "values", "attn_out", "resid_mid", "resid_post"):
+        np.testing.assert_allclose(p_pal[name], p_xla[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_statistics_of_one_hot_and_uniform_attention():
+    q = jnp.zeros((1, 16, 1, 16))
+    k = jax.random.normal(jax.random.key(2), (1, 16, 1, 16))
+    _, uniform = fused_attention.fused_attention(q, k, k, logit_scale=1.0, interpret=True)
+    np.testing.assert_allclose(uniform["attn_entropy"], np.log(16), rtol=1e-6)
+    np.testing.assert_allclose(uniform["attn_max"], 1 / 16, rtol=1e-6)
+    # Huge logits: every query picks one key; entropy exactly 0, no NaN.
+    q = jnp.ones((1, 16, 1, 16)) * 1e3
+    k = jnp.zeros((1, 16, 1, 16)).at[0, 3].set(1e3)
+    _, sharp = fused_attention.fused_attention(q, k, k, logit_scale=1.0, interpret=True)
+    assert np.all(np.isfinite(sharp["attn_entropy"]))
+    np.testing.assert_allclose(sharp["attn_entropy"], 0.0, atol=1e-6)
+    np.testing.assert_allclose(sharp["attn_max"], 1.0)
+
+
+def test_unsupported_shapes_and_masks_are_explicit_errors():
+    cfg = BlockConfig(d_model=24, num_heads=2, d_ff=32, attention_impl="pallas")  # Dh = 12
+    x = jnp.zeros((1, 16, 24))
+    with pytest.raises(ValueError, match="attention_impl"):
+        model.TransformerBlock(cfg).init(jax.random.key(0), x)
+    cfg = CFG.replace(attention_impl="pallas")
+    x = jnp.zeros((1, 16, 32))
+    params = model.TransformerBlock(CFG).init(jax.random.key(0), x)
+    with pytest.raises(ValueError, match="padding mask"):
+        model.TransformerBlock(cfg).apply(params, x, jnp.ones((1, 16), bool))
+    with pytest.raises(ConfigError, match="model.attention_impl"):
+        BlockConfig(attention_impl="cuda")
+    with pytest.raises(ConfigError, match="model.attention_impl"):
+        BlockConfig(attention_impl="pallas", attention="qk_layernorm")
