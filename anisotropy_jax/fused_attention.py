@@ -76,11 +76,13 @@ def _kernel(q_ref, k_ref, v_ref, o_ref, entropy_ref, max_ref, sink_ref, *, scale
 def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
                     logit_scale: float, causal: bool = False,
                     precision: jax.lax.Precision = jax.lax.Precision.HIGHEST,
-                    interpret: bool = False, num_warps: int = 4):
+                    interpret: bool = False, num_warps: int = 8):
     """softmax(q·kᵀ · logit_scale)·v per head, plus per-query statistics of the softmax.
 
     Returns (out (B, L, H, Dh) float32, {"attn_entropy", "attn_max", "attn_sink"} each (B, H, L)
     float32: entropy in nats, largest probability, probability of key 0).
+    num_warps: 8 ran the BERT-base tile (L = 128, Dh = 64) in 0.046 ms per grid point on an
+    H200 against 0.069 ms with 4 (experiments/profile_block.py, 2026-11-26).
     """
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
     kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision)

@@ -144,7 +144,8 @@ class SelfAttention(nn.Module):
 
         scale = fused_attention.logit_scale(d_head, cfg.logit_temperature)
         probes: Probes = {"queries": q_BxLxHxDh, "keys": k_BxLxHxDh, "values": v_BxLxHxDh}
-        if cfg.attention_impl == "pallas":
+        # The attention path owns no parameters: `init` (often on dummy shapes) takes the plain one.
+        if cfg.attention_impl == "pallas" and not self.is_initializing():
             if key_mask_BxL is not None or not fused_attention.supported(seq_len, d_head):
                 raise ValueError(
                     f"model.attention_impl: 'pallas' needs L and Dh powers of two >= 16, "

@@ -51,8 +51,9 @@ def test_statistics_of_one_hot_and_uniform_attention():
 def test_unsupported_shapes_and_masks_are_explicit_errors():
     cfg = BlockConfig(d_model=24, num_heads=2, d_ff=32, attention_impl="pallas")  # Dh = 12
     x = jnp.zeros((1, 16, 24))
+    params = model.TransformerBlock(cfg).init(jax.random.key(0), x)  # init takes the plain path
     with pytest.raises(ValueError, match="attention_impl"):
-        model.TransformerBlock(cfg).init(jax.random.key(0), x)
+        model.TransformerBlock(cfg).apply(params, x)
     cfg = CFG.replace(attention_impl="pallas")
     x = jnp.zeros((1, 16, 32))
     params = model.TransformerBlock(CFG).init(jax.random.key(0), x)
