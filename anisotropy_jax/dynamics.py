@@ -239,7 +239,11 @@ def analyze_run(workdir: str | pathlib.Path, batch_size: int = 16, seed: int = 0
     stream = data_lib.BatchIterator(config.data)
     tokens = analysis_tokens(stream, batch_size, seed)
     analyse = make_analysis_fn(config.transformer_config(), stream.used_token_ids())
-    abstract, _, _ = train.abstract_state(config)
+    # One device is plenty for one batch, and a replicated multi-device program gains nothing
+    # (with forced host devices it was seen to stall in the eigendecompositions).
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=device),
+                            train.abstract_state(config)[0])
     records, done = [], []
     with checkpointing.manager(pathlib.Path(workdir) / "checkpoints", read_only=True) as mngr:
         wanted = checkpointing.saved_steps(mngr) if steps is None else list(steps)

@@ -273,7 +273,7 @@ def train_step(state, batch, *, model: nn.Module, tx: optax.GradientTransformati
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
     metrics = {"loss": loss, "learning_rate": schedule(state["step"]),
-               "grad_norm": optax.global_norm(grads), "params_finite": _all_finite(params)}
+               "grad_norm": optax.tree.norm(grads), "params_finite": _all_finite(params)}
     return {"step": state["step"] + 1, "params": params, "opt_state": opt_state}, metrics
 
 

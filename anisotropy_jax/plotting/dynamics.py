@@ -14,6 +14,7 @@ from anisotropy_jax.plotting import new_figure
 
 def _step_axis(ax) -> None:
     ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(left=0)
     ax.set_xlabel("training step (symlog)")
 
 

@@ -1,0 +1,201 @@
+"""Training from scratch: the smoke run learns, a SIGKILLed run resumes to the very same parameters
+and loss curve, non-finite training stops with the last good checkpoint kept, bad configs fail
+early with the field's name; the script's smoke path writes the analysis."""
+import importlib.util
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from anisotropy_jax import checkpointing, train
+from anisotropy_jax.config import ConfigError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLM_SMOKE = str(ROOT / "experiments" / "configs" / "train_clm.py") + ":smoke"
+HANG_AT = 13  # between the checkpoints of steps 8 and 16
+
+
+def _smoke_config_dict(objective="clm"):
+    spec = importlib.util.spec_from_file_location(
+        "cfg", ROOT / "experiments" / "configs" / f"train_{objective}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config("smoke")
+
+
+def _final_params(workdir, config):
+    abstract, _, _ = train.abstract_state(config)
+    with checkpointing.manager(pathlib.Path(workdir) / "checkpoints", read_only=True) as mngr:
+        state, _ = checkpointing.restore(mngr, config.steps, abstract)
+    return state
+
+
+def _script(args, env_extra=None, **kwargs):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **(env_extra or {}))
+    return subprocess.Popen([sys.executable, str(ROOT / "experiments" / "train.py"), *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The clm smoke config trained in this process, without interruption."""
+    config = train.config_from_mapping(_smoke_config_dict("clm"))
+    workdir = tmp_path_factory.mktemp("uninterrupted")
+    summary = train.train(config, workdir, progress=False)
+    return config, workdir, summary
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """The same config through experiments/train.py: SIGKILLed mid-run, then the same command
+    again (which also runs the analysis)."""
+    workdir = tmp_path_factory.mktemp("resumed")
+    args = [f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--progress=false"]
+    first = _script(args, {train.HANG_ENV: str(HANG_AT)})
+    output = []
+    deadline = time.time() + 240
+    for line in first.stdout:  # wait until the run is parked before step HANG_AT
+        output.append(line)
+        if "hanging before step" in line or time.time() > deadline:
+            break
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    assert first.returncode == -signal.SIGKILL, "".join(output)
+    with checkpointing.manager(workdir / "checkpoints", read_only=True) as mngr:
+        steps_at_kill = checkpointing.saved_steps(mngr)
+    lines_at_kill = len((workdir / "metrics.jsonl").read_text().splitlines())
+    second = _script(args)
+    try:
+        out, _ = second.communicate(timeout=400)
+    except subprocess.TimeoutExpired:  # show where it is stuck (faulthandler dumps on SIGABRT)
+        second.send_signal(signal.SIGABRT)
+        out, _ = second.communicate(timeout=60)
+        pytest.fail(f"the resumed run did not finish in 400 s:\n{out[-6000:]}")
+    assert second.returncode == 0, out
+    return workdir, steps_at_kill, lines_at_kill, out
+
+
+def test_smoke_loss_decreases(uninterrupted):
+    config, workdir, summary = uninterrupted
+    records = train.read_metrics(workdir)
+    assert [r["step"] for r in records] == list(range(config.steps))
+    first, last = np.mean([r["loss"] for r in records[:3]]), np.mean(
+        [r["loss"] for r in records[-3:]])
+    assert first > 5.0  # ≈ ln 256 at init
+    assert last < first - 1.0, (first, last)
+    evals = summary["eval"]
+    assert [e["step"] for e in evals] == checkpointing.checkpoint_steps(config.steps,
+                                                                        config.checkpoint_every)
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0
+    for r in records:
+        assert set(r) == {"step", "loss", "learning_rate", "grad_norm", "tokens_per_s"}
+    assert records[0]["learning_rate"] == 0.0  # warmup starts at 0
+    assert max(r["learning_rate"] for r in records) == pytest.approx(config.optim.learning_rate,
+                                                                     rel=1e-5)
+
+
+def test_kill_and_resume_reproduces_the_uninterrupted_run(uninterrupted, resumed):
+    config, clean_dir, _ = uninterrupted
+    workdir, steps_at_kill, lines_at_kill, out = resumed
+    # The kill happened mid-run: after checkpoint 8, before 16, with metrics up to step 12.
+    assert steps_at_kill == [0, 1, 2, 4, 8], steps_at_kill
+    assert lines_at_kill == HANG_AT
+    assert "resuming from checkpoint step 8" in out
+    # Same loss curve (steps 8..12 were recomputed, not duplicated) ...
+    assert train.read_metrics(workdir) and [
+        (r["step"], r["loss"], r["grad_norm"], r["learning_rate"])
+        for r in train.read_metrics(workdir)] == [
+        (r["step"], r["loss"], r["grad_norm"], r["learning_rate"])
+        for r in train.read_metrics(clean_dir)]
+    assert train.read_jsonl(workdir / "eval.jsonl") == train.read_jsonl(clean_dir / "eval.jsonl")
+    # ... and bit-identical final parameters and optimiser state.
+    a, b = _final_params(workdir, config), _final_params(clean_dir, config)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_script_smoke_path_writes_the_analysis(resumed):
+    workdir, _, _, out = resumed
+    results = json.loads((workdir / "results.json").read_text())
+    assert {"provenance", "config", "steps", "heads", "layers", "embeddings", "final_norm",
+            "correlation", "trends", "training"} <= set(results)
+    assert results["config"]["train"]["objective"] == "clm"
+    assert results["steps"] == [0, 1, 2, 4, 8, 16, 20, 32, 40]
+    num_layers, num_heads = 2, 4
+    assert np.asarray(results["heads"]["mean_query_key_cosine"]).shape == (9, num_layers,
+                                                                            num_heads)
+    assert np.asarray(results["layers"]["cross_sequence_cosine"]).shape == (9, num_layers + 1)
+    for name in ("loss", "trajectories", "anisotropy_heatmap", "cosine_vs_entropy"):
+        assert (workdir / "figures" / f"{name}.png").stat().st_size > 1000
+    with np.load(workdir / "dynamics.npz") as arrays:
+        np.testing.assert_allclose(arrays["heads/mean_query_norm"],
+                                   results["heads"]["mean_query_norm"])
+    assert "holds=" in out
+
+
+def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+    cfg = _smoke_config_dict("clm")
+    cfg.optim.learning_rate, cfg.optim.warmup_steps = 1e30, 0  # parameters ~1e30 after 1 step
+    config = train.config_from_mapping(cfg)
+    with pytest.raises(FloatingPointError, match="last good checkpoint is step 1") as error:
+        train.train(config, tmp_path, progress=False)
+    assert "non-finite training at step 1" in str(error.value)
+    abstract, _, _ = train.abstract_state(config)
+    with checkpointing.manager(tmp_path / "checkpoints", read_only=True) as mngr:
+        assert checkpointing.saved_steps(mngr) == [0, 1]
+        state, _ = checkpointing.restore(mngr, 1, abstract)
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(state))
+
+
+def test_resuming_with_another_config_is_refused(uninterrupted):
+    _, workdir, _ = uninterrupted
+    cfg = _smoke_config_dict("clm")
+    cfg.seed = 1
+    with pytest.raises(ConfigError, match="^seed: "):
+        train.train(train.config_from_mapping(cfg), workdir, progress=False)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("model.num_heads", 3, "model.num_heads"), ("model.d_model", 0, "model.d_model"),
+    ("optim.learning_rate", -1.0, "optim.learning_rate"), ("data.seq_len", 1, "data.seq_len"),
+    ("steps", 0, "steps"), ("optim.warmup_steps", 100, "optim.warmup_steps")])
+def test_bad_config_names_the_field(field, value, message):
+    cfg = _smoke_config_dict("mlm")
+    section, _, name = field.rpartition(".")
+    setattr(cfg[section] if section else cfg, name, value)
+    with pytest.raises(ConfigError, match=f"^{message}: "):
+        train.config_from_mapping(cfg)
+
+
+def test_unknown_fields_are_refused():
+    cfg = _smoke_config_dict("mlm").to_dict()
+    cfg["model"]["n_layers"] = 3
+    with pytest.raises(ConfigError, match="^model.n_layers: unknown field"):
+        train.config_from_mapping(cfg)
+    with pytest.raises(ConfigError, match="data.batch_size"):
+        train.check_devices(train.config_from_mapping(_smoke_config_dict("mlm")), num_devices=3)
+
+
+def test_script_rejects_a_bad_config_in_one_line_before_compiling(tmp_path):
+    started = time.time()
+    proc = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/run",
+                    "--config.model.num_heads=3"])
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: model.num_heads"), out
+    assert not (tmp_path / "run").exists()  # nothing written, nothing compiled
+    qk = subprocess.run([sys.executable, str(ROOT / "experiments" / "qk_dynamics.py"),
+                         f"--workdir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=120)
+    assert qk.returncode != 0 and qk.stderr.strip().splitlines()[-1].startswith(
+        "error: --workdir"), qk.stderr
+    assert time.time() - started < 60
