@@ -136,14 +136,16 @@ def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
     """run_sweep (its keys, grid walk, gathering) against draws made by hand, seed by seed."""
     result = sweep.run_sweep(CONFIG, mesh=MESH, chunk_fn=COUNTED)
     keys = inputs.seed_keys(CONFIG.seed, CONFIG.num_seeds)
+    init = jax.jit(model.TransformerBlock(BLOCK).init)
+    tokens = jax.jit(inputs.gaussian_tokens, static_argnums=(1, 2, 3))
+    direction = jax.jit(inputs.random_unit_vector, static_argnums=1)
     drawn = []
     for i in range(CONFIG.num_seeds):
         k = inputs.split_seed_key(keys[i])
-        params = model.TransformerBlock(BLOCK).init(k.params, np.zeros((1, 2, 32)))
-        z = inputs.gaussian_tokens(k.tokens, 3, 6, 32)
-        u = inputs.random_unit_vector(k.direction, 32)
+        u = direction(k.direction, 32)
         np.testing.assert_allclose(np.linalg.norm(u), 1.0, rtol=1e-6)
-        drawn.append((params, z, u))
+        params = init(k.params, np.zeros((1, 2, 32), np.float32))
+        drawn.append((params, tokens(k.tokens, 3, 6, 32), u))
     stacked = jax.tree.map(lambda *a: np.stack(a), *drawn)
     replicated = sweep.NamedSharding(MESH, sweep.P())
     norms = np.asarray(CONFIG.bias_norms, np.float32)
@@ -200,6 +202,8 @@ def test_sharded_over_two_devices_equals_one_device():
     one = _bare(config, sweep.grid_mesh(jax.devices()[:1]))
     assert two.shape == (3, 5)
     np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(_bare(config, MESH), two)  # seeded: repeatable bit for bit
+    assert not np.allclose(_bare(config.replace(seed=8), MESH), two)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 4])
@@ -255,6 +259,10 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
                 "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2}
     for variant, count in expected.items():
         assert len(sweep.sweep_configs_from_mapping(_experiment_config(variant))) == count
+    config = _experiment_config()
+    config.precision = "bfloat16"
+    (_, bf16), = sweep.sweep_configs_from_mapping(config)
+    assert bf16.block.precision == "bfloat16"
     (_, pre), = sweep.sweep_configs_from_mapping(_experiment_config("pre_ln"))
     assert pre.block.norm_position == "pre"
     (_, att), = sweep.sweep_configs_from_mapping(_experiment_config("attention_only"))
