@@ -416,11 +416,12 @@ def place(tree: Any, sharding: NamedSharding) -> Any:
 
 def _fetch(tree: Any) -> Any:
     """Device arrays → numpy, gathering the shards of other hosts when there are several."""
-    if jax.process_count() > 1:
+    def fetch(a):
+        if getattr(a, "is_fully_addressable", True):
+            return np.asarray(a)
         from jax.experimental import multihost_utils
-        return jax.tree.map(lambda a: np.asarray(multihost_utils.process_allgather(a, tiled=True)),
-                            tree)
-    return jax.tree.map(np.asarray, tree)
+        return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+    return jax.tree.map(fetch, tree)
 
 
 def _check_finite(chunk: Mapping[str, np.ndarray], seeds: np.ndarray, norms: np.ndarray,
