@@ -530,7 +530,8 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
     F1 input cosine s²/(s² + d); F2 query norm σ_w √(d·Dh) √(1 + s²/d); F3 attention entropy at
     s = 0, ln L − ½ v (L−1)/L with logit variance v = (σ_w² d)² / τ² (sample variance over L keys);
     F4 attention-output cross-sequence cosine s²/(s² + d/L) (assumes near-uniform attention);
-    post-LN output norm √d. F2–F4 assume the plain softmax attention with zero linear biases.
+    post-LN output norm √d. F2–F4 assume the plain softmax attention with zero linear biases;
+    F3 and F4 also a non-causal block.
     """
     block = config.block
     s = np.asarray(bias_norms, np.float64)
@@ -546,10 +547,11 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
                                "sigma_w*sqrt(d*d_head)" if block.norm_position == "pre" else
                                "F2: sigma_w*sqrt(d*d_head)*sqrt(1+s^2/d)",
                                "predicted": math.sqrt(var_w * d * dh) * growth}
+    if block.attention == "softmax" and not block.causal:  # F3, F4: every query sees all L keys
         v = (var_w * d) ** 2 / block.logit_temperature ** 2
         entropy0 = math.log(seq_len) - 0.5 * v * (seq_len - 1) / seq_len
         forms["attention_entropy"] = {
-            "formula": "F3 (s=0 only): ln L - (sigma_w^2 d)^2 (L-1)/(2L)",
+            "formula": "F3 (s=0 only): ln L - (sigma_w^2 d / tau)^2 (L-1)/(2L)",
             "predicted": np.where(s == 0, entropy0, np.nan)}
         forms["attention_output_cross_sequence_cosine"] = {
             "formula": "F4 (near-uniform attention): s^2/(s^2+d/L)",

@@ -235,6 +235,24 @@ def test_chunk_layout_bounds_points_in_flight():
             assert lay.num_chunks == 1
 
 
+def test_closed_forms_follow_the_config():
+    s = np.array([0.0, 3.0, 100.0])
+    forms = sweep.closed_forms(sweep.SweepConfig(bias_norms=(0.0, 3.0, 100.0)), s)
+    np.testing.assert_allclose(forms["input_cosine"]["predicted"], s ** 2 / (s ** 2 + 768))
+    np.testing.assert_allclose(forms["query_norm"]["predicted"][0], 0.02 * math.sqrt(768 * 64))
+    np.testing.assert_allclose(forms["attention_entropy"]["predicted"][0],
+                               math.log(128) - 0.5 * (0.0004 * 768) ** 2 * 127 / 128)
+    assert np.isnan(forms["attention_entropy"]["predicted"][1:]).all()  # F3 is for s = 0 only
+    lecun = sweep.closed_forms(sweep.SweepConfig(block=BlockConfig(init="lecun")), s)
+    np.testing.assert_allclose(lecun["attention_entropy"]["predicted"][0],
+                               math.log(128) - 0.5 * 127 / 128)  # (σ²d)² = 1: H/ln L ≈ 0.90
+    causal = sweep.closed_forms(sweep.SweepConfig(block=BlockConfig(causal=True)), s)
+    assert "attention_entropy" not in causal and "query_norm" in causal
+    pre = sweep.closed_forms(sweep.SweepConfig(block=BlockConfig(norm_position="pre")), s)
+    assert "output_norm" not in pre
+    np.testing.assert_allclose(pre["query_norm"]["predicted"], 0.02 * math.sqrt(768 * 64))
+
+
 # --------------------------------------------------------------------------------------------
 # Configuration and bad inputs
 
