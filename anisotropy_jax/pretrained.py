@@ -333,6 +333,7 @@ class Encoded:
     ids: list[np.ndarray]
     type_ids: list[np.ndarray]
     special: list[np.ndarray]  # bool: [CLS], [SEP], ... (from the tokenizer's special mask)
+    truncated: list[bool] | None = None  # the tokenizer cut the sentence at max_length
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -352,6 +353,7 @@ def encode(tokenizer, sentences: Sequence[str]) -> Encoded:
         ids=[np.asarray(e.ids, np.int32) for e in encodings],
         type_ids=[np.asarray(e.type_ids, np.int32) for e in encodings],
         special=[np.asarray(e.special_tokens_mask, bool) for e in encodings],
+        truncated=[len(e.overflowing) > 0 for e in encodings],
     )
 
 
@@ -737,7 +739,7 @@ def analyze(pretrained: PretrainedModel, sentences: Sequence[str], *, seed: int 
         "num_sentences": len(sentences),
         "num_tokens": int(lengths.sum()),
         "num_tokens_measured": measured,
-        "num_truncated": int((lengths >= pretrained.tokenizer.truncation["max_length"]).sum()),
+        "num_truncated": int(sum(encoded.truncated or ())),
         "mean_length": float(lengths.mean()),
         "max_length": int(lengths.max()),
         "num_batches": len(batches),

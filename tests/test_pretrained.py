@@ -277,6 +277,7 @@ def test_tokenizer_padding_is_switched_off(minilm_dir):
     assert enc.ids[0].tolist() == [101, 2000, 2022, 2030, 2025, 2000, 2022, 1012, 102]
     assert enc.special[0].tolist() == [True] + [False] * 7 + [True]
     assert enc.lengths.tolist() == [9, 12]  # truncated at max_length, [SEP] kept
+    assert enc.truncated == [False, True]
     assert enc.ids[1][-1] == 102
 
 
@@ -465,6 +466,7 @@ def test_analyze_is_repeatable_and_complete(tmp_path):
     lengths = [len(loaded.tokenizer.encode(s).ids) for s in sentences]
     assert a["data"]["num_tokens"] == a["data"]["num_tokens_measured"] == sum(lengths)
     assert a["data"]["num_sentences"] == 6 and a["data"]["num_batches"] == 2
+    assert a["data"]["num_truncated"] == 0
     hidden = a["hidden_states"]["trained"]
     assert hidden.layers.shape == (3, sum(lengths), 16)
     # the metrics are those of the collected states

@@ -194,6 +194,8 @@ def test_script_smoke(tiny_dir, tmp_path):
     assert results["provenance"]["package"] == "anisotropy_jax"
     assert results["layers"] == [0, 1, 2, 3]
     assert results["data"]["num_sentences"] == 8
+    assert results["data"]["text_source"] == str(text)
+    assert results["data"]["num_truncated"] >= 1  # char-level tokens: long lines hit 64
     for run in ("trained", "untrained"):
         for name in pretrained.METRIC_NAMES:
             values = results["metrics"][run][name]
