@@ -15,7 +15,6 @@ step again), and the previous step is used.
 from __future__ import annotations
 
 import logging
-import math
 import pathlib
 import shutil
 import warnings
@@ -49,7 +48,8 @@ def manager(directory: str | pathlib.Path, read_only: bool = False) -> ocp.Check
     directory = pathlib.Path(directory).absolute()
     options = ocp.CheckpointManagerOptions(max_to_keep=None, create=not read_only,
                                            enable_async_checkpointing=False,
-                                           read_only=read_only)
+                                           read_only=read_only,
+                                           save_interval_steps=0 if read_only else 1)
     return ocp.CheckpointManager(directory, options=options)
 
 
@@ -140,8 +140,3 @@ def iterate_readable(mngr: ocp.CheckpointManager, abstract_state: Any,
             report_unreadable(mngr, step, error, move_aside=False)
             continue
         yield step, state
-
-
-def is_log_spaced(step: int) -> bool:
-    """True for 0 and powers of two."""
-    return step == 0 or (step > 0 and math.log2(step).is_integer())

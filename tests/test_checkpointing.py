@@ -19,15 +19,23 @@ def test_checkpoint_steps_are_log_spaced_plus_every_n_plus_last():
     assert checkpointing.checkpoint_steps(1, 5) == [0, 1]
 
 
-def _state(seed):
+_TX = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
+
+
+@jax.jit
+def _make_state(seed):
     keys = jax.random.split(jax.random.key(seed), 3)
     params = {"w": jax.random.normal(keys[0], (3, 5)), "b": jax.random.normal(keys[1], (5,)),
               "nested": {"e": jax.random.normal(keys[2], (7, 2))}}
-    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
-    opt_state = tx.init(params)
+    opt_state = _TX.init(params)
     grads = jax.tree.map(jnp.ones_like, params)
-    _, opt_state = tx.update(grads, opt_state, params)  # non-trivial moments and count
-    return {"step": jnp.asarray(seed, jnp.int32), "params": params, "opt_state": opt_state}, tx
+    _, opt_state = _TX.update(grads, opt_state, params)  # non-trivial moments and count
+    return {"step": jnp.asarray(seed, jnp.int32), "params": params, "opt_state": opt_state}
+
+
+def _state(seed):
+    """A train state with optax namedtuples (one compilation for every seed)."""
+    return _make_state(jnp.asarray(seed, jnp.int32)), _TX
 
 
 def _assert_trees_equal(a, b):
@@ -42,7 +50,7 @@ def test_round_trip_is_exact_and_keeps_every_step(tmp_path):
     with checkpointing.manager(tmp_path / "ckpt") as mngr:
         for step, state in states.items():
             checkpointing.save(mngr, step, state, {"position": step})
-    abstract = jax.eval_shape(lambda: _state(0)[0])
+    abstract = jax.eval_shape(_make_state, jnp.int32(0))
     with checkpointing.manager(tmp_path / "ckpt", read_only=True) as mngr:
         assert checkpointing.saved_steps(mngr) == [0, 1, 2, 4]  # nothing garbage-collected
         for step, state in states.items():
@@ -52,14 +60,14 @@ def test_round_trip_is_exact_and_keeps_every_step(tmp_path):
     # The restored optimiser state works with the optimiser.
     _, tx = _state(0)
     params = restored["params"]
-    tx.update(jax.tree.map(jnp.ones_like, params), restored["opt_state"], params)
+    jax.jit(tx.update)(jax.tree.map(jnp.ones_like, params), restored["opt_state"], params)
 
 
 def test_wrong_shapes_are_refused(tmp_path):
     state = _state(0)[0]
     with checkpointing.manager(tmp_path / "ckpt") as mngr:
         checkpointing.save(mngr, 0, state, {"position": 0})
-        abstract = jax.eval_shape(lambda: _state(0)[0])
+        abstract = jax.eval_shape(_make_state, jnp.int32(0))
         abstract["params"]["w"] = jax.ShapeDtypeStruct((4, 5), jnp.float32)
         with pytest.raises(Exception):
             checkpointing.restore(mngr, 0, abstract)
@@ -80,7 +88,7 @@ def test_corrupt_and_partial_checkpoints_are_reported_and_skipped(tmp_path):
             checkpointing.save(mngr, step, state, {"position": step})
     _corrupt(directory / "2")
     (directory / "3").mkdir()  # a step folder with nothing in it (partial)
-    abstract = jax.eval_shape(lambda: _state(0)[0])
+    abstract = jax.eval_shape(_make_state, jnp.int32(0))
     with checkpointing.manager(directory) as mngr:
         with pytest.warns(checkpointing.UnreadableCheckpointWarning) as record:
             step, state, data_state = checkpointing.restore_latest(mngr, abstract)
@@ -102,7 +110,7 @@ def test_iterate_readable_skips_unreadable_steps(tmp_path):
         for step in (0, 1, 2):
             checkpointing.save(mngr, step, _state(step)[0], {"position": step})
     _corrupt(directory / "1")
-    abstract = jax.eval_shape(lambda: _state(0)[0])
+    abstract = jax.eval_shape(_make_state, jnp.int32(0))
     with checkpointing.manager(directory, read_only=True) as mngr:
         with pytest.warns(checkpointing.UnreadableCheckpointWarning, match="checkpoints/1"):
             steps = [s for s, _ in checkpointing.iterate_readable(mngr, abstract)]
@@ -111,6 +119,6 @@ def test_iterate_readable_skips_unreadable_steps(tmp_path):
 
 
 def test_no_checkpoint_gives_none(tmp_path):
-    abstract = jax.eval_shape(lambda: _state(0)[0])
+    abstract = jax.eval_shape(_make_state, jnp.int32(0))
     with checkpointing.manager(tmp_path / "empty") as mngr:
         assert checkpointing.restore_latest(mngr, abstract) is None

@@ -37,8 +37,12 @@ def _final_params(workdir, config):
     return state
 
 
-def _script(args, env_extra=None, **kwargs):
+def _script(args, env_extra=None, cache_dir=None, **kwargs):
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **(env_extra or {}))
+    if cache_dir is not None:  # the killed run's compilations serve the resumed run
+        env.update(JAX_COMPILATION_CACHE_DIR=str(cache_dir),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     return subprocess.Popen([sys.executable, str(ROOT / "experiments" / "train.py"), *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, **kwargs)
@@ -59,7 +63,8 @@ def resumed(tmp_path_factory):
     again (which also runs the analysis)."""
     workdir = tmp_path_factory.mktemp("resumed")
     args = [f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--progress=false"]
-    first = _script(args, {train.HANG_ENV: str(HANG_AT)})
+    cache = tmp_path_factory.mktemp("jax_cache")
+    first = _script(args, {train.HANG_ENV: str(HANG_AT)}, cache_dir=cache)
     output = []
     deadline = time.time() + 240
     for line in first.stdout:  # wait until the run is parked before step HANG_AT
@@ -72,7 +77,7 @@ def resumed(tmp_path_factory):
     with checkpointing.manager(workdir / "checkpoints", read_only=True) as mngr:
         steps_at_kill = checkpointing.saved_steps(mngr)
     lines_at_kill = len((workdir / "metrics.jsonl").read_text().splitlines())
-    second = _script(args)
+    second = _script(args, cache_dir=cache)
     try:
         out, _ = second.communicate(timeout=400)
     except subprocess.TimeoutExpired:  # show where it is stuck (faulthandler dumps on SIGABRT)
@@ -144,6 +149,8 @@ def test_script_smoke_path_writes_the_analysis(resumed):
 def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     cfg = _smoke_config_dict("clm")
     cfg.optim.learning_rate, cfg.optim.warmup_steps = 1e30, 0  # parameters ~1e30 after 1 step
+    cfg.model.num_layers, cfg.model.d_model, cfg.model.d_ff = 1, 16, 16  # small: fast compile
+    cfg.data.seq_len = 8
     config = train.config_from_mapping(cfg)
     with pytest.raises(FloatingPointError, match="last good checkpoint is step 1") as error:
         train.train(config, tmp_path, progress=False)
