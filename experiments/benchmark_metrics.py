@@ -81,7 +81,7 @@ def run_metric_benchmarks(cosine_n: int, isoscore_n: int, d: int, max_blocked_n:
     key_a, key_b = jax.random.split(jax.random.key(seed))
     # Anisotropic test data: a common drift plus noise with a decaying spectrum.
     scales = jnp.linspace(2.0, 0.2, d)
-    x = jax.random.normal(key_a, (cosine_n, d)) * scales + 0.5
+    x = jax.random.normal(key_a, (cosine_n, d)) * scales[None, :] + 0.5
     out: dict[str, Any] = {"device": str(jax.devices()[0]), "d": d}
 
     ours_fn = jax.jit(metrics.average_cosine_similarity)
@@ -104,7 +104,7 @@ def run_metric_benchmarks(cosine_n: int, isoscore_n: int, d: int, max_blocked_n:
         f"{extrapolated:.2f} s{' (extrapolated from N=' + format(n_blocked, ',') + ')' if n_blocked < cosine_n else ''}"
         f"; values {sub_value:.6f} vs {blocked_value:.6f}")
 
-    y = np.asarray(jax.random.normal(key_b, (isoscore_n, d)) * scales + 3.0, np.float32)
+    y = np.asarray(jax.random.normal(key_b, (isoscore_n, d)) * scales[None, :] + 3.0, np.float32)
     y_dev = jax.device_put(y)
     iso_value, iso_first, iso_time = _timed(jax.jit(metrics.isoscore), y_dev)
     backend = jax.default_backend()

@@ -1,0 +1,83 @@
+"""CPU smoke test of experiments/benchmark.py: every variant runs, the PyTorch peers compute the
+same function as JAX (same weights, z, u), ratios and the compiled-memory relation are reported."""
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "experiments"))
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def smoke_result():
+    spec = importlib.util.spec_from_file_location("benchmark_config",
+                                                  ROOT / "experiments" / "configs" / "benchmark.py")
+    cfg_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cfg_module)
+    c = cfg_module.get_config("smoke")
+    c.repeats = 1
+    c.device_counts = ()  # the scaling path is the sweep's sharding, tested in test_sweep
+    bench = _load("benchmark")
+    bench.validate(c)
+    result = bench.run_benchmark(c, log=lambda *_: None)
+    result["agreement"] = bench.agreement(result["variants"])
+    return result
+
+
+def test_every_variant_is_timed_with_positive_rates(smoke_result):
+    variants = smoke_result["variants"]
+    for name in ("jax_sweep", "jax_bare", "jax_full_metrics", "jax_loop"):
+        assert name in variants
+    for row in variants.values():
+        assert row["median_s"] > 0 and row["flops_per_s"] > 0
+        assert 0 < row["share_of_matmul_rate"]
+    assert smoke_result["matmul_flops_per_s"] > 0
+    assert set(smoke_result["ratios"]) == set(variants) - {"jax_sweep"}
+
+
+def test_torch_peers_compute_the_same_metrics(smoke_result):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    assert {"torch_loop", "torch_folded"} <= set(smoke_result["variants"])
+    # Same weights, inputs and float32 arithmetic: the metrics agree to float32 rounding.
+    for name, diff in smoke_result["agreement"].items():
+        assert diff < 1e-4, (name, diff)
+
+
+def test_memory_grows_linearly_with_chunk(smoke_result):
+    memory = smoke_result["memory"]
+    assert len(memory) >= 2
+    assert memory[-1]["temp_bytes"] + memory[-1]["output_bytes"] > (
+        memory[0]["temp_bytes"] + memory[0]["output_bytes"])
+    assert smoke_result["memory_fit"]["bytes_per_point"] > 0
+
+
+def test_metrics_at_scale_agree_with_the_obvious_implementations(smoke_result):
+    scale = smoke_result["metrics_at_scale"]
+    cos = scale["average_cosine"]
+    np.testing.assert_allclose(cos["ours_value_on_blocked_n"], cos["blocked_value_on_blocked_n"],
+                               atol=1e-5)
+    iso = scale["isoscore"]
+    np.testing.assert_allclose(iso["ours_value"], iso["baseline_value"], atol=1e-4)
+
+
+def test_bad_config_is_one_line_before_compiling(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "benchmark.py"),
+         "--config=" + str(ROOT / "experiments" / "configs" / "benchmark.py") + ":smoke",
+         f"--workdir={tmp_path}", "--config.precision=fp8"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "precision" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "benchmark.json").exists()
