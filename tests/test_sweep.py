@@ -154,7 +154,11 @@ def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
     for name in sweep.SCALAR_METRICS:
         np.testing.assert_allclose(result.per_seed[name], want[name], rtol=1e-6, atol=1e-7,
                                    err_msg=name)
+    assert set(result.per_seed) == set(sweep.SCALAR_METRICS)
+    assert set(result.per_head) == set(sweep.PER_HEAD_METRICS)
     assert result.per_head["query_norm"].shape == (2, 4, BLOCK.num_heads)
+    np.testing.assert_allclose(result.per_head["query_norm"].mean(-1), result.per_seed["query_norm"],
+                               rtol=1e-6)
     # Seeds differ from each other, and s = 0 really is unbiased: F1 at s = 0 is ~0.
     assert not np.allclose(result.per_seed["output_cosine"][0], result.per_seed["output_cosine"][1])
     assert abs(result.per_seed["input_cosine"][:, 0]).max() < 0.2
