@@ -4,7 +4,6 @@ the layer metrics against float64 references, and the sentence extraction.
 
 Parity with Hugging Face transformers (torch) and the script are in test_pretrained_hf.py."""
 import json
-import shutil
 
 import jax
 import jax.numpy as jnp
@@ -12,8 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from anisotropy_jax import metrics, model, pretrained
-from anisotropy_jax.config import BlockConfig, TransformerConfig
+from anisotropy_jax import model, pretrained
+from anisotropy_jax.config import BlockConfig
 from tests import reference
 
 TINY_HF = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 16,
