@@ -49,21 +49,19 @@ def _script(args, env_extra=None, cache_dir=None, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """The clm smoke config trained in this process, without interruption."""
-    config = train.config_from_mapping(_smoke_config_dict("clm"))
-    workdir = tmp_path_factory.mktemp("uninterrupted")
-    summary = train.train(config, workdir, progress=False)
-    return config, workdir, summary
+def runs(tmp_path_factory):
+    """The clm smoke config through experiments/train.py three times, sharing one compilation
+    cache: uninterrupted (no analysis); SIGKILLed mid-run; the same command again (which also
+    runs the analysis)."""
+    cache = tmp_path_factory.mktemp("jax_cache")
+    clean = tmp_path_factory.mktemp("uninterrupted")
+    reference = _script([f"--config={CLM_SMOKE}", f"--workdir={clean}", "--progress=false",
+                         "--config.analysis.run=false"], cache_dir=cache)
+    out, _ = reference.communicate(timeout=400)
+    assert reference.returncode == 0, out
 
-
-@pytest.fixture(scope="module")
-def resumed(tmp_path_factory):
-    """The same config through experiments/train.py: SIGKILLed mid-run, then the same command
-    again (which also runs the analysis)."""
     workdir = tmp_path_factory.mktemp("resumed")
     args = [f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--progress=false"]
-    cache = tmp_path_factory.mktemp("jax_cache")
     first = _script(args, {train.HANG_ENV: str(HANG_AT)}, cache_dir=cache)
     output = []
     deadline = time.time() + 240
@@ -85,18 +83,20 @@ def resumed(tmp_path_factory):
         out, _ = second.communicate(timeout=60)
         pytest.fail(f"the resumed run did not finish in 400 s:\n{out[-6000:]}")
     assert second.returncode == 0, out
-    return workdir, steps_at_kill, lines_at_kill, out
+    config = train.config_from_mapping(_smoke_config_dict("clm"))
+    return {"config": config, "clean": clean, "workdir": workdir, "steps_at_kill": steps_at_kill,
+            "lines_at_kill": lines_at_kill, "out": out}
 
 
-def test_smoke_loss_decreases(uninterrupted):
-    config, workdir, summary = uninterrupted
+def test_smoke_loss_decreases(runs):
+    config, workdir = runs["config"], runs["clean"]
     records = train.read_metrics(workdir)
     assert [r["step"] for r in records] == list(range(config.steps))
     first, last = np.mean([r["loss"] for r in records[:3]]), np.mean(
         [r["loss"] for r in records[-3:]])
     assert first > 5.0  # ≈ ln 256 at init
     assert last < first - 1.0, (first, last)
-    evals = summary["eval"]
+    evals = train.read_jsonl(workdir / "eval.jsonl")
     assert [e["step"] for e in evals] == checkpointing.checkpoint_steps(config.steps,
                                                                         config.checkpoint_every)
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0
@@ -107,9 +107,9 @@ def test_smoke_loss_decreases(uninterrupted):
                                                                      rel=1e-5)
 
 
-def test_kill_and_resume_reproduces_the_uninterrupted_run(uninterrupted, resumed):
-    config, clean_dir, _ = uninterrupted
-    workdir, steps_at_kill, lines_at_kill, out = resumed
+def test_kill_and_resume_reproduces_the_uninterrupted_run(runs):
+    config, clean_dir, workdir = runs["config"], runs["clean"], runs["workdir"]
+    steps_at_kill, lines_at_kill, out = runs["steps_at_kill"], runs["lines_at_kill"], runs["out"]
     # The kill happened mid-run: after checkpoint 8, before 16, with metrics up to step 12.
     assert steps_at_kill == [0, 1, 2, 4, 8], steps_at_kill
     assert lines_at_kill == HANG_AT
@@ -127,8 +127,8 @@ def test_kill_and_resume_reproduces_the_uninterrupted_run(uninterrupted, resumed
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_script_smoke_path_writes_the_analysis(resumed):
-    workdir, _, _, out = resumed
+def test_script_smoke_path_writes_the_analysis(runs):
+    workdir, out = runs["workdir"], runs["out"]
     results = json.loads((workdir / "results.json").read_text())
     assert {"provenance", "config", "steps", "heads", "layers", "embeddings", "final_norm",
             "correlation", "trends", "training"} <= set(results)
@@ -162,8 +162,8 @@ def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(state))
 
 
-def test_resuming_with_another_config_is_refused(uninterrupted):
-    _, workdir, _ = uninterrupted
+def test_resuming_with_another_config_is_refused(runs):
+    workdir = runs["clean"]
     cfg = _smoke_config_dict("clm")
     cfg.seed = 1
     with pytest.raises(ConfigError, match="^seed: "):
