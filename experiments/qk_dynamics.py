@@ -35,6 +35,21 @@ def _check(config) -> None:
         raise ConfigError(f"seed: must be a non-negative integer, got {config.seed!r}")
 
 
+def _parse_flags(argv):
+    """absl's parser, but any flag or config-override error is one line and exit status 2."""
+    try:
+        return flags.FLAGS(argv)
+    except Exception as error:  # noqa: BLE001 - flag errors, unknown --config.X, bad variants
+        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+        message = lines[-1] if lines else type(error).__name__
+        if isinstance(error, (AttributeError, KeyError)):
+            bad = [a.split("=")[0] for a in argv[1:] if a.startswith("--config.")
+                   and message.strip("\"'") in a.split("=")[0].split(".")]
+            message = f"{bad[0] if bad else message}: unknown config field"
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -54,7 +69,7 @@ def main(argv):
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     out = dynamics.analyze_and_write(_WORKDIR.value, _CONFIG.value.batch_size, _CONFIG.value.seed,
-                            progress=_PROGRESS.value)
+                                     progress=_PROGRESS.value)
     trends = out.get("trends", {})
     for name, value in trends.items():
         if isinstance(value, dict) and "holds" in value:
@@ -64,4 +79,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=_parse_flags)

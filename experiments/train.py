@@ -19,6 +19,21 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (resumed if it ho
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
 
 
+def _parse_flags(argv):
+    """absl's parser, but any flag or config-override error is one line and exit status 2."""
+    try:
+        return flags.FLAGS(argv)
+    except Exception as error:  # noqa: BLE001 - flag errors, unknown --config.X, bad variants
+        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+        message = lines[-1] if lines else type(error).__name__
+        if isinstance(error, (AttributeError, KeyError)):
+            bad = [a.split("=")[0] for a in argv[1:] if a.startswith("--config.")
+                   and message.strip("\"'") in a.split("=")[0].split(".")]
+            message = f"{bad[0] if bad else message}: unknown config field"
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -59,7 +74,7 @@ def main(argv):
     if analysis.get("run", True):
         from anisotropy_jax import dynamics
         out = dynamics.analyze_and_write(_WORKDIR.value, analysis.get("batch_size", 16),
-                                   analysis.get("seed", 0), progress=_PROGRESS.value)
+                                           analysis.get("seed", 0), progress=_PROGRESS.value)
         for name, value in out.get("trends", {}).items():
             if isinstance(value, dict) and "holds" in value:
                 print(f"{name}: holds={value['holds']}")
@@ -67,4 +82,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=_parse_flags)

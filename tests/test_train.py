@@ -200,6 +200,9 @@ def test_script_rejects_a_bad_config_in_one_line_before_compiling(tmp_path):
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: model.num_heads"), out
     assert not (tmp_path / "run").exists()  # nothing written, nothing compiled
+    proc = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/run", "--config.model.foo=1"])
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out.strip() == "error: --config.model.foo: unknown config field"
     qk = subprocess.run([sys.executable, str(ROOT / "experiments" / "qk_dynamics.py"),
                          f"--workdir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
                         timeout=120)
