@@ -147,7 +147,8 @@ def test_script_smoke_path_writes_the_analysis(runs):
 
 
 def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):
-    cfg = _smoke_config_dict("clm")
+    # The mlm objective here, so that its training path (masked batches, post-LN) runs in CI too.
+    cfg = _smoke_config_dict("mlm")
     cfg.optim.learning_rate, cfg.optim.warmup_steps = 1e30, 0  # parameters ~1e30 after 1 step
     cfg.model.num_layers, cfg.model.d_model, cfg.model.d_ff = 1, 16, 16  # small: fast compile
     cfg.data.seq_len = 8
