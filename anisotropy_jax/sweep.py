@@ -237,7 +237,9 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
     probes = {k: v.astype(jnp.float32) for k, v in probes.items()}  # bfloat16 runs: f32 metrics
     x, attn, y = probes["resid_pre"], probes["attn_out"], probes["resid_post"]
     batch, seq_len, _ = x.shape
-    logits, weights = probes["attn_logits"], probes["attn_weights"]
+    # Per-query softmax statistics (B, H, Lq): computed from the logits by the plain attention
+    # path, or on chip by the fused kernel (attention_impl='pallas'), which never writes logits.
+    entropy_BxHxLq = probes["attn_entropy"]
     mask = model.attention_mask(seq_len, block.causal, None)
     counts_Lq = metrics.visible_key_counts((seq_len, seq_len), None if mask is None else mask[0, 0])
     query_weight_Lq = (counts_Lq > 1).astype(jnp.float32)
@@ -246,10 +248,13 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
     def mean_over_queries(v_BxHxLq):  # → (H,)
         return jnp.einsum("bhq,q->h", v_BxHxLq, query_weight_Lq) / batch
 
-    entropy_BxHxLq = metrics.attention_entropy(logits, mask)
-    norm_entropy_h = mean_over_queries(metrics.normalized_attention_entropy(logits, mask))
-    max_h = mean_over_queries(metrics.attention_max(weights))
-    sink_h = mean_over_queries(metrics.attention_sink_mass(weights))
+    # entropy / ln(visible keys), 0 for a query with one visible key (metrics convention).
+    log_counts_Lq = jnp.log(jnp.maximum(counts_Lq, 2).astype(jnp.float32))
+    norm_entropy_BxHxLq = jnp.where(counts_Lq[None, None, :] > 1,
+                                    entropy_BxHxLq / log_counts_Lq[None, None, :], 0.0)
+    norm_entropy_h = mean_over_queries(norm_entropy_BxHxLq)
+    max_h = mean_over_queries(probes["attn_max"])
+    sink_h = mean_over_queries(probes["attn_sink"])
     qk = metrics.query_key_geometry(probes["queries"], probes["keys"])
 
     out = {

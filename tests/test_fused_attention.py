@@ -63,3 +63,19 @@ def test_unsupported_shapes_and_masks_are_explicit_errors():
         BlockConfig(attention_impl="cuda")
     with pytest.raises(ConfigError, match="model.attention_impl"):
         BlockConfig(attention_impl="pallas", attention="qk_layernorm")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sweep_metrics_with_the_fused_kernel_equal_the_plain_path(causal):
+    from anisotropy_jax import sweep
+
+    block = CFG.replace(causal=causal)
+    cfg = sweep.SweepConfig(block=block, batch_size=2, seq_len=16, bias_norms=(0.0, 3.0, 30.0),
+                            num_seeds=2, chunk_size=0)
+    state = sweep.init_seeds(cfg)
+    s = jnp.asarray(cfg.bias_norms)
+    plain = jax.jit(sweep.chunk_computation(block))(*state, s)
+    fused = jax.jit(sweep.chunk_computation(block.replace(attention_impl="pallas")))(*state, s)
+    assert set(plain) == set(fused)
+    for name in plain:
+        np.testing.assert_allclose(fused[name], plain[name], rtol=2e-5, atol=2e-6, err_msg=name)
