@@ -331,10 +331,18 @@ def grid_mesh(devices: Any = None) -> Mesh:
 
 def jit_chunk(fn: Callable, mesh: Mesh) -> Callable:
     """jit with the bias-norm axis of the chunk sharded over the mesh, everything else replicated;
-    outputs (S, C, ...) are sharded along C."""
+    outputs (S, C, ...) are sharded along C.
+
+    The body runs under `shard_map`: each device evaluates the points of its own slice of s and
+    nothing crosses devices. (Left to the automatic partitioner, a custom call such as the fused
+    attention kernel, which has no sharding rule, was replicated with its inputs gathered: 1.30×
+    on 2 and 1.68× on 4 H200s instead of ~2× and ~4×.)
+    """
     replicated = NamedSharding(mesh, P())
-    return jax.jit(fn, in_shardings=(replicated, replicated, replicated,
-                                     NamedSharding(mesh, P(GRID_AXIS))),
+    per_device = jax.shard_map(fn, mesh=mesh, in_specs=(P(), P(), P(), P(GRID_AXIS)),
+                               out_specs=P(None, GRID_AXIS), check_vma=False)
+    return jax.jit(per_device, in_shardings=(replicated, replicated, replicated,
+                                             NamedSharding(mesh, P(GRID_AXIS))),
                    out_shardings=NamedSharding(mesh, P(None, GRID_AXIS)))
 
 

@@ -31,7 +31,7 @@ def get_config(arg=None):
     c.num_bias_norms = 256  # bias norms s of the timed sweep (log-spaced, 0 first)
     c.chunk = 32  # bias norms per compiled call (JAX) and per folded forward (PyTorch)
     c.precision = "tf32"  # 'highest' (true float32) | 'tf32' | 'bfloat16', the same on every side
-    c.attention_impl = "auto"  # 'auto' (fused Pallas kernel on GPU when possible) | 'xla' | 'pallas'
+    c.attention_impl = "auto"  # 'auto' (fused Pallas kernel on GPU at tf32/bfloat16) | 'xla' | 'pallas'
     c.repeats = 5  # timed repetitions of every variant (median reported)
     c.seed = 0  # seed of weights, z and u
 
