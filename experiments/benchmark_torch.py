@@ -133,9 +133,9 @@ def time_torch_sweep(*, variant: str, precision: str, bias_norms: np.ndarray, pa
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     layer = build_bert_layer(params, block.d_model, block.num_heads, block.d_ff,
                              block.layer_norm_eps, device)
-    z_t = torch.as_tensor(np.asarray(z, np.float32)).to(device)
-    u_t = torch.as_tensor(np.asarray(u, np.float32)).to(device)
-    s = torch.as_tensor(np.asarray(bias_norms, np.float32)).to(device)
+    z_t = torch.as_tensor(np.array(z, np.float32)).to(device)
+    u_t = torch.as_tensor(np.array(u, np.float32)).to(device)
+    s = torch.as_tensor(np.array(bias_norms, np.float32)).to(device)
     sweep = make_sweep_fn(layer, variant, fold)
 
     def sync():

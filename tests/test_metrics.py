@@ -282,7 +282,7 @@ def test_all_zero_cloud_is_finite():
     x = np.zeros((5, 3))
     for fn in (metrics.average_cosine_similarity, metrics.drift_norm, metrics.relative_drift,
                metrics.isoscore, metrics.effective_rank, metrics.top_pc_variance_ratio):
-        assert np.isfinite(fn(x)), fn.__name__
+        assert np.isfinite(jax.jit(fn)(x)), fn.__name__
     assert float(metrics.isoscore(x)) == 0.0
 
 
@@ -308,10 +308,11 @@ def test_huge_vectors_give_finite_results(dtype):
     for fn in (metrics.average_cosine_similarity, metrics.cross_sequence_cosine_similarity,
                metrics.within_sequence_cosine_similarity, metrics.relative_drift,
                metrics.isoscore, metrics.effective_rank, metrics.top_pc_variance_ratio):
+        jitted = jax.jit(fn)
         for arr in (x_big, x_huge):
-            value = fn(arr)
+            value = jitted(arr)
             assert np.isfinite(value), (fn.__name__, dtype)
-            np.testing.assert_allclose(value, fn(jnp.asarray(x, dtype)), rtol=2e-4,
+            np.testing.assert_allclose(value, jitted(jnp.asarray(x, dtype)), rtol=2e-4,
                                        err_msg=fn.__name__)
     assert np.isfinite(metrics.drift_norm(x_huge))
     assert np.isfinite(metrics.partition_isotropy(x_big))
@@ -330,7 +331,8 @@ def test_metrics_are_jit_and_vmap_safe():
                metrics.relative_drift, metrics.isoscore, metrics.effective_rank,
                metrics.top_pc_variance_ratio, metrics.partition_isotropy):
         batched = jax.jit(jax.vmap(fn))(x)
-        looped = np.array([fn(xi) for xi in x])
+        single = jax.jit(fn)
+        looped = np.array([single(xi) for xi in x])
         np.testing.assert_allclose(batched, looped, rtol=1e-9, err_msg=fn.__name__)
 
 
