@@ -130,9 +130,10 @@ def test_probe_identities(norm_position):
                        "attn_entropy", "attn_max", "attn_sink", "attn_out", "resid_mid",
                        "mlp_out", "resid_post"}
     np.testing.assert_allclose(pr["attn_entropy"], metrics.attention_entropy(pr["attn_logits"]),
-                               rtol=1e-6)
-    np.testing.assert_allclose(pr["attn_max"], metrics.attention_max(pr["attn_weights"]))
-    np.testing.assert_allclose(pr["attn_sink"], pr["attn_weights"][..., 0])
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pr["attn_max"], metrics.attention_max(pr["attn_weights"]),
+                               rtol=1e-5)
+    np.testing.assert_allclose(pr["attn_sink"], pr["attn_weights"][..., 0], rtol=1e-5)
     p = _params_np(params)["params"]
     eps = cfg.layer_norm_eps
     f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
@@ -148,7 +149,8 @@ def test_probe_identities(norm_position):
     else:
         np.testing.assert_allclose(pr["resid_mid"], pr["resid_pre"] + pr["attn_out"], rtol=1e-6)
         np.testing.assert_allclose(pr["resid_post"], pr["resid_mid"] + pr["mlp_out"], rtol=1e-6)
-    np.testing.assert_allclose(pr["attn_weights"], jax.nn.softmax(pr["attn_logits"]), rtol=1e-6)
+    np.testing.assert_allclose(pr["attn_weights"], jax.nn.softmax(pr["attn_logits"]), rtol=1e-5,
+                               atol=1e-9)
     logits = jnp.einsum("bqhd,bkhd->bhqk", pr["queries"], pr["keys"],
                         precision="highest") / np.sqrt(cfg.d_head)
     np.testing.assert_allclose(pr["attn_logits"], logits, rtol=1e-5, atol=1e-5)
@@ -260,7 +262,7 @@ def test_vmapped_init_over_seeds_equals_separate_inits():
     keys = jax.random.split(jax.random.key(12), 3)
     stacked = model.init_block_params(SMALL, keys)
     for i in range(3):
-        single = jax.jit(model.TransformerBlock(SMALL).init)(keys[i], jnp.zeros((1, 2, 32)))
+        single = model.TransformerBlock(SMALL).init(keys[i], jnp.zeros((1, 2, 32)))
         jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[i], b), stacked, single)
 
 

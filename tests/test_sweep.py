@@ -221,7 +221,7 @@ def test_chunked_equals_unchunked_and_padding_is_dropped(chunk_size):
     assert layout.bias_per_chunk % 2 == 0
     assert [p.index for p in progress] == list(range(1, layout.num_chunks + 1))
     whole = _bare(config, MESH)
-    np.testing.assert_allclose(chunked.per_seed["output_checksum"], whole, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(chunked.per_seed["output_checksum"], whole, rtol=1e-5, atol=1e-6)  # float32 sums of other shapes
     # Each point really depends on its own (seed, s): no two entries coincide.
     assert len(np.unique(np.round(whole, 3))) == whole.size
 
