@@ -21,7 +21,8 @@ class ConfigError(ValueError):
     """A configuration field has an invalid value. The message names the field, on one line."""
 
 
-def _require(condition: bool, field: str, message: str) -> None:
+def require(condition: bool, field: str, message: str) -> None:
+    """Raises ConfigError("field: message") unless `condition`."""
     if not condition:
         raise ConfigError(f"{field}: {message}")
 
@@ -73,33 +74,33 @@ class BlockConfig:
     attention_impl: str = "xla"
 
     def __post_init__(self):
-        _require(isinstance(self.d_model, int) and self.d_model >= 1, "model.d_model",
+        require(isinstance(self.d_model, int) and self.d_model >= 1, "model.d_model",
                  f"must be a positive integer, got {self.d_model!r}")
-        _require(isinstance(self.num_heads, int) and self.num_heads >= 1, "model.num_heads",
+        require(isinstance(self.num_heads, int) and self.num_heads >= 1, "model.num_heads",
                  f"must be a positive integer, got {self.num_heads!r}")
-        _require(self.d_model % self.num_heads == 0, "model.d_model",
+        require(self.d_model % self.num_heads == 0, "model.d_model",
                  f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        _require(isinstance(self.d_ff, int) and self.d_ff >= 1, "model.d_ff",
+        require(isinstance(self.d_ff, int) and self.d_ff >= 1, "model.d_ff",
                  f"must be a positive integer, got {self.d_ff!r}")
-        _require(self.norm_position in NORM_POSITIONS, "model.norm_position",
+        require(self.norm_position in NORM_POSITIONS, "model.norm_position",
                  f"unknown norm position {self.norm_position!r}; choose one of {NORM_POSITIONS}")
-        _require(self.init in INITS, "model.init",
+        require(self.init in INITS, "model.init",
                  f"unknown init {self.init!r}; choose one of {INITS}")
-        _require(math.isfinite(self.init_std) and self.init_std > 0, "model.init_std",
+        require(math.isfinite(self.init_std) and self.init_std > 0, "model.init_std",
                  f"must be finite and > 0, got {self.init_std!r}")
-        _require(math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0,
+        require(math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0,
                  "model.layer_norm_eps", f"must be finite and > 0, got {self.layer_norm_eps!r}")
-        _require(self.attention in ATTENTIONS, "model.attention",
+        require(self.attention in ATTENTIONS, "model.attention",
                  f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
-        _require(math.isfinite(self.logit_temperature) and self.logit_temperature > 0,
+        require(math.isfinite(self.logit_temperature) and self.logit_temperature > 0,
                  "model.logit_temperature",
                  f"must be finite and > 0, got {self.logit_temperature!r}")
-        _require(self.precision in PRECISIONS, "model.precision",
+        require(self.precision in PRECISIONS, "model.precision",
                  f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
-        _require(self.attention_impl in ATTENTION_IMPLS, "model.attention_impl",
+        require(self.attention_impl in ATTENTION_IMPLS, "model.attention_impl",
                  f"unknown attention_impl {self.attention_impl!r}; choose one of "
                  f"{ATTENTION_IMPLS}")
-        _require(self.attention_impl == "xla" or self.attention == "softmax",
+        require(self.attention_impl == "xla" or self.attention == "softmax",
                  "model.attention_impl", "'pallas' supports attention='softmax' only")
 
     @property
@@ -139,9 +140,9 @@ class TransformerConfig:
     def __post_init__(self):
         for name in ("num_layers", "vocab_size", "max_len"):
             value = getattr(self, name)
-            _require(isinstance(value, int) and value >= 1, f"model.{name}",
+            require(isinstance(value, int) and value >= 1, f"model.{name}",
                      f"must be a positive integer, got {value!r}")
-        _require(isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
+        require(isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
                  "model.type_vocab_size",
                  f"must be a non-negative integer, got {self.type_vocab_size!r}")
 
@@ -157,5 +158,5 @@ def block_config_from_mapping(fields: Mapping[str, Any]) -> BlockConfig:
     """
     known = {f.name for f in dataclasses.fields(BlockConfig)}
     for key in fields:
-        _require(key in known, f"model.{key}", f"unknown field; known fields are {sorted(known)}")
+        require(key in known, f"model.{key}", f"unknown field; known fields are {sorted(known)}")
     return BlockConfig(**{k: fields[k] for k in fields})

@@ -37,18 +37,13 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import checkpointing, data as data_lib, results
-from anisotropy_jax.config import (INITS, PRECISIONS, BlockConfig, ConfigError,
+from anisotropy_jax.config import (INITS, PRECISIONS, BlockConfig, ConfigError, require,
                                    TransformerConfig)
 from anisotropy_jax.model import Transformer
 
 # Test hook (documented in docs/TRAINING.md): when set to N, the training loop stops making progress
 # before step N and sleeps, so that a test can SIGKILL a real run mid-way at a known place.
 HANG_ENV = "ANISOTROPY_JAX_TEST_HANG_AT_STEP"
-
-
-def _need(ok: bool, field: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"{field}: {message}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,18 +72,18 @@ class ModelSpec:
     def __post_init__(self):
         for name in ("d_model", "num_heads", "d_ff", "num_layers"):
             value = getattr(self, name)
-            _need(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
                   f"model.{name}", f"must be a positive integer, got {value!r}")
-        _need(self.d_model % self.num_heads == 0, "model.num_heads",
+        require(self.d_model % self.num_heads == 0, "model.num_heads",
               f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        _need(self.init in INITS, "model.init", f"unknown init {self.init!r}; choose one of {INITS}")
-        _need(self.precision in PRECISIONS, "model.precision",
+        require(self.init in INITS, "model.init", f"unknown init {self.init!r}; choose one of {INITS}")
+        require(self.precision in PRECISIONS, "model.precision",
               f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
-        _need(math.isfinite(self.init_std) and self.init_std > 0, "model.init_std",
+        require(math.isfinite(self.init_std) and self.init_std > 0, "model.init_std",
               f"must be finite and > 0, got {self.init_std!r}")
-        _need(math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0,
+        require(math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0,
               "model.layer_norm_eps", f"must be finite and > 0, got {self.layer_norm_eps!r}")
-        _need(isinstance(self.tie_embeddings, bool), "model.tie_embeddings",
+        require(isinstance(self.tie_embeddings, bool), "model.tie_embeddings",
               f"must be True or False, got {self.tie_embeddings!r}")
 
 
@@ -118,11 +113,11 @@ class OptimConfig:
         for name in ("learning_rate", "end_lr_ratio", "weight_decay", "b1", "b2", "eps",
                      "grad_clip"):
             value = getattr(self, name)
-            _need(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
+            require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
                   f"optim.{name}", f"must be a finite number >= 0, got {value!r}")
-        _need(self.learning_rate > 0, "optim.learning_rate", "must be > 0")
-        _need(self.b1 < 1 and self.b2 < 1, "optim.b1", "b1 and b2 must be < 1")
-        _need(isinstance(self.warmup_steps, int) and self.warmup_steps >= 0,
+        require(self.learning_rate > 0, "optim.learning_rate", "must be > 0")
+        require(self.b1 < 1 and self.b2 < 1, "optim.b1", "b1 and b2 must be < 1")
+        require(isinstance(self.warmup_steps, int) and self.warmup_steps >= 0,
               "optim.warmup_steps", f"must be a non-negative integer, got {self.warmup_steps!r}")
 
 
@@ -150,19 +145,19 @@ class TrainConfig:
     eval_batch_size: int = 32
 
     def __post_init__(self):
-        _need(self.objective in data_lib.OBJECTIVES, "objective",
+        require(self.objective in data_lib.OBJECTIVES, "objective",
               f"unknown objective {self.objective!r}; choose one of {data_lib.OBJECTIVES}")
-        _need(self.data.objective == self.objective, "data.objective",
+        require(self.data.objective == self.objective, "data.objective",
               f"{self.data.objective!r} differs from objective {self.objective!r}")
         for name in ("steps", "eval_batch_size"):
             value = getattr(self, name)
-            _need(isinstance(value, int) and value >= 1, name,
+            require(isinstance(value, int) and value >= 1, name,
                   f"must be a positive integer, got {value!r}")
         for name in ("seed", "checkpoint_every"):
             value = getattr(self, name)
-            _need(isinstance(value, int) and value >= 0, name,
+            require(isinstance(value, int) and value >= 0, name,
                   f"must be a non-negative integer, got {value!r}")
-        _need(self.optim.warmup_steps <= self.steps, "optim.warmup_steps",
+        require(self.optim.warmup_steps <= self.steps, "optim.warmup_steps",
               f"{self.optim.warmup_steps} exceeds steps={self.steps}")
 
     def transformer_config(self) -> TransformerConfig:
@@ -187,7 +182,7 @@ def _fields(cls) -> set[str]:
 def _build(cls, mapping: Mapping[str, Any], prefix: str, **extra):
     known = _fields(cls)
     for key in mapping:
-        _need(key in known, f"{prefix}{key}", f"unknown field; known fields are {sorted(known)}")
+        require(key in known, f"{prefix}{key}", f"unknown field; known fields are {sorted(known)}")
     return cls(**{k: mapping[k] for k in mapping}, **extra)
 
 
@@ -200,14 +195,14 @@ def config_from_mapping(cfg: Mapping[str, Any]) -> TrainConfig:
     cfg = dict(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
     top = _fields(TrainConfig) | {"analysis"}
     for key in cfg:
-        _need(key in top, key, f"unknown field; known fields are {sorted(top)}")
+        require(key in top, key, f"unknown field; known fields are {sorted(top)}")
     objective = cfg.get("objective", "clm")
-    _need(objective in data_lib.OBJECTIVES, "objective",
+    require(objective in data_lib.OBJECTIVES, "objective",
           f"unknown objective {objective!r}; choose one of {data_lib.OBJECTIVES}")
     model = _build(ModelSpec, dict(cfg.get("model", {})), "model.")
     data_fields = dict(cfg.get("data", {}))
     if "objective" in data_fields:  # as saved in config.json; must agree with the top level
-        _need(data_fields.pop("objective") == objective, "data.objective",
+        require(data_fields.pop("objective") == objective, "data.objective",
               f"differs from objective {objective!r}; set the top-level objective only")
     data = _build(data_lib.DataConfig, data_fields, "data.", objective=objective)
     optim = _build(OptimConfig, dict(cfg.get("optim", {})), "optim.")
@@ -373,9 +368,9 @@ def data_mesh() -> Mesh:
 def check_devices(config: TrainConfig, num_devices: int | None = None) -> None:
     """The global batch must split evenly over the devices (checked before any compilation)."""
     n = jax.device_count() if num_devices is None else num_devices
-    _need(config.data.batch_size % n == 0, "data.batch_size",
+    require(config.data.batch_size % n == 0, "data.batch_size",
           f"{config.data.batch_size} does not split over the {n} devices; use a multiple of {n}")
-    _need(config.eval_batch_size % n == 0, "eval_batch_size",
+    require(config.eval_batch_size % n == 0, "eval_batch_size",
           f"{config.eval_batch_size} does not split over the {n} devices; use a multiple of {n}")
 
 

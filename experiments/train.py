@@ -13,25 +13,12 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from anisotropy_jax import cli
+
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file[:variant].",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (resumed if it holds a run).")
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
-
-
-def _parse_flags(argv):
-    """absl's parser, but any flag or config-override error is one line and exit status 2."""
-    try:
-        return flags.FLAGS(argv)
-    except Exception as error:  # noqa: BLE001 - flag errors, unknown --config.X, bad variants
-        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-        message = lines[-1] if lines else type(error).__name__
-        if isinstance(error, (AttributeError, KeyError)):
-            bad = [a.split("=")[0] for a in argv[1:] if a.startswith("--config.")
-                   and message.strip("\"'") in a.split("=")[0].split(".")]
-            message = f"{bad[0] if bad else message}: unknown config field"
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def main(argv):
@@ -82,4 +69,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=_parse_flags)
+    app.run(main, flags_parser=cli.parse_flags_or_exit)
