@@ -12,6 +12,11 @@ from __future__ import annotations
 from anisotropy_jax.config import BlockConfig
 
 
+def qkv_projection_flops(config: BlockConfig, batch_size: int, seq_len: int) -> int:
+    """FLOPs of the attention input projection x·[W_q W_k W_v]: 3 · 2·B·L·D²."""
+    return 3 * 2 * batch_size * seq_len * config.d_model ** 2
+
+
 def block_forward_flops(config: BlockConfig, batch_size: int, seq_len: int) -> dict[str, int]:
     """FLOPs of one forward pass of `TransformerBlock(config)` on (batch_size, seq_len, D).
 
@@ -27,3 +32,16 @@ def block_forward_flops(config: BlockConfig, batch_size: int, seq_len: int) -> d
     mlp = 2 * 2 * tokens * d * config.d_ff if config.use_mlp else 0
     return {"projections": projections, "attention": attention, "mlp": mlp,
             "total": projections + attention + mlp}
+
+
+def sweep_point_flops(config: BlockConfig, batch_size: int, seq_len: int,
+                      points_per_projection: int) -> int:
+    """FLOPs executed per bias-sweep grid point when `points_per_projection` points of one seed
+    share one projection z·[W_q W_k W_v] (`sweep.SweepConfig.reuse_projections`: the points of a
+    seed in one chunk). 1 = the literal block. Pre-LN blocks cannot share it (full count).
+    The u·W projection (one vector) is below the counting resolution and left out."""
+    total = block_forward_flops(config, batch_size, seq_len)["total"]
+    if config.norm_position == "pre" or points_per_projection <= 1:
+        return total
+    qkv = qkv_projection_flops(config, batch_size, seq_len)
+    return total - qkv + qkv // points_per_projection

@@ -43,51 +43,60 @@ def supported(seq_len: int, d_head: int) -> bool:
 
 def _kernel(q_ref, k_ref, v_ref, o_ref, entropy_ref, max_ref, sink_ref, *, scale: float,
             causal: bool, precision):
-    q_LxDh = q_ref[...]
+    # One program: a block of Q queries of one (sequence, head) against all L keys.
+    q_QxDh = q_ref[...]
     k_LxDh = k_ref[...]
     v_LxDh = v_ref[...]
-    logits_LxL = jax.lax.dot_general(
-        q_LxDh, k_LxDh, (((1,), (1,)), ((), ())), precision=precision,
+    logits_QxL = jax.lax.dot_general(
+        q_QxDh, k_LxDh, (((1,), (1,)), ((), ())), precision=precision,
         preferred_element_type=jnp.float32) * scale
-    seq_len = logits_LxL.shape[0]
-    key_index = jax.lax.broadcasted_iota(jnp.int32, (seq_len, seq_len), 1)
+    block_q, seq_len = logits_QxL.shape
+    key_index = jax.lax.broadcasted_iota(jnp.int32, (block_q, seq_len), 1)
     if causal:
-        query_index = jax.lax.broadcasted_iota(jnp.int32, (seq_len, seq_len), 0)
-        visible = key_index <= query_index
-        logits_LxL = jnp.where(visible, logits_LxL, -jnp.inf)
-    row_max_L = jnp.max(logits_LxL, axis=1)
-    shifted_LxL = logits_LxL - row_max_L[:, None]
-    unnorm_LxL = jnp.exp(shifted_LxL)
-    total_L = jnp.sum(unnorm_LxL, axis=1)
-    p_LxL = unnorm_LxL / total_L[:, None]
-    # p·(s − m) with 0 for masked keys (p = 0, s − m = −inf).
-    weighted_LxL = jnp.where(unnorm_LxL > 0, p_LxL * shifted_LxL, 0.0)
-    entropy_ref[...] = jnp.log(total_L) - jnp.sum(weighted_LxL, axis=1)
-    max_ref[...] = 1.0 / total_L
-    sink_ref[...] = jnp.sum(jnp.where(key_index == 0, p_LxL, 0.0), axis=1)
-    out_LxDh = jax.lax.dot_general(
-        p_LxL.astype(v_LxDh.dtype), v_LxDh, (((1,), (0,)), ((), ())), precision=precision,
+        query_index = (jax.lax.broadcasted_iota(jnp.int32, (block_q, seq_len), 0)
+                       + pl.program_id(2) * block_q)
+        logits_QxL = jnp.where(key_index <= query_index, logits_QxL, -jnp.inf)
+    row_max_Q = jnp.max(logits_QxL, axis=1)
+    shifted_QxL = logits_QxL - row_max_Q[:, None]
+    unnorm_QxL = jnp.exp(shifted_QxL)
+    total_Q = jnp.sum(unnorm_QxL, axis=1)
+    inv_total_Q = 1.0 / total_Q  # Q divisions, not Q·L: normalise the row sums and the output
+    # Σ_k p_k (s_k − m) = Σ_k e_k (s_k − m) / l, with 0 for masked keys (e = 0, s − m = −inf).
+    weighted_QxL = unnorm_QxL * shifted_QxL
+    if causal:
+        weighted_QxL = jnp.where(unnorm_QxL > 0, weighted_QxL, 0.0)
+    entropy_ref[...] = jnp.log(total_Q) - jnp.sum(weighted_QxL, axis=1) * inv_total_Q
+    max_ref[...] = inv_total_Q
+    sink_ref[...] = jnp.sum(jnp.where(key_index == 0, unnorm_QxL, 0.0), axis=1) * inv_total_Q
+    p_QxL = unnorm_QxL * inv_total_Q[:, None]
+    out_QxDh = jax.lax.dot_general(
+        p_QxL.astype(v_LxDh.dtype), v_LxDh, (((1,), (0,)), ((), ())), precision=precision,
         preferred_element_type=jnp.float32)
-    o_ref[...] = out_LxDh.astype(o_ref.dtype)
+    o_ref[...] = out_QxDh.astype(o_ref.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("logit_scale", "causal", "precision", "interpret",
-                                             "num_warps"))
+                                             "num_warps", "block_q"))
 def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
                     logit_scale: float, causal: bool = False,
                     precision: jax.lax.Precision = jax.lax.Precision.HIGHEST,
-                    interpret: bool = False, num_warps: int = 8):
+                    interpret: bool = False, num_warps: int = 8, block_q: int = 0):
     """softmax(q·kᵀ · logit_scale)·v per head, plus per-query statistics of the softmax.
 
     Returns (out (B, L, H, Dh) float32, {"attn_entropy", "attn_max", "attn_sink"} each (B, H, L)
     float32: entropy in nats, largest probability, probability of key 0).
     num_warps: 8 ran the BERT-base tile (L = 128, Dh = 64) in 0.046 ms per grid point on an
     H200 against 0.069 ms with 4 (experiments/profile_block.py, 2026-11-26).
+    block_q: queries per program (a power of two ≥ 16 dividing L; 0 = all L).
     """
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
+    block_q = block_q or seq_len
+    if not (_is_power_of_two(block_q) and seq_len % block_q == 0):
+        raise ValueError(f"block_q: {block_q} must be a power of two >= 16 dividing L={seq_len}")
     kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision)
-    row_spec = pl.BlockSpec((None, seq_len, None, d_head), lambda b, h: (b, 0, h, 0))
-    stat_spec = pl.BlockSpec((None, None, seq_len), lambda b, h: (b, h, 0))
+    query_spec = pl.BlockSpec((None, block_q, None, d_head), lambda b, h, i: (b, i, h, 0))
+    key_spec = pl.BlockSpec((None, seq_len, None, d_head), lambda b, h, i: (b, 0, h, 0))
+    stat_spec = pl.BlockSpec((None, None, block_q), lambda b, h, i: (b, h, i))
     stat_shape = jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32)
     compiler_params = None
     if not interpret:
@@ -96,9 +105,9 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
         compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     out, entropy, max_p, sink = pl.pallas_call(
         kernel,
-        grid=(batch, heads),
-        in_specs=[row_spec, row_spec, row_spec],
-        out_specs=[row_spec, stat_spec, stat_spec, stat_spec],
+        grid=(batch, heads, seq_len // block_q),
+        in_specs=[query_spec, key_spec, key_spec],
+        out_specs=[query_spec, stat_spec, stat_spec, stat_spec],
         out_shape=[jax.ShapeDtypeStruct(q_BxLxHxDh.shape, jnp.float32), stat_shape, stat_shape,
                    stat_shape],
         compiler_params=compiler_params,

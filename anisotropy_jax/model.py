@@ -113,13 +113,50 @@ def attention_mask(seq_len: int, causal: bool, key_mask_BxL: Array | None) -> Ar
     return mask
 
 
+QKV_NAMES = ("query", "key", "value")
+
+
+def _concat_qkv(dense_params) -> tuple[Array, Array | None]:
+    kernel_Dx3D = jnp.concatenate([kernel for kernel, _ in dense_params], axis=1)
+    biases = [bias for _, bias in dense_params]
+    bias_3D = None if biases[0] is None else jnp.concatenate(biases)
+    return kernel_Dx3D, bias_3D
+
+
+def qkv_projection(config: BlockConfig, block_params: Any,
+                   x_NxD: Array) -> Array:
+    """x·[W_q W_k W_v] (no bias) in float32 at the configured matmul precision, for inputs of
+    any leading shape (..., D) → (..., 3D), from the parameters of a `TransformerBlock`.
+
+    The block's first matmul is linear in its input when attention sees x itself (post-LN or no
+    LN), so a caller evaluating many inputs x = z + s·u can project z and u once and pass
+    `qkv_projection(z) + s·qkv_projection(u) + qkv_bias` to the block (`attention_qkv_BxLx3D`).
+    """
+    dtype, precision = matmul_settings(config)
+    attention = block_params["params"]["attention"]
+    kernel_Dx3D = jnp.concatenate([attention[n]["kernel"] for n in QKV_NAMES], axis=1)
+    return jnp.dot(x_NxD.astype(dtype), kernel_Dx3D.astype(dtype), precision=precision,
+                   preferred_element_type=jnp.float32)
+
+
+def qkv_bias(config: BlockConfig, block_params: Any) -> Array | None:
+    """The (3D,) bias [b_q b_k b_v] of the input projection, or None without linear biases."""
+    if not config.use_bias:
+        return None
+    attention = block_params["params"]["attention"]
+    return jnp.concatenate([attention[n]["bias"] for n in QKV_NAMES])
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention written out with einsums; logits and softmax in float32."""
 
     config: BlockConfig
 
     @nn.compact
-    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None) -> tuple[Array, Probes]:
+    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
+                 qkv_BxLx3D: Array | None = None) -> tuple[Array, Probes]:
+        """Attention of x; `qkv_BxLx3D`, when given, replaces the input projection
+        x·[W_q W_k W_v] + b (the caller guarantees it equals that; see `qkv_projection`)."""
         cfg = self.config
         batch, seq_len, d_model = x_BxLxD.shape
         if d_model != cfg.d_model:
@@ -129,12 +166,17 @@ class SelfAttention(nn.Module):
 
         # One (D, 3D) matmul for query, key and value (a wider GEMM runs closer to the matmul
         # rate than three D×D ones); the parameters stay three Dense-shaped sets.
-        qkv = [DenseParams(cfg, d_model, d_model, name=n)() for n in ("query", "key", "value")]
-        kernel_Dx3D = jnp.concatenate([kernel for kernel, _ in qkv], axis=1).astype(dtype)
-        qkv_BxLx3D = jnp.dot(x_BxLxD.astype(dtype), kernel_Dx3D, precision=precision)
-        if cfg.use_bias:
-            bias_3D = jnp.concatenate([bias for _, bias in qkv]).astype(dtype)
-            qkv_BxLx3D = qkv_BxLx3D + bias_3D[None, None, :]
+        qkv = [DenseParams(cfg, d_model, d_model, name=n)() for n in QKV_NAMES]
+        if qkv_BxLx3D is None:
+            kernel_Dx3D, bias_3D = _concat_qkv(qkv)
+            qkv_BxLx3D = jnp.dot(x_BxLxD.astype(dtype), kernel_Dx3D.astype(dtype),
+                                 precision=precision)
+            if bias_3D is not None:
+                qkv_BxLx3D = qkv_BxLx3D + bias_3D.astype(dtype)[None, None, :]
+        elif qkv_BxLx3D.shape != (batch, seq_len, 3 * d_model):
+            raise ValueError(f"qkv_BxLx3D: shape {qkv_BxLx3D.shape} != "
+                             f"{(batch, seq_len, 3 * d_model)}")
+        qkv_BxLx3D = qkv_BxLx3D.astype(dtype)
         q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh = (
             part.reshape(batch, seq_len, heads, d_head)
             for part in jnp.split(qkv_BxLx3D, 3, axis=-1))
@@ -163,15 +205,50 @@ class SelfAttention(nn.Module):
             if mask is not None:
                 logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
             weights_BxHxLxL = jax.nn.softmax(logits_BxHxLxL, axis=-1)
-            mixed_BxLxHxDh = jnp.einsum("bhqk,bkhd->bqhd",
+            # Heads-major output, then one transpose: with "->bqhd" directly, XLA on the CPU
+            # lowered this product 2-3× slower (39 vs 14 ms for B = 8, L = 128, 12 heads).
+            mixed_BxHxLxDh = jnp.einsum("bhqk,bkhd->bhqd",
                                         weights_BxHxLxL.astype(v_BxLxHxDh.dtype), v_BxLxHxDh,
                                         precision=precision, preferred_element_type=jnp.float32)
+            mixed_BxLxHxDh = mixed_BxHxLxDh.transpose(0, 2, 1, 3)
             probes.update(attn_logits=logits_BxHxLxL, attn_weights=weights_BxHxLxL)
             probes.update(fused_attention.reference_statistics(logits_BxHxLxL, weights_BxHxLxL,
                                                                mask))
         mixed_BxLxD = mixed_BxLxHxDh.reshape(batch, seq_len, d_model)
         out_BxLxD = _dense(cfg, d_model, "out")(mixed_BxLxD).astype(jnp.float32)
         return out_BxLxD, probes
+
+
+# erf(x) ≈ x·P(x²)/Q(x²) on [-4, 4] (clamped outside, where |erf| = 1 to float32): the rational
+# approximation XLA and Eigen use for float32 erf.
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+          -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+          -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+          -7.37332916720468e-03, -1.42647390514189e-02)
+
+
+def erf_float32(x: Array) -> Array:
+    """erf in float32 arithmetic (any input dtype, result in float32); |error| < 5e-7 against
+    scipy's float64 erf (tests/test_model.py). Plain multiply-adds and one division, so XLA fuses
+    it into its neighbours; on an H200, XLA's own GPU erf made the GELU pass of a BERT-base MLP
+    cost 1.36 ms per 131k tokens at TF32 against 0.84 ms for this (docs/PERFORMANCE.md)."""
+    x = jnp.clip(x.astype(jnp.float32), -4.0, 4.0)
+    x2 = x * x
+    p = jnp.full_like(x2, _ERF_P[0])
+    for c in _ERF_P[1:]:
+        p = p * x2 + c
+    q = jnp.full_like(x2, _ERF_Q[0])
+    for c in _ERF_Q[1:]:
+        q = q * x2 + c
+    return x * p / q
+
+
+def gelu_exact(x: Array) -> Array:
+    """The exact (erf, not tanh) GELU x·Φ(x) = x·(1 + erf(x/√2))/2, computed in float32 and
+    returned in x's dtype (as Hugging Face's "gelu")."""
+    x32 = x.astype(jnp.float32)
+    return (0.5 * x32 * (1.0 + erf_float32(x32 * 0.7071067811865476))).astype(x.dtype)
 
 
 class Mlp(nn.Module):
@@ -183,7 +260,7 @@ class Mlp(nn.Module):
     def __call__(self, x_BxLxD: Array) -> Array:
         cfg = self.config
         h_BxLxF = _dense(cfg, cfg.d_ff, "fc_in")(x_BxLxD)
-        h_BxLxF = jax.nn.gelu(h_BxLxF, approximate=False)
+        h_BxLxF = gelu_exact(h_BxLxF)
         return _dense(cfg, cfg.d_model, "fc_out")(h_BxLxF).astype(jnp.float32)
 
 
@@ -193,14 +270,21 @@ class TransformerBlock(nn.Module):
     config: BlockConfig
 
     @nn.compact
-    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None) -> tuple[Array, Probes]:
+    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
+                 attention_qkv_BxLx3D: Array | None = None) -> tuple[Array, Probes]:
+        """`attention_qkv_BxLx3D`: precomputed x·[W_q W_k W_v] + b (see `qkv_projection`); only
+        where attention sees x itself, i.e. not with pre-LN."""
         cfg = self.config
         x_BxLxD = x_BxLxD.astype(jnp.float32)
         pre, post = cfg.norm_position == "pre", cfg.norm_position == "post"
+        if pre and attention_qkv_BxLx3D is not None:
+            raise ValueError("attention_qkv_BxLx3D: pre-LN attention sees LN(x), not x; its "
+                             "projection cannot be precomputed from x")
         probes: Probes = {"resid_pre": x_BxLxD}
 
         attn_in = _layer_norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
-        attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL)
+        attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL,
+                                                                      attention_qkv_BxLx3D)
         probes.update(attn_probes)
         probes["attn_out"] = attn_out
         resid_mid = x_BxLxD + attn_out

@@ -6,9 +6,11 @@ probes are reduced *on device* to the metrics of the results contract (DESIGN.md
 by every s of that seed.
 
 How it runs:
-  * `chunk_computation` is one forward + metric reduction per point, `jax.vmap`ped over a block of
-    seeds (outer, weights batched) and a block of bias norms (inner, weights shared, so the
-    matmuls see one big batch).
+  * `chunk_computation` is one forward + metric reduction per point, over a block of seeds (one
+    after another) and a block of bias norms (`jax.vmap`ped with the weights shared, so the
+    matmuls see one big batch; on the CPU one point at a time, see `points_per_step`). Where attention sees x itself (post-LN, no LN) its input
+    projection is linear in s: each seed's z·W and u·W are computed once per chunk and every point
+    gets z·W + s·(u·W) + b (`reuse_projections`, on by default: a quarter of the block's FLOPs).
   * `jit_chunk` compiles it once per static configuration: the bias norms are traced arguments,
     so new bias values (or a new grid length, thanks to fixed-size padded chunks) do not recompile.
   * `run_sweep` walks the (seed, s) grid chunk by chunk on the host, so at most `chunk_size`
@@ -79,6 +81,13 @@ class SweepConfig:
       seed: base PRNG seed; seed i uses fold_in(key(seed), i).
       chunk_size: grid points (seed × s) in flight at once over all devices; 0 = the whole grid.
         The s-block of a chunk is rounded up to a multiple of the device count.
+      reuse_projections: compute each seed's attention input projection z·W, u·W once per chunk
+        and assemble z·W + s·(u·W) + b per point (same function, a quarter fewer FLOPs for
+        BERT-base; post-LN and no-LN blocks only, ignored for pre-LN). False runs the block
+        literally on x = z + s·u. Both agree within float32 rounding (tests/test_sweep.py).
+      points_per_step: bias norms of a seed evaluated at once (vmapped) inside a chunk, the rest
+        in a loop on the device; 0 = auto (`default_points_per_step`: 1 on the CPU, the whole
+        chunk on GPUs). Same values either way; only speed and memory change.
     """
 
     block: BlockConfig = BlockConfig()
@@ -88,6 +97,8 @@ class SweepConfig:
     num_seeds: int = 3
     seed: int = 0
     chunk_size: int = 8
+    reuse_projections: bool = True
+    points_per_step: int = 0
 
     def __post_init__(self):
         def positive_int(name, value, minimum):
@@ -101,6 +112,10 @@ class SweepConfig:
         positive_int("num_seeds", self.num_seeds, 1)
         positive_int("seed", self.seed, 0)
         positive_int("chunk_size", self.chunk_size, 0)
+        positive_int("points_per_step", self.points_per_step, 0)
+        if not isinstance(self.reuse_projections, bool):
+            raise ConfigError(f"reuse_projections: must be True or False, got "
+                              f"{self.reuse_projections!r}")
         norms = self.bias_norms
         if not isinstance(norms, tuple) or not norms:
             raise ConfigError(f"bias_norms: must be a non-empty tuple of floats, got {norms!r}")
@@ -121,7 +136,9 @@ class SweepConfig:
 
 
 _TOP_LEVEL_FIELDS = ("model", "batch_size", "seq_len", "bias_norms", "num_seeds", "seed",
-                     "precision", "chunk_size", "compare_field", "compare_values")
+                     "precision", "chunk_size", "reuse_projections", "points_per_step",
+                     "compare_field",
+                     "compare_values")
 
 
 def _as_bias_norms(value: Any) -> tuple[float, ...]:
@@ -152,7 +169,9 @@ def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, Swe
         model_fields["precision"] = fields["precision"]
     block = block_config_from_mapping(model_fields)
     kwargs = {name: fields[name] for name in ("batch_size", "seq_len", "num_seeds", "seed",
-                                              "chunk_size") if name in fields}
+                                              "chunk_size", "reuse_projections",
+                                              "points_per_step")
+              if name in fields}
     if "bias_norms" in fields:
         kwargs["bias_norms"] = _as_bias_norms(fields["bias_norms"])
     base = SweepConfig(block=block, **kwargs)
@@ -288,39 +307,109 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
     return out
 
 
-def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
-                  bias_norm: Array) -> dict[str, Array]:
-    """Forward of the block on x = z + s·u and the metric reduction, for one grid point."""
+class ProjectedSeed(NamedTuple):
+    """One seed's attention input projection, split along x = z + s·u (float32, no bias)."""
+
+    qkv_z_BxLx3D: Array  # z·[W_q W_k W_v]
+    qkv_u_3D: Array      # u·[W_q W_k W_v]
+
+
+def can_reuse_projections(block: BlockConfig) -> bool:
+    """Whether attention sees x itself (post-LN or no LN), so its input projection is linear in s.
+    With pre-LN it sees LN(z + s·u), which is not."""
+    return block.norm_position != "pre"
+
+
+def project_seed(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array) -> ProjectedSeed:
+    """z·W and u·W, computed once per seed and shared by all its bias norms: then each point's
+    projection is z·W + s·(u·W) + b, an element-wise update instead of a (B·L, D) × (D, 3D) matmul
+    (a quarter of the block's FLOPs for BERT-base)."""
+    return ProjectedSeed(model.qkv_projection(block, params, z_BxLxD),
+                         model.qkv_projection(block, params, u_D))
+
+
+def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_norm: Array,
+             projected: ProjectedSeed | None = None) -> tuple[Array, dict[str, Array]]:
+    """(output, probes) of the block on x = z + s·u; with `projected` (see `project_seed`) the
+    attention input projection is assembled from it instead of recomputed."""
     x_BxLxD = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
-    _, probes = model.TransformerBlock(block).apply(params, x_BxLxD)
+    qkv_BxLx3D = None
+    if projected is not None:
+        s = jnp.asarray(bias_norm, jnp.float32)
+        qkv_BxLx3D = projected.qkv_z_BxLx3D + s * projected.qkv_u_3D[None, None, :]
+        bias_3D = model.qkv_bias(block, params)
+        if bias_3D is not None:
+            qkv_BxLx3D = qkv_BxLx3D + bias_3D[None, None, :]
+    return model.TransformerBlock(block).apply(params, x_BxLxD, attention_qkv_BxLx3D=qkv_BxLx3D)
+
+
+def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
+                  bias_norm: Array, projected: ProjectedSeed | None = None) -> dict[str, Array]:
+    """Forward of the block on x = z + s·u and the metric reduction, for one grid point."""
+    _, probes = block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
     return reduce_probes(probes, block)
 
 
 def point_forward(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
-                  bias_norm: Array) -> dict[str, Array]:
+                  bias_norm: Array, projected: ProjectedSeed | None = None) -> dict[str, Array]:
     """The bare forward (no metrics) for benchmarks and bookkeeping tests: one cheap scalar per
     point, {"output_checksum": Σ_i y_i · y_0}, so that the output is used (not pruned), nothing
     large leaves the device, and (unlike Σ y, which a post-LN block makes 0) it depends on the
     point."""
-    x_BxLxD = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
-    y_BxLxD, _ = model.TransformerBlock(block).apply(params, x_BxLxD)
+    y_BxLxD, _ = block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
     return {"output_checksum": jnp.sum(y_BxLxD * y_BxLxD[:1, :1, :])}
 
 
 # --------------------------------------------------------------------------------------------
 # A chunk of the grid: vmapped, jitted, sharded
 
-def chunk_computation(block: BlockConfig, with_metrics: bool = True) -> Callable:
-    """f(params[S], z[S], u[S], s[C]) → {name: (S, C, ...)}: vmap over seeds (outer) and bias
-    norms (inner, weights shared). Not jitted: see `jit_chunk`."""
-    point = functools.partial(point_metrics if with_metrics else point_forward, block)
-    over_bias = jax.vmap(point, in_axes=(None, None, None, 0))
-    over_grid = jax.vmap(over_bias, in_axes=(0, 0, 0, None))
+def default_points_per_step(platform: str | None = None) -> int:
+    """Points evaluated at once (vmapped) when `points_per_step` is 0 (auto): one on the CPU,
+    where a bigger batch overflows the caches (8-point chunks ran ~1.3× slower per point than a
+    loop on the 2-core CPU, and so did PyTorch's folded batch), every point of the chunk (0 =
+    unlimited) on accelerators, where the batch fills the chip."""
+    platform = jax.default_backend() if platform is None else platform
+    return 1 if platform == "cpu" else 0
+
+
+def grid_computation(point: Callable, block: BlockConfig, reuse_projections: bool = True,
+                     points_per_step: int = 0) -> Callable:
+    """f(params[S], z[S], u[S], s[C]) → {name: (S, C, ...)} from a per-point function
+    point(params, z, u, s, projected) → {name: array}. Not jitted: see `jit_chunk`.
+
+    Seeds run one after another (`lax.map`: each seed's weights are plain matrices, not a batch
+    of them); the bias norms of a seed are evaluated `points_per_step` at a time with the weights
+    shared (vmap; 0 = all C at once, one big matmul batch). With `reuse_projections` (and a block
+    where `can_reuse_projections`), each seed's z·W and u·W are computed once per chunk and
+    passed as `projected`; otherwise `projected` is None.
+    """
+    if not (isinstance(points_per_step, int) and points_per_step >= 0):
+        raise ConfigError(f"points_per_step: must be an integer >= 0, got {points_per_step!r}")
+    reuse = reuse_projections and can_reuse_projections(block)
+
+    def one_seed(params, z_BxLxD, u_D, bias_norms_C):
+        projected = project_seed(block, params, z_BxLxD, u_D) if reuse else None
+
+        def at(s):
+            return point(params, z_BxLxD, u_D, s, projected)
+
+        if points_per_step == 0 or points_per_step >= bias_norms_C.shape[0]:
+            return jax.vmap(at)(bias_norms_C)
+        return jax.lax.map(at, bias_norms_C, batch_size=points_per_step)
 
     def chunk(params, z_SxBxLxD, u_SxD, bias_norms_C):  # a plain function: wrappable by chex
-        return over_grid(params, z_SxBxLxD, u_SxD, bias_norms_C)
+        return jax.lax.map(lambda seed: one_seed(*seed, bias_norms_C),
+                           (params, z_SxBxLxD, u_SxD))
 
     return chunk
+
+
+def chunk_computation(block: BlockConfig, with_metrics: bool = True,
+                      reuse_projections: bool = True, points_per_step: int = 0) -> Callable:
+    """The library's per-chunk function: `point_metrics` (or the bare `point_forward`) over a
+    chunk of the grid (`grid_computation`)."""
+    point = functools.partial(point_metrics if with_metrics else point_forward, block)
+    return grid_computation(point, block, reuse_projections, points_per_step)
 
 
 def grid_mesh(devices: Any = None) -> Mesh:
@@ -347,9 +436,12 @@ def jit_chunk(fn: Callable, mesh: Mesh) -> Callable:
 
 
 @functools.lru_cache(maxsize=32)
-def make_chunk_fn(block: BlockConfig, mesh: Mesh, with_metrics: bool = True) -> Callable:
-    """The jitted, sharded per-chunk computation (cached per static configuration)."""
-    return jit_chunk(chunk_computation(block, with_metrics), mesh)
+def make_chunk_fn(block: BlockConfig, mesh: Mesh, with_metrics: bool = True,
+                  reuse_projections: bool = True, points_per_step: int = 0) -> Callable:
+    """The jitted, sharded per-chunk computation (cached per static configuration);
+    points_per_step 0 = auto for the mesh's platform (`default_points_per_step`)."""
+    width = points_per_step or default_points_per_step(mesh.devices.flat[0].platform)
+    return jit_chunk(chunk_computation(block, with_metrics, reuse_projections, width), mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -468,7 +560,8 @@ def run_sweep(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callab
     """
     mesh = grid_mesh() if mesh is None else mesh
     num_devices = mesh.size
-    fn = make_chunk_fn(config.block, mesh, with_metrics) if chunk_fn is None else chunk_fn
+    fn = (make_chunk_fn(config.block, mesh, with_metrics, config.reuse_projections,
+                        config.points_per_step) if chunk_fn is None else chunk_fn)
     norms = np.asarray(config.bias_norms, np.float32)
     num_bias, num_seeds = len(norms), config.num_seeds
     layout = chunk_layout(num_seeds, num_bias, config.chunk_size, num_devices)

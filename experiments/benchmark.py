@@ -9,10 +9,17 @@ normalised attention entropy); the PyTorch peers get the *same* weights, z and u
 metric values must agree within the precision's tolerance (checked and reported).
 
 JAX variants: `jax_sweep` (vmap over a chunk of s, jit once, sharded over the devices — the
-library's sweep with the three metrics), `jax_bare` (same, bare forward: the metric overhead),
+library's sweep with the three metrics, each seed's input projection z·W, u·W shared by the points
+of a chunk), `jax_sweep_literal` (the same, but the block run literally on every x = z + s·u: the
+peers' amount of work), `jax_bare` (the sweep's bare forward: the metric overhead),
 `jax_full_metrics` (the library's full results-contract reduction), `jax_loop` (a Python loop of
-jitted single-s calls). PyTorch: Hugging Face `BertLayer` eager loop over s, s folded into the
-batch, and folded under torch.compile. Writes benchmark.json; prints a table of ratios last.
+jitted single-s calls, the projection computed once before it). PyTorch: Hugging Face `BertLayer`
+eager loop over s, s folded into the batch, and folded under torch.compile.
+
+Two FLOP rates per variant: `flops_per_s`, the FLOPs the variant *executes* (its share of the
+matmul rate is the hardware utilisation), and `nominal_flops_per_s`, the literal block's FLOPs per
+point over its time (what a variant that skips no work would need to achieve the same speed).
+Writes benchmark.json; prints a table of ratios last.
 """
 from __future__ import annotations
 
@@ -84,26 +91,30 @@ def block_config(c, attention_impl: str | None = None):
 
 # ------------------------------------------------------------------------------------ JAX side
 
-def parity_point(block, params, z_BxLxD, u_D, bias_norm):
+def parity_point(block, params, z_BxLxD, u_D, bias_norm, projected=None):
     """The three metrics every variant computes, for one bias norm."""
     import math
 
     import jax.numpy as jnp
 
-    from anisotropy_jax import inputs, metrics, model
+    from anisotropy_jax import metrics, sweep
 
-    x = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
-    y, probes = model.TransformerBlock(block).apply(params, x)
-    seq_len = x.shape[1]
+    y, probes = sweep.block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
+    seq_len = y.shape[1]
     return {"output_norm": jnp.mean(jnp.linalg.norm(y, axis=-1)),
             "output_cosine": metrics.average_cosine_similarity(y),
             "attention_entropy_normalized": jnp.mean(probes["attn_entropy"]) / math.log(seq_len)}
 
 
-def grid_function(point):
-    import jax
+def parity_chunk(block, reuse_projections=True, points_per_step=None):
+    """The three-metric chunk function (not jitted) of the sweep's grid machinery; by default
+    with the sweep's schedule for this platform (`sweep.default_points_per_step`)."""
+    from anisotropy_jax import sweep
 
-    return jax.vmap(jax.vmap(point, in_axes=(None, None, None, 0)), in_axes=(0, 0, 0, None))
+    if points_per_step is None:
+        points_per_step = sweep.default_points_per_step()
+    return sweep.grid_computation(functools.partial(parity_point, block), block,
+                                  reuse_projections, points_per_step)
 
 
 def _chunks(norms, chunk, sharding):
@@ -202,6 +213,35 @@ def memory_footprint(fn, state, chunk_sizes, mesh) -> list[dict[str, Any]]:
     return rows
 
 
+def time_loop(block, state, norms, repeats):
+    """A Python loop of jitted single-s calls (seed 0), its projection z·W, u·W computed once by
+    its own jitted call before the loop (the library's algorithm, without vmap): (first call s,
+    median s, times)."""
+    import jax
+    import numpy as np
+
+    from anisotropy_jax import sweep
+
+    params0, z0, u0 = jax.tree.map(lambda a: a[0], state)
+    reuse = sweep.can_reuse_projections(block)
+    project = jax.jit(functools.partial(sweep.project_seed, block))
+    single = jax.jit(functools.partial(parity_point, block))
+
+    def run():
+        projected = project(params0, z0, u0) if reuse else None
+        return [single(params0, z0, u0, float(s), projected) for s in norms]
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(run()[:1])
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(run())
+        times.append(time.perf_counter() - t0)
+    return first, float(np.median(times)), times
+
+
 def run_benchmark(c, log=print) -> dict[str, Any]:
     import jax
     import numpy as np
@@ -211,12 +251,20 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
     block = block_config(c)
     norms = bias_grid(c.num_bias_norms)
     flop_per_point = flops.block_forward_flops(block, c.batch_size, c.seq_len)["total"]
+    # Executed FLOPs per point: with shared projections, one z·W per seed and chunk (or per loop).
+    reused_flop_per_point = flops.sweep_point_flops(block, c.batch_size, c.seq_len,
+                                                    min(c.chunk, len(norms)))
+    loop_flop_per_point = flops.sweep_point_flops(block, c.batch_size, c.seq_len, len(norms))
     devices = jax.devices()
     mesh = sweep.grid_mesh(devices[:1])
     out: dict[str, Any] = {"device": str(devices[0]), "device_kind": devices[0].device_kind,
                            "attention_impl": block.attention_impl,
                            "num_devices": len(devices), "precision": c.precision,
-                           "flop_per_point": flop_per_point, "bias_norms": norms.tolist(),
+                           "flop_per_point": flop_per_point,
+                           "executed_flop_per_point": {"sweep": reused_flop_per_point,
+                                                       "loop": loop_flop_per_point,
+                                                       "literal": flop_per_point},
+                           "bias_norms": norms.tolist(),
                            "variants": {}}
     log(f"device {devices[0].device_kind} ×{len(devices)}; precision {c.precision}; "
         f"attention {block.attention_impl}; "
@@ -229,45 +277,37 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
     state = jax_state(c, block, mesh)
     variants = out["variants"]
 
-    def record(name, first, median, times, values=None):
+    def record(name, first, median, times, values=None, executed=flop_per_point):
         per_point = median / len(norms)
         row = {"first_call_s": first, "median_s": median, "times_s": times,
-               "s_per_point": per_point, "flops_per_s": flop_per_point / per_point,
-               "share_of_matmul_rate": flop_per_point / per_point / rate}
+               "s_per_point": per_point, "executed_flop_per_point": executed,
+               "flops_per_s": executed / per_point,
+               "share_of_matmul_rate": executed / per_point / rate,
+               "nominal_flops_per_s": flop_per_point / per_point}
         if values is not None:
             row["metrics"] = {k: np.asarray(v).tolist() for k, v in values.items()}
         variants[name] = row
-        log(f"  {name:22s} first call {first:7.2f} s   {per_point * 1e3:9.3f} ms/point   "
-            f"{row['flops_per_s'] / 1e12:8.3f} TFLOP/s")
+        log(f"  {name:24s} first call {first:7.2f} s   {per_point * 1e3:9.3f} ms/point   "
+            f"{row['flops_per_s'] / 1e12:8.3f} TFLOP/s executed, "
+            f"{row['nominal_flops_per_s'] / 1e12:8.3f} nominal")
 
-    parity_fn = sweep.jit_chunk(grid_function(functools.partial(parity_point, block)), mesh)
-    record("jax_sweep", *time_chunked(parity_fn, state, norms, c.chunk, mesh, c.repeats,
-                                      len(norms)))
+    def timed(fn):
+        return time_chunked(fn, state, norms, c.chunk, mesh, c.repeats, len(norms))
+
+    parity_fn = sweep.jit_chunk(parity_chunk(block), mesh)
+    record("jax_sweep", *timed(parity_fn), executed=reused_flop_per_point)
+    record("jax_sweep_literal", *timed(sweep.jit_chunk(parity_chunk(block, False), mesh)))
     bare_fn = sweep.jit_chunk(sweep.chunk_computation(block, with_metrics=False), mesh)
-    record("jax_bare", *time_chunked(bare_fn, state, norms, c.chunk, mesh, c.repeats,
-                                     len(norms))[:3])
+    record("jax_bare", *timed(bare_fn)[:3], executed=reused_flop_per_point)
     full_fn = sweep.jit_chunk(sweep.chunk_computation(block, with_metrics=True), mesh)
-    record("jax_full_metrics", *time_chunked(full_fn, state, norms, c.chunk, mesh, c.repeats,
-                                             len(norms))[:3])
+    record("jax_full_metrics", *timed(full_fn)[:3], executed=reused_flop_per_point)
     if block.attention_impl == "pallas":  # what the fused kernel buys, same run
-        xla_block = block.replace(attention_impl="xla")
-        xla_fn = sweep.jit_chunk(grid_function(functools.partial(parity_point, xla_block)), mesh)
-        record("jax_sweep_xla_attention", *time_chunked(xla_fn, state, norms, c.chunk, mesh,
-                                                        c.repeats, len(norms))[:3])
+        xla_fn = sweep.jit_chunk(parity_chunk(block.replace(attention_impl="xla")), mesh)
+        record("jax_sweep_xla_attention", *timed(xla_fn)[:3], executed=reused_flop_per_point)
     out["metric_overhead"] = variants["jax_sweep"]["median_s"] / variants["jax_bare"]["median_s"] - 1
     if c.jax_loop:
-        single = jax.jit(functools.partial(parity_point, block))
-        params0, z0, u0 = jax.tree.map(lambda a: a[0], state)
-        t0 = time.perf_counter()
-        jax.block_until_ready(single(params0, z0, u0, float(norms[0])))
-        first = time.perf_counter() - t0
-        times = []
-        for _ in range(c.repeats):
-            t0 = time.perf_counter()
-            res = [single(params0, z0, u0, float(s)) for s in norms]
-            jax.block_until_ready(res)
-            times.append(time.perf_counter() - t0)
-        record("jax_loop", first, float(np.median(times)), times)
+        record("jax_loop", *time_loop(block, state, norms, c.repeats),
+               executed=loop_flop_per_point)
 
     # Several devices: same per-device chunk, grid axis sharded over the first k devices.
     scaling = []
@@ -275,7 +315,7 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
         if k > len(devices):
             continue
         mesh_k = sweep.grid_mesh(devices[:k])
-        fn_k = sweep.jit_chunk(grid_function(functools.partial(parity_point, block)), mesh_k)
+        fn_k = sweep.jit_chunk(parity_chunk(block), mesh_k)
         state_k = jax_state(c, block, mesh_k)
         reps = np.resize(norms, max(len(norms), c.chunk * k))  # enough work for every device
         _, median, _, _ = time_chunked(fn_k, state_k, reps, c.chunk * k, mesh_k, c.repeats,
@@ -290,7 +330,10 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
                 f"({row['speedup']:.2f}×)")
     out["device_scaling"] = scaling
 
-    out["memory"] = memory_footprint(parity_fn, state, c.memory_chunks, mesh)
+    # All points of a chunk in flight at once (the GPU schedule; on the CPU the sweep runs them
+    # one at a time, so its memory does not grow with the chunk).
+    out["memory"] = memory_footprint(sweep.jit_chunk(parity_chunk(block, points_per_step=0), mesh),
+                                     state, c.memory_chunks, mesh)
     if len(out["memory"]) >= 2:
         ks = np.array([r["chunk"] for r in out["memory"]], float)
         total = np.array([r["temp_bytes"] + r["output_bytes"] for r in out["memory"]], float)
@@ -309,6 +352,12 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
 
         out["metrics_at_scale"] = benchmark_metrics.run_metric_benchmarks(
             c.cosine_n, c.isoscore_n, c.model.d_model, c.max_blocked_n, seed=c.seed, log=log)
+    if c.precision != "highest":  # what the reduced precision costs each variant in accuracy
+        ref_block = block.replace(precision="highest", attention_impl="xla")
+        ref_fn = sweep.jit_chunk(parity_chunk(ref_block, reuse_projections=False), mesh)
+        reference = time_chunked(ref_fn, state, norms, c.chunk, mesh, 1, len(norms))[3]
+        out["reference_highest"] = {k: np.asarray(v).tolist() for k, v in reference.items()}
+        out["deviation_from_highest"] = deviations(variants, reference)
     out["ratios"] = ratios(variants)
     return results.to_jsonable(out)
 
@@ -347,6 +396,16 @@ def ratios(variants: dict[str, Any]) -> dict[str, float]:
     return {name: row["median_s"] / base for name, row in variants.items() if name != "jax_sweep"}
 
 
+def deviations(variants: dict[str, Any], reference: dict[str, Any]) -> dict[str, dict]:
+    """{variant: {metric: largest |difference| from the float32-'highest' literal block}} for
+    every variant that reports metrics."""
+    import numpy as np
+
+    return {name: {k: float(np.max(np.abs(np.asarray(row["metrics"][k]) -
+                                          np.asarray(reference[k])))) for k in reference}
+            for name, row in variants.items() if "metrics" in row}
+
+
 def agreement(variants: dict[str, Any]) -> dict[str, float]:
     """Largest |difference| of each PyTorch variant's metrics from jax_sweep's."""
     import numpy as np
@@ -366,15 +425,21 @@ def print_table(result: dict[str, Any]) -> None:
           f"{result['matmul_flops_per_s'] / 1e12:.2f} TFLOP/s | "
           f"{len(result['bias_norms'])} bias norms")
     print(f"{'variant':24s}{'first call s':>13s}{'ms/point':>11s}{'TFLOP/s':>10s}"
-          f"{'% matmul':>10s}{'jax_sweep ×':>13s}")
+          f"{'% matmul':>10s}{'nominal TFLOP/s':>17s}{'jax_sweep ×':>13s}")
     for name, row in variants.items():
         speed = result["ratios"].get(name, 1.0)
         print(f"{name:24s}{row['first_call_s']:13.2f}{row['s_per_point'] * 1e3:11.3f}"
               f"{row['flops_per_s'] / 1e12:10.3f}{100 * row['share_of_matmul_rate']:10.1f}"
-              f"{speed:13.2f}")
+              f"{row['nominal_flops_per_s'] / 1e12:17.3f}{speed:13.2f}")
+    print("TFLOP/s and % matmul count the FLOPs each variant executes (jax_sweep shares each "
+          "seed's z·W_qkv over a chunk); nominal TFLOP/s counts the literal block's "
+          f"{result['flop_per_point'] / 1e9:.2f} GFLOP per point.")
     print(f"metric reduction overhead over the bare forward: {100 * result['metric_overhead']:.1f}%")
     for name, diff in result.get("agreement", {}).items():
         print(f"max |metric difference| {name} vs jax_sweep: {diff:.2e}")
+    for name, devs in result.get("deviation_from_highest", {}).items():
+        print(f"max |difference| from float32-highest, {name}: " +
+              ", ".join(f"{k} {v:.1e}" for k, v in devs.items()))
 
 
 def main(argv):

@@ -37,13 +37,27 @@ def smoke_result():
 
 def test_every_variant_is_timed_with_positive_rates(smoke_result):
     variants = smoke_result["variants"]
-    for name in ("jax_sweep", "jax_bare", "jax_full_metrics", "jax_loop"):
+    for name in ("jax_sweep", "jax_sweep_literal", "jax_bare", "jax_full_metrics", "jax_loop"):
         assert name in variants
     for row in variants.values():
         assert row["median_s"] > 0 and row["flops_per_s"] > 0
         assert 0 < row["share_of_matmul_rate"]
     assert smoke_result["matmul_flops_per_s"] > 0
     assert set(smoke_result["ratios"]) == set(variants) - {"jax_sweep"}
+
+
+def test_shared_projection_is_the_same_function_with_fewer_executed_flops(smoke_result):
+    sweep_row = smoke_result["variants"]["jax_sweep"]
+    literal = smoke_result["variants"]["jax_sweep_literal"]
+    # Float32 rounding differs (z·W + s·u·W vs (z + s·u)·W) and grows with s up to 4096 here:
+    # the same bound as the PyTorch peers.
+    for name, values in literal["metrics"].items():
+        np.testing.assert_allclose(sweep_row["metrics"][name], values, atol=1e-4, err_msg=name)
+    assert literal["executed_flop_per_point"] == smoke_result["flop_per_point"]
+    assert sweep_row["executed_flop_per_point"] < smoke_result["flop_per_point"]
+    for row in (sweep_row, literal):
+        assert row["nominal_flops_per_s"] * row["s_per_point"] == pytest.approx(
+            smoke_result["flop_per_point"])
 
 
 def test_torch_peers_compute_the_same_metrics(smoke_result):

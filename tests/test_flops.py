@@ -25,3 +25,24 @@ def test_count_agrees_with_xla_cost_analysis(use_mlp):
     xla = xla[0] if isinstance(xla, (list, tuple)) else xla
     ours = flops.block_forward_flops(cfg, 2, 128)["total"]
     assert ours <= xla["flops"] <= 1.03 * ours, (ours, xla["flops"])
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_sweep_point_count_with_shared_projection_agrees_with_xla(norm_position):
+    """A chunk of 4 bias norms of one seed shares one z·W_qkv (post-LN), not with pre-LN."""
+    from anisotropy_jax import sweep
+
+    cfg = BlockConfig(norm_position=norm_position)
+    batch, seq_len, points = 2, 128, 4
+    params = jax.eval_shape(lambda k: model.init_block_params(cfg, k),
+                            jax.random.split(jax.random.key(0), 1))
+    z = jax.ShapeDtypeStruct((1, batch, seq_len, 768), jnp.float32)
+    u = jax.ShapeDtypeStruct((1, 768), jnp.float32)
+    s = jax.ShapeDtypeStruct((points,), jnp.float32)
+    chunk = sweep.chunk_computation(cfg, with_metrics=False)
+    xla = jax.jit(chunk).lower(params, z, u, s).compile().cost_analysis()
+    xla = xla[0] if isinstance(xla, (list, tuple)) else xla
+    ours = flops.sweep_point_flops(cfg, batch, seq_len, points)
+    full = flops.block_forward_flops(cfg, batch, seq_len)["total"]
+    assert (ours < full) == (norm_position == "post")
+    assert ours <= xla["flops"] / points <= 1.03 * ours, (ours, xla["flops"] / points)

@@ -79,3 +79,22 @@ def test_sweep_metrics_with_the_fused_kernel_equal_the_plain_path(causal):
     assert set(plain) == set(fused)
     for name in plain:
         np.testing.assert_allclose(fused[name], plain[name], rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_query_blocks_equal_one_block_and_the_plain_statistics(causal):
+    """block_q = 16 of L = 32 (two programs per head; the causal mask offsets by the block)."""
+    q, k, v = (jax.random.normal(key, (2, 32, 2, 16)) * 2.0
+               for key in jax.random.split(jax.random.key(4), 3))
+    whole = fused_attention.fused_attention(q, k, v, logit_scale=0.25, causal=causal,
+                                            interpret=True)
+    split = fused_attention.fused_attention(q, k, v, logit_scale=0.25, causal=causal,
+                                            interpret=True, block_q=16)
+    for a, b in zip(jax.tree.leaves(split), jax.tree.leaves(whole)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) * 0.25
+    mask = jnp.tril(jnp.ones((32, 32), bool)) if causal else None
+    np.testing.assert_allclose(split[1]["attn_entropy"], metrics.attention_entropy(logits, mask),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="block_q"):
+        fused_attention.fused_attention(q, k, v, logit_scale=0.25, interpret=True, block_q=24)

@@ -320,3 +320,21 @@ def test_bad_block_config_names_the_field(fields, name):
     with pytest.raises(ConfigError, match=name) as info:
         BlockConfig(**fields)
     assert "\n" not in str(info.value)
+
+
+def test_float32_erf_and_exact_gelu_against_float64():
+    from scipy import special
+
+    x = np.concatenate([np.linspace(-12, 12, 48_001), [-1e30, -5.7, 5.7, 1e30, 0.0]])
+    x32 = x.astype(np.float32)
+    erf = np.asarray(model.erf_float32(jnp.asarray(x32)), np.float64)
+    assert np.max(np.abs(erf - special.erf(x32.astype(np.float64)))) < 5e-7
+    gelu = np.asarray(model.gelu_exact(jnp.asarray(x32)), np.float64)
+    x64 = x32.astype(np.float64)
+    want = 0.5 * x64 * (1 + special.erf(x64 / np.sqrt(2)))
+    assert np.all(np.abs(gelu - want) <= 2e-6 * np.maximum(1.0, np.abs(want)))
+    # Not the tanh approximation, which is off by up to ~5e-4 here.
+    tanh = np.asarray(jax.nn.gelu(jnp.asarray(x32[:48_001]), approximate=True), np.float64)
+    assert np.max(np.abs(tanh - want[:48_001])) > 1e-4
+    half = model.gelu_exact(jnp.asarray(x32, jnp.bfloat16))
+    assert half.dtype == jnp.bfloat16

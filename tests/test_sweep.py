@@ -132,6 +132,57 @@ def test_vmapped_chunk_equals_float64_python_loop_on_random_params():
                                        err_msg=f"{name} at seed {i}, s={norms[j]}")
 
 
+@pytest.mark.parametrize("norm_position", ["post", "none", "pre"])
+def test_reused_projections_equal_the_literal_block(norm_position):
+    """z·W + s·(u·W) + b per point (the default) against the block run literally on z + s·u, on
+    random parameters with biases, at bias norms up to 1e4; pre-LN ignores the option."""
+    block = BLOCK.replace(norm_position=norm_position)
+    config = CONFIG.replace(block=block)
+    state = sweep.init_seeds(config)
+    params = _randomised(state.params, seed=5)
+    norms = np.array([0.0, 0.7, 40.0, 1e4], np.float32)
+
+    def outputs(reuse):
+        def point(params, z, u, s, projected):
+            assert (projected is not None) == (reuse and norm_position != "pre")
+            y, probes = sweep.block_at(block, params, z, u, s, projected)
+            return {"resid_post": y, "queries": probes["queries"], "keys": probes["keys"]}
+        return jax.jit(sweep.grid_computation(point, block, reuse))(params, state.z, state.u,
+                                                                   norms)
+
+    reused, literal = outputs(True), outputs(False)
+    for name in literal:
+        scale = np.max(np.abs(literal[name]), axis=(2, 3, 4), keepdims=True)
+        np.testing.assert_allclose(reused[name] / scale, literal[name] / scale, atol=2e-5,
+                                   err_msg=name)
+
+
+def test_points_per_step_changes_nothing_but_the_schedule():
+    """All points at once (vmap), one at a time, and groups of 3 of 4 (a remainder) agree."""
+    state = sweep.init_seeds(CONFIG)
+    params = _randomised(state.params, seed=3)
+    norms = np.array([0.0, 0.7, 40.0, 900.0], np.float32)
+    outs = [jax.jit(sweep.chunk_computation(BLOCK, with_metrics=False, points_per_step=k))(
+        params, state.z, state.u, norms)["output_checksum"] for k in (0, 1, 3)]
+    for out in outs[1:]:
+        np.testing.assert_allclose(out, outs[0], rtol=1e-5)
+    with pytest.raises(ConfigError, match="points_per_step"):
+        sweep.chunk_computation(BLOCK, points_per_step=-1)
+    assert sweep.default_points_per_step("cpu") == 1 and sweep.default_points_per_step("gpu") == 0
+    with pytest.raises(ConfigError, match="^reuse_projections: must be True or False"):
+        CONFIG.replace(reuse_projections="yes")
+
+
+def test_precomputed_projection_is_refused_for_pre_ln():
+    block = BLOCK.replace(norm_position="pre")
+    params = model.init_block_params(block, jax.random.split(jax.random.key(0), 1))
+    params = jax.tree.map(lambda a: a[0], params)
+    x = np.zeros((1, 6, block.d_model), np.float32)
+    with pytest.raises(ValueError, match="pre-LN"):
+        model.TransformerBlock(block).apply(params, x, attention_qkv_BxLx3D=np.zeros(
+            (1, 6, 3 * block.d_model), np.float32))
+
+
 def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
     """run_sweep (its keys, grid walk, gathering) against draws made by hand, seed by seed."""
     result = sweep.run_sweep(CONFIG, mesh=MESH, chunk_fn=COUNTED)
@@ -305,6 +356,7 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     ("batch_size", 0),
     ("num_seeds", 0),
     ("chunk_size", -1),
+    ("points_per_step", -2),
     ("precision", "float8"),
     ("compare_field", "depth"),
 ])

@@ -50,7 +50,7 @@ def get_config(arg=None):
     if variant == "cpu":
         c.batch_size = 8
         c.num_bias_norms = 8
-        c.chunk = 4
+        c.chunk = 8  # one projection z·W per seed for all 8 (the sweep runs them one at a time)
         c.precision = "highest"
         c.repeats = 3
         c.torch_variants = ("loop", "folded")  # torch.compile on CPU compiles C++ for minutes

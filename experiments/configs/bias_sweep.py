@@ -50,6 +50,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.seed = 0                       # base PRNG seed (seed i = fold_in(key(seed), i))
     config.precision = "highest"          # matmuls: 'highest' | 'default' | 'bfloat16'
     config.chunk_size = 8                 # grid points in flight over all devices (0 = all)
+    config.reuse_projections = True       # post/no LN: z·W, u·W once per seed and chunk
+    config.points_per_step = 0            # points vmapped at once (0 = auto: CPU 1, GPU all)
     config.compare_field = ""             # a model field to vary into shared figures ('' = none)
     config.compare_values = ()            # its values, one sweep each (same seeds and grid)
 
