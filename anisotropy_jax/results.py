@@ -87,14 +87,24 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 120) -> pathlib.Pa
     return path
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
         root = pathlib.Path(__file__).resolve().parent.parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=5, check=True)
-        return out.stdout.strip() or None
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5,
+                             check=True)
+        return out.stdout
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _git_commit() -> str | None:
+    """HEAD, with "+modified" when tracked files differ from it (the code that ran is then not
+    exactly that commit's)."""
+    head = (_git("rev-parse", "HEAD") or "").strip()
+    if not head:
+        return None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return head + ("+modified" if status and status.strip() else "")
 
 
 class Provenance:

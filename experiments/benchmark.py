@@ -297,9 +297,10 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
     parity_fn = sweep.jit_chunk(parity_chunk(block), mesh)
     record("jax_sweep", *timed(parity_fn), executed=reused_flop_per_point)
     record("jax_sweep_literal", *timed(sweep.jit_chunk(parity_chunk(block, False), mesh)))
-    bare_fn = sweep.jit_chunk(sweep.chunk_computation(block, with_metrics=False), mesh)
+    schedule = sweep.default_points_per_step()  # the sweep's own: 1 point at a time on the CPU
+    bare_fn = sweep.jit_chunk(sweep.chunk_computation(block, False, True, schedule), mesh)
     record("jax_bare", *timed(bare_fn)[:3], executed=reused_flop_per_point)
-    full_fn = sweep.jit_chunk(sweep.chunk_computation(block, with_metrics=True), mesh)
+    full_fn = sweep.jit_chunk(sweep.chunk_computation(block, True, True, schedule), mesh)
     record("jax_full_metrics", *timed(full_fn)[:3], executed=reused_flop_per_point)
     if block.attention_impl == "pallas":  # what the fused kernel buys, same run
         xla_fn = sweep.jit_chunk(parity_chunk(block.replace(attention_impl="xla")), mesh)

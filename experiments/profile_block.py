@@ -20,7 +20,8 @@ _PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat1
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
 
 
-def _time(fn, *args, repeats):
+def median_time(fn, *args, repeats):
+    """Median wall seconds of `repeats` calls of fn(*args), after one warm-up call."""
     import jax
     import numpy as np
 
@@ -66,11 +67,11 @@ def main(argv):
         return jax.vmap(point)(s)
 
     gflop_point = (8 * b * l * d * d + 4 * b * h * l * l * 64 + 4 * b * l * d * f) / 1e9
-    report("whole block, bare forward", _time(jax.jit(bare), params, z, u, s,
+    report("whole block, bare forward", median_time(jax.jit(bare), params, z, u, s,
                                               repeats=_REPEATS.value), gflop_point * chunk)
     pallas_block = block.replace(attention_impl="pallas")
     report("whole block, bare forward, pallas attention",
-           _time(jax.jit(functools.partial(bare, block=pallas_block)), params, z, u, s,
+           median_time(jax.jit(functools.partial(bare, block=pallas_block)), params, z, u, s,
                  repeats=_REPEATS.value), gflop_point * chunk)
 
     def gemm(x2, w):
@@ -80,7 +81,7 @@ def main(argv):
     for k_dim, n_dim in ((d, d), (d, f), (f, d), (d, 3 * d)):
         a = jax.random.normal(key, (m, k_dim))
         w = jax.random.normal(key, (k_dim, n_dim)) * 0.02
-        report(f"GEMM {m}×{k_dim}×{n_dim}", _time(jax.jit(lambda a, w: jnp.sum(gemm(a, w))),
+        report(f"GEMM {m}×{k_dim}×{n_dim}", median_time(jax.jit(lambda a, w: jnp.sum(gemm(a, w))),
                                                   a, w, repeats=_REPEATS.value),
                2 * m * k_dim * n_dim / 1e9)
 
@@ -91,18 +92,21 @@ def main(argv):
                 for n in ("query", "key", "value", "out")]
         return sum(jnp.sum(o) for o in outs)
 
-    report("4 projections (+bias)", _time(jax.jit(projections), x, repeats=_REPEATS.value),
+    report("4 projections (+bias)", median_time(jax.jit(projections), x, repeats=_REPEATS.value),
            8 * m * d * d / 1e9)
 
-    def mlp(x, with_gelu=True):
+    def mlp(x, gelu=model.gelu_exact):
         hdn = gemm(x, p["mlp"]["fc_in"]["kernel"]) + p["mlp"]["fc_in"]["bias"]
-        if with_gelu:
-            hdn = model.gelu_exact(hdn)
+        hdn = gelu(hdn.astype(dtype))
         return jnp.sum(gemm(hdn, p["mlp"]["fc_out"]["kernel"]) + p["mlp"]["fc_out"]["bias"])
 
-    report("MLP, exact GELU", _time(jax.jit(mlp), x, repeats=_REPEATS.value), 4 * m * d * f / 1e9)
-    report("MLP, no GELU", _time(jax.jit(functools.partial(mlp, with_gelu=False)), x,
-                                 repeats=_REPEATS.value), 4 * m * d * f / 1e9)
+    for name, gelu in (("exact GELU (model.gelu_exact)", model.gelu_exact),
+                       ("exact GELU (jax.nn.gelu, XLA's erf)",
+                        functools.partial(jax.nn.gelu, approximate=False)),
+                       ("tanh GELU", functools.partial(jax.nn.gelu, approximate=True)),
+                       ("no GELU", lambda hdn: hdn)):
+        report(f"MLP, {name}", median_time(jax.jit(functools.partial(mlp, gelu=gelu)), x,
+                                     repeats=_REPEATS.value), 4 * m * d * f / 1e9)
 
     q = jax.random.normal(key, (chunk * b, l, h, 64)).astype(dtype)
 
@@ -114,7 +118,7 @@ def main(argv):
                        preferred_element_type=jnp.float32)
         return jnp.sum(o)
 
-    report("attention core (qk, softmax, pv)", _time(jax.jit(attention_core), q, q * 0.5, q * 2,
+    report("attention core (qk, softmax, pv)", median_time(jax.jit(attention_core), q, q * 0.5, q * 2,
                                                      repeats=_REPEATS.value),
            4 * chunk * b * h * l * l * 64 / 1e9)
 
@@ -126,14 +130,14 @@ def main(argv):
         return jnp.sum(o) + jnp.sum(stats["attn_entropy"])
 
     report("attention core, fused pallas kernel + stats",
-           _time(jax.jit(pallas_core), q, q * 0.5, q * 2, repeats=_REPEATS.value),
+           median_time(jax.jit(pallas_core), q, q * 0.5, q * 2, repeats=_REPEATS.value),
            4 * chunk * b * h * l * l * 64 / 1e9)
     for warps in (4, 8):
         def core_w(q, k, v, warps=warps):
             o, stats = fused_attention.fused_attention(q, k, v, logit_scale=0.125,
                                                        precision=lax_precision, num_warps=warps)
             return jnp.sum(o) + jnp.sum(stats["attn_entropy"])
-        report(f"  same, num_warps={warps}", _time(jax.jit(core_w), q, q * 0.5, q * 2,
+        report(f"  same, num_warps={warps}", median_time(jax.jit(core_w), q, q * 0.5, q * 2,
                                                     repeats=_REPEATS.value),
                4 * chunk * b * h * l * l * 64 / 1e9)
 
@@ -142,7 +146,7 @@ def main(argv):
         y = ln("a").apply({"params": p["attention_norm"]}, x + x * 0.5)
         return jnp.sum(ln("b").apply({"params": p["mlp_norm"]}, y + y * 0.5))
 
-    report("2 LayerNorms + residual adds", _time(jax.jit(norms), x, repeats=_REPEATS.value), 0.0)
+    report("2 LayerNorms + residual adds", median_time(jax.jit(norms), x, repeats=_REPEATS.value), 0.0)
     print(f"device {jax.devices()[0].device_kind}, precision {_PRECISION.value}, chunk {chunk}")
 
 

@@ -38,3 +38,13 @@ def test_provenance_fields():
     for key in ("package_version", "jax_version", "flax_version", "devices", "start_time",
                 "end_time", "wall_seconds"):
         assert key in prov
+
+
+def test_git_commit_says_when_the_code_is_not_the_commit(monkeypatch):
+    answers = {"rev-parse": "abc123\n", "status": " M anisotropy_jax/sweep.py\n"}
+    monkeypatch.setattr(results, "_git", lambda *args: answers[args[0]])
+    assert results._git_commit() == "abc123+modified"
+    answers["status"] = ""
+    assert results._git_commit() == "abc123"
+    monkeypatch.setattr(results, "_git", lambda *args: None)
+    assert results._git_commit() is None
