@@ -41,10 +41,16 @@ def supported(seq_len: int, d_head: int) -> bool:
     return (_is_power_of_two(seq_len) and seq_len <= MAX_SEQ_LEN and _is_power_of_two(d_head))
 
 
-def _kernel(q_ref, k_ref, v_ref, o_ref, entropy_ref, max_ref, sink_ref, *, scale: float,
-            causal: bool, precision):
+def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, affine: bool):
     # One program: a block of Q queries of one (sequence, head) against all L keys.
-    q_QxDh = q_ref[...]
+    if affine:
+        q_slope_ref, v_slope_ref, s_ref, o_ref, entropy_ref, max_ref, sink_ref = refs
+        bias_norm = s_ref[0]
+        q_QxDh = (q_ref[...].astype(jnp.float32)
+                  + bias_norm * q_slope_ref[...].astype(jnp.float32)[None, :]).astype(k_ref.dtype)
+    else:
+        o_ref, entropy_ref, max_ref, sink_ref = refs
+        q_QxDh = q_ref[...]
     k_LxDh = k_ref[...]
     v_LxDh = v_ref[...]
     logits_QxL = jax.lax.dot_general(
@@ -72,6 +78,8 @@ def _kernel(q_ref, k_ref, v_ref, o_ref, entropy_ref, max_ref, sink_ref, *, scale
     out_QxDh = jax.lax.dot_general(
         p_QxL.astype(v_LxDh.dtype), v_LxDh, (((1,), (0,)), ((), ())), precision=precision,
         preferred_element_type=jnp.float32)
+    if affine:  # the rows of p sum to 1: p·(v + s·v_u) = p·v + s·v_u
+        out_QxDh = out_QxDh + bias_norm * v_slope_ref[...].astype(jnp.float32)[None, :]
     o_ref[...] = out_QxDh.astype(o_ref.dtype)
 
 
@@ -80,7 +88,9 @@ def _kernel(q_ref, k_ref, v_ref, o_ref, entropy_ref, max_ref, sink_ref, *, scale
 def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
                     logit_scale: float, causal: bool = False,
                     precision: jax.lax.Precision = jax.lax.Precision.HIGHEST,
-                    interpret: bool = False, num_warps: int = 8, block_q: int = 0):
+                    interpret: bool = False, num_warps: int = 8, block_q: int = 0,
+                    query_slope_HxDh: Array | None = None, value_slope_HxDh: Array | None = None,
+                    bias_norm: Array | None = None):
     """softmax(q·kᵀ · logit_scale)·v per head, plus per-query statistics of the softmax.
 
     Returns (out (B, L, H, Dh) float32, {"attn_entropy", "attn_max", "attn_sink"} each (B, H, L)
@@ -88,16 +98,33 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
     num_warps: 8 ran the BERT-base tile (L = 128, Dh = 64) in 0.046 ms per grid point on an
     H200 against 0.069 ms with 4 (experiments/profile_block.py, 2026-11-26).
     block_q: queries per program (a power of two ≥ 16 dividing L; 0 = all L).
+
+    Affine inputs (`query_slope_HxDh`, `value_slope_HxDh` and `bias_norm` s given): q, k, v are the
+    projections of z only, and the attention of z + s·u is computed, with queries q + s·q_u
+    formed on chip, keys k (the key term s·k_u adds q·s·k_u to every logit of a query, which the
+    softmax cancels) and values v + s·v_u (rows of weights sum to 1, so s·v_u is added to the
+    output). Under a vmap over s, q, k, v and the slopes stay unbatched: one copy serves every s.
     """
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
     block_q = block_q or seq_len
     if not (_is_power_of_two(block_q) and seq_len % block_q == 0):
         raise ValueError(f"block_q: {block_q} must be a power of two >= 16 dividing L={seq_len}")
-    kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision)
+    affine = bias_norm is not None
+    if affine != (query_slope_HxDh is not None) or affine != (value_slope_HxDh is not None):
+        raise ValueError("affine inputs: give query_slope_HxDh, value_slope_HxDh and bias_norm "
+                         "together")
+    kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision,
+                               affine=affine)
     query_spec = pl.BlockSpec((None, block_q, None, d_head), lambda b, h, i: (b, i, h, 0))
     key_spec = pl.BlockSpec((None, seq_len, None, d_head), lambda b, h, i: (b, 0, h, 0))
     stat_spec = pl.BlockSpec((None, None, block_q), lambda b, h, i: (b, h, i))
     stat_shape = jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32)
+    affine_specs, affine_args = [], []
+    if affine:
+        slope_spec = pl.BlockSpec((None, d_head), lambda b, h, i: (h, 0))
+        affine_specs = [slope_spec, slope_spec, pl.BlockSpec((1,), lambda b, h, i: (0,))]
+        affine_args = [query_slope_HxDh, value_slope_HxDh,
+                       jnp.reshape(jnp.asarray(bias_norm, jnp.float32), (1,))]
     compiler_params = None
     if not interpret:
         from jax.experimental.pallas import triton as plgpu  # GPU only
@@ -106,14 +133,14 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
     out, entropy, max_p, sink = pl.pallas_call(
         kernel,
         grid=(batch, heads, seq_len // block_q),
-        in_specs=[query_spec, key_spec, key_spec],
+        in_specs=[query_spec, key_spec, key_spec] + affine_specs,
         out_specs=[query_spec, stat_spec, stat_spec, stat_spec],
         out_shape=[jax.ShapeDtypeStruct(q_BxLxHxDh.shape, jnp.float32), stat_shape, stat_shape,
                    stat_shape],
         compiler_params=compiler_params,
         interpret=interpret,
         name="attention_with_stats",
-    )(q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh)
+    )(q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh, *affine_args)
     return out, {"attn_entropy": entropy, "attn_max": max_p, "attn_sink": sink}
 
 

@@ -25,7 +25,7 @@ Canonical probe names of a block (contract, README "Probes"):
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -130,7 +130,8 @@ def qkv_projection(config: BlockConfig, block_params: Any,
 
     The block's first matmul is linear in its input when attention sees x itself (post-LN or no
     LN), so a caller evaluating many inputs x = z + s·u can project z and u once and pass
-    `qkv_projection(z) + s·qkv_projection(u) + qkv_bias` to the block (`attention_qkv_BxLx3D`).
+    `AffineQKV(qkv_projection(z) + qkv_bias, qkv_projection(u), s)` to the block
+    (`attention_qkv`).
     """
     dtype, precision = matmul_settings(config)
     attention = block_params["params"]["attention"]
@@ -147,6 +148,23 @@ def qkv_bias(config: BlockConfig, block_params: Any) -> Array | None:
     return jnp.concatenate([attention[n]["bias"] for n in QKV_NAMES])
 
 
+class AffineQKV(NamedTuple):
+    """The attention input projection of x = z + s·u, unassembled: qkv = base + s·slope.
+
+    `base_BxLx3D` = z·W + b and `slope_3D` = u·W (float32) are shared by every s of a seed; only
+    the scalar s is per point. The XLA path assembles qkv (XLA fuses the update into its
+    consumers); the fused kernel never writes it out (see `fused_attention.fused_attention`).
+    """
+
+    base_BxLx3D: Array
+    slope_3D: Array
+    bias_norm: Array
+
+    def assemble(self) -> Array:
+        return (self.base_BxLx3D
+                + jnp.asarray(self.bias_norm, jnp.float32) * self.slope_3D[None, None, :])
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention written out with einsums; logits and softmax in float32."""
 
@@ -154,9 +172,10 @@ class SelfAttention(nn.Module):
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
-                 qkv_BxLx3D: Array | None = None) -> tuple[Array, Probes]:
-        """Attention of x; `qkv_BxLx3D`, when given, replaces the input projection
-        x·[W_q W_k W_v] + b (the caller guarantees it equals that; see `qkv_projection`)."""
+                 qkv: Array | AffineQKV | None = None) -> tuple[Array, Probes]:
+        """Attention of x; `qkv`, when given, replaces the input projection x·[W_q W_k W_v] + b:
+        a (B, L, 3D) array or an `AffineQKV` (the caller guarantees it equals the projection of x;
+        see `qkv_projection`)."""
         cfg = self.config
         batch, seq_len, d_model = x_BxLxD.shape
         if d_model != cfg.d_model:
@@ -166,15 +185,17 @@ class SelfAttention(nn.Module):
 
         # One (D, 3D) matmul for query, key and value (a wider GEMM runs closer to the matmul
         # rate than three D×D ones); the parameters stay three Dense-shaped sets.
-        qkv = [DenseParams(cfg, d_model, d_model, name=n)() for n in QKV_NAMES]
+        dense_qkv = [DenseParams(cfg, d_model, d_model, name=n)() for n in QKV_NAMES]
+        affine = qkv if isinstance(qkv, AffineQKV) else None
+        qkv_BxLx3D = affine.assemble() if affine is not None else qkv
         if qkv_BxLx3D is None:
-            kernel_Dx3D, bias_3D = _concat_qkv(qkv)
+            kernel_Dx3D, bias_3D = _concat_qkv(dense_qkv)
             qkv_BxLx3D = jnp.dot(x_BxLxD.astype(dtype), kernel_Dx3D.astype(dtype),
                                  precision=precision)
             if bias_3D is not None:
                 qkv_BxLx3D = qkv_BxLx3D + bias_3D.astype(dtype)[None, None, :]
         elif qkv_BxLx3D.shape != (batch, seq_len, 3 * d_model):
-            raise ValueError(f"qkv_BxLx3D: shape {qkv_BxLx3D.shape} != "
+            raise ValueError(f"qkv: shape {qkv_BxLx3D.shape} != "
                              f"{(batch, seq_len, 3 * d_model)}")
         qkv_BxLx3D = qkv_BxLx3D.astype(dtype)
         q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh = (
@@ -193,9 +214,21 @@ class SelfAttention(nn.Module):
                     f"model.attention_impl: 'pallas' needs L and Dh powers of two >= 16, "
                     f"L <= {fused_attention.MAX_SEQ_LEN} and no padding mask (L={seq_len}, "
                     f"Dh={d_head}, mask={key_mask_BxL is not None})")
+            kernel_inputs = (q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh)
+            slopes = {}
+            if affine is not None:
+                # q, k, v of x = z + s·u without writing them: the kernel reads the seed's shared
+                # z-parts and adds s·(u·W) on chip (see fused_attention, "affine inputs").
+                base = [part.reshape(batch, seq_len, heads, d_head)
+                        for part in jnp.split(affine.base_BxLx3D, 3, axis=-1)]
+                slope_q, _, slope_v = (part.reshape(heads, d_head)
+                                       for part in jnp.split(affine.slope_3D, 3))
+                kernel_inputs = (base[0], base[1].astype(dtype), base[2].astype(dtype))
+                slopes = dict(query_slope_HxDh=slope_q, value_slope_HxDh=slope_v,
+                              bias_norm=affine.bias_norm)
             mixed_BxLxHxDh, stats = fused_attention.fused_attention(
-                q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh, logit_scale=scale, causal=cfg.causal,
-                precision=precision, interpret=jax.default_backend() != "gpu")
+                *kernel_inputs, logit_scale=scale, causal=cfg.causal, precision=precision,
+                interpret=jax.default_backend() != "gpu", **slopes)
             probes.update(stats)
         else:
             logits_BxHxLxL = jnp.einsum("bqhd,bkhd->bhqk", q_BxLxHxDh, k_BxLxHxDh,
@@ -271,20 +304,20 @@ class TransformerBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
-                 attention_qkv_BxLx3D: Array | None = None) -> tuple[Array, Probes]:
-        """`attention_qkv_BxLx3D`: precomputed x·[W_q W_k W_v] + b (see `qkv_projection`); only
-        where attention sees x itself, i.e. not with pre-LN."""
+                 attention_qkv: Array | AffineQKV | None = None) -> tuple[Array, Probes]:
+        """`attention_qkv`: the precomputed projection x·[W_q W_k W_v] + b, (B, L, 3D) or
+        `AffineQKV` (see `qkv_projection`); only where attention sees x itself, not with pre-LN."""
         cfg = self.config
         x_BxLxD = x_BxLxD.astype(jnp.float32)
         pre, post = cfg.norm_position == "pre", cfg.norm_position == "post"
-        if pre and attention_qkv_BxLx3D is not None:
-            raise ValueError("attention_qkv_BxLx3D: pre-LN attention sees LN(x), not x; its "
+        if pre and attention_qkv is not None:
+            raise ValueError("attention_qkv: pre-LN attention sees LN(x), not x; its "
                              "projection cannot be precomputed from x")
         probes: Probes = {"resid_pre": x_BxLxD}
 
         attn_in = _layer_norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
         attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL,
-                                                                      attention_qkv_BxLx3D)
+                                                                      attention_qkv)
         probes.update(attn_probes)
         probes["attn_out"] = attn_out
         resid_mid = x_BxLxD + attn_out

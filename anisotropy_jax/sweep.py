@@ -333,14 +333,14 @@ def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_n
     """(output, probes) of the block on x = z + s·u; with `projected` (see `project_seed`) the
     attention input projection is assembled from it instead of recomputed."""
     x_BxLxD = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
-    qkv_BxLx3D = None
+    qkv = None
     if projected is not None:
-        s = jnp.asarray(bias_norm, jnp.float32)
-        qkv_BxLx3D = projected.qkv_z_BxLx3D + s * projected.qkv_u_3D[None, None, :]
+        base_BxLx3D = projected.qkv_z_BxLx3D  # shared by every s of the seed (unbatched)
         bias_3D = model.qkv_bias(block, params)
         if bias_3D is not None:
-            qkv_BxLx3D = qkv_BxLx3D + bias_3D[None, None, :]
-    return model.TransformerBlock(block).apply(params, x_BxLxD, attention_qkv_BxLx3D=qkv_BxLx3D)
+            base_BxLx3D = base_BxLx3D + bias_3D[None, None, :]
+        qkv = model.AffineQKV(base_BxLx3D, projected.qkv_u_3D, bias_norm)
+    return model.TransformerBlock(block).apply(params, x_BxLxD, attention_qkv=qkv)
 
 
 def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,

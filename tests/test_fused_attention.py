@@ -98,3 +98,38 @@ def test_query_blocks_equal_one_block_and_the_plain_statistics(causal):
                                rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="block_q"):
         fused_attention.fused_attention(q, k, v, logit_scale=0.25, interpret=True, block_q=24)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_affine_inputs_under_vmap_equal_the_assembled_projection(causal):
+    """The sweep's shared projection through the kernel (q + s·q_u on chip, keys without s·k_u,
+    s·v_u added to the output; z-parts unbatched under the vmap over s) against the plain XLA
+    block on x = z + s·u, with random parameters and biases, s up to 500."""
+    from anisotropy_jax import sweep
+
+    block = CFG.replace(causal=causal)
+    config = sweep.SweepConfig(block=block, batch_size=2, seq_len=16, num_seeds=1,
+                               bias_norms=(0.0, 1.0, 30.0, 500.0), chunk_size=0)
+    state = sweep.init_seeds(config)
+    leaves, tree = jax.tree_util.tree_flatten_with_path(state.params)
+    keys = jax.random.split(jax.random.key(1), len(leaves))
+    params = jax.tree.unflatten(tree, [
+        (1.0 if "scale" in jax.tree_util.keystr(path) else 0.0) + 0.3 * jax.random.normal(k, x.shape)
+        for k, (path, x) in zip(keys, leaves)])
+    norms = jnp.asarray(config.bias_norms, jnp.float32)
+
+    def run(b, reuse):
+        def point(params, z, u, s, projected):
+            y, probes = sweep.block_at(b, params, z, u, s, projected)
+            return {"resid_post": y, **{n: probes[n] for n in
+                                        ("attn_entropy", "attn_max", "attn_sink", "keys")}}
+        return jax.jit(sweep.grid_computation(point, b, reuse, 0))(params, state.z, state.u, norms)
+
+    want = run(block, False)
+    got = run(block.replace(attention_impl="pallas"), True)
+    for name in want:
+        scale = float(jnp.max(jnp.abs(want[name])))
+        np.testing.assert_allclose(got[name], want[name], atol=1e-4 * scale, err_msg=name)
+    with pytest.raises(ValueError, match="together"):
+        q = jnp.zeros((1, 16, 2, 16))
+        fused_attention.fused_attention(q, q, q, logit_scale=1.0, interpret=True, bias_norm=1.0)

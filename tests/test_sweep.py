@@ -179,7 +179,7 @@ def test_precomputed_projection_is_refused_for_pre_ln():
     params = jax.tree.map(lambda a: a[0], params)
     x = np.zeros((1, 6, block.d_model), np.float32)
     with pytest.raises(ValueError, match="pre-LN"):
-        model.TransformerBlock(block).apply(params, x, attention_qkv_BxLx3D=np.zeros(
+        model.TransformerBlock(block).apply(params, x, attention_qkv=np.zeros(
             (1, 6, 3 * block.d_model), np.float32))
 
 
