@@ -95,3 +95,22 @@ def test_bad_config_is_one_line_before_compiling(tmp_path):
     assert proc.returncode != 0
     assert "precision" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "benchmark.json").exists()
+
+
+def test_trace_sweep_sums_device_kernels_by_name(tmp_path):
+    import gzip
+    import json
+
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/host:CPU"}},
+        {"ph": "X", "pid": 1, "name": "gemm_a", "dur": 5},
+        {"ph": "X", "pid": 1, "name": "gemm_a", "dur": 7},
+        {"ph": "X", "pid": 1, "name": "fusion", "dur": 3},
+        {"ph": "X", "pid": 2, "name": "host_work", "dur": 100},
+    ]
+    (tmp_path / "plugins" / "profile").mkdir(parents=True)
+    with gzip.open(tmp_path / "plugins" / "profile" / "x.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    totals = _load("trace_sweep").kernel_times(str(tmp_path))
+    assert dict(totals) == {"gemm_a": 12, "fusion": 3}

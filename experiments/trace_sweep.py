@@ -1,0 +1,90 @@
+r"""GPU time of one bias-sweep chunk, kernel by kernel, from a profiler trace (GPU tuning).
+
+  python experiments/trace_sweep.py [--precision=tf32|bfloat16|highest] [--chunk=32] [--top=16]
+
+Runs the benchmark's sweep chunk (`benchmark.parity_chunk`: BERT-base, B = 32, L = 128, the three
+benchmark metrics, the library's default schedule) `--repeats` times under `jax.profiler.trace`,
+reads the Perfetto trace that JAX writes, and prints the device time per grid point of every
+kernel, summed by name, plus the share of GEMM kernels (cuBLAS names) and their TFLOP/s from the
+executed FLOP count (`flops.sweep_point_flops`). docs/PERFORMANCE.md quotes its output.
+"""
+from __future__ import annotations
+
+import collections
+import glob
+import gzip
+import json
+import os
+import sys
+import tempfile
+
+from absl import app, flags
+
+_PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
+_CHUNK = flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
+_REPEATS = flags.DEFINE_integer("repeats", 10, "Traced chunk calls.")
+_TOP = flags.DEFINE_integer("top", 16, "Kernels listed.")
+
+GEMM_MARKERS = ("gemm", "nvjet", "cublas", "cutlass")
+
+
+def kernel_times(trace_dir: str) -> collections.Counter:
+    """{kernel name: total µs} over the device lanes of the Perfetto trace in `trace_dir`."""
+    (path,) = glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"), recursive=True)
+    with gzip.open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    device_pids = {e["pid"] for e in events if e.get("ph") == "M"
+                   and e.get("name") == "process_name" and "/device:" in e["args"]["name"]}
+    totals: collections.Counter = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") in device_pids:
+            totals[e["name"]] += e.get("dur", 0)
+    return totals
+
+
+def main(argv):
+    del argv
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    import benchmark
+
+    from anisotropy_jax import flops, sweep
+    from anisotropy_jax.config import BlockConfig
+
+    precision = benchmark.PRECISIONS[_PRECISION.value]
+    impl = "pallas" if jax.default_backend() == "gpu" and precision != "highest" else "xla"
+    block = BlockConfig(precision=precision, attention_impl=impl)
+    mesh = sweep.grid_mesh(jax.devices()[:1])
+    config = sweep.SweepConfig(block=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
+                               num_seeds=1)
+    state = jax.device_put(tuple(sweep.init_seeds(config)), NamedSharding(mesh, P()))
+    fn = sweep.jit_chunk(benchmark.parity_chunk(block), mesh)
+    norms = jax.device_put(np.linspace(0.0, 100.0, _CHUNK.value).astype(np.float32),
+                           NamedSharding(mesh, P(sweep.GRID_AXIS)))
+    jax.block_until_ready(fn(*state, norms))
+    with tempfile.TemporaryDirectory() as trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            out = [fn(*state, norms) for _ in range(_REPEATS.value)]
+            jax.block_until_ready(out)
+        totals = kernel_times(trace_dir)
+    if not totals:
+        raise SystemExit("trace_sweep.py: the trace has no device kernels (run it on a GPU)")
+    points = _REPEATS.value * _CHUNK.value
+    busy = sum(totals.values()) / points
+    gemm = sum(t for n, t in totals.items() if any(m in n.lower() for m in GEMM_MARKERS)) / points
+    executed = flops.sweep_point_flops(block, 32, 128, _CHUNK.value)
+    print(f"{jax.devices()[0].device_kind}, {_PRECISION.value}, {impl} attention, chunk "
+          f"{_CHUNK.value}: device busy {busy:.1f} µs per point")
+    if gemm:
+        print(f"GEMM kernels {gemm:.1f} µs/point ({100 * gemm / busy:.0f}%), "
+              f"{executed / gemm / 1e6:.0f} TFLOP/s on the {executed / 1e9:.2f} executed GFLOP")
+    for name, total in totals.most_common(_TOP.value):
+        print(f"{total / points:9.2f} µs/point  {100 * total / points / busy:5.1f}%  {name[:90]}")
+
+
+if __name__ == "__main__":
+    app.run(main)
