@@ -33,19 +33,38 @@ def _as_points(x: Array) -> Array:
     return x.reshape(-1, x.shape[-1])
 
 
-def _safe_norm(x: Array) -> Array:
+def _scale_and_sum_of_squares(x: Array) -> tuple[Array, Array]:
+    """(m, q) over the last axis with ‖x‖ = m·√q, m = max|x_i| and q = Σ (x_i/m)², in one pass.
+
+    A variadic reduction carries the running maximum and rescales the running sum when it grows
+    (the LAPACK nrm2 scheme), so the squares never overflow or underflow (norms up to ~1e38) and x
+    is read once, where max-then-norm-of-x/max reads it twice.
+    """
+    a = jnp.abs(x)
+    zero = jnp.zeros((), a.dtype)
+
+    def combine(left, right):
+        (m1, q1), (m2, q2) = left, right
+        m = jnp.maximum(m1, m2)
+        safe = jnp.where(m > 0, m, jnp.ones((), a.dtype))
+        r1, r2 = m1 / safe, m2 / safe
+        return m, q1 * r1 * r1 + q2 * r2 * r2
+
+    return jax.lax.reduce((a, (a > 0).astype(a.dtype)), (zero, zero), combine, (x.ndim - 1,))
+
+
+def vector_norms(x: Array) -> Array:
     """‖x‖ over the last axis without overflow or underflow of the squares (norms up to ~1e38)."""
-    scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True)
-    safe_scale = jnp.where(scale > 0, scale, 1.0)
-    return (scale * jnp.linalg.norm(x / safe_scale, axis=-1, keepdims=True))[..., 0]
+    m, q = _scale_and_sum_of_squares(x)
+    return m * jnp.sqrt(q)
 
 
 def unit_vectors(x: Array) -> Array:
     """x / ‖x‖ over the last axis; a zero vector stays zero (its cosine with anything is 0)."""
-    scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True)
-    y = x / jnp.where(scale > 0, scale, 1.0)  # now max |y| = 1: the squares cannot overflow
-    norm = jnp.linalg.norm(y, axis=-1, keepdims=True)
-    return y / jnp.where(norm > 0, norm, 1.0)
+    m, q = _scale_and_sum_of_squares(x)
+    inv_m = 1.0 / jnp.where(m > 0, m, 1.0)
+    inv_root_q = 1.0 / jnp.sqrt(jnp.where(q > 0, q, 1.0))
+    return x * inv_m[..., None] * inv_root_q[..., None]  # never forms ‖x‖: no overflow
 
 
 def _require_pairs(n: int, what: str) -> None:
@@ -146,7 +165,7 @@ def sampled_pair_cosine_similarity(x: Array, key: Array, num_pairs: int = 10_000
 def drift_norm(x: Array) -> Array:
     """‖μ‖ with μ the mean of the *unnormalised* vectors x (..., D) (common drift, Biś et al.)."""
     x_NxD = _as_points(x)
-    return _safe_norm(jnp.mean(x_NxD, axis=0))
+    return vector_norms(jnp.mean(x_NxD, axis=0))
 
 
 def relative_drift(x: Array) -> Array:
@@ -155,7 +174,7 @@ def relative_drift(x: Array) -> Array:
     0 for a cloud of zero vectors (no drift), never NaN.
     """
     x_NxD = _as_points(x)
-    mean_norm = jnp.mean(_safe_norm(x_NxD))
+    mean_norm = jnp.mean(vector_norms(x_NxD))
     return drift_norm(x_NxD) / jnp.where(mean_norm > 0, mean_norm, 1.0)
 
 
@@ -359,12 +378,12 @@ def query_key_geometry(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
 
     mean_q_HxDh = jnp.einsum("blhd,bl->hd", q, w_BxL) / count
     mean_k_HxDh = jnp.einsum("blhd,bl->hd", k, w_BxL) / count
-    mq = _safe_norm(mean_q_HxDh)
-    mk = _safe_norm(mean_k_HxDh)
+    mq = vector_norms(mean_q_HxDh)
+    mk = vector_norms(mean_k_HxDh)
     cos = jnp.sum(unit_vectors(mean_q_HxDh) * unit_vectors(mean_k_HxDh), axis=-1)
     return {
-        "query_norm": mean_over_tokens(_safe_norm(q)),
-        "key_norm": mean_over_tokens(_safe_norm(k)),
+        "query_norm": mean_over_tokens(vector_norms(q)),
+        "key_norm": mean_over_tokens(vector_norms(k)),
         "mean_query_norm": mq,
         "mean_key_norm": mk,
         "mean_query_key_cosine": cos,

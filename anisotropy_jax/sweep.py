@@ -241,9 +241,7 @@ def init_seeds(config: SweepConfig) -> SeedState:
 
 def _mean_norm(x: Array) -> Array:
     """Mean ‖x_i‖ over the leading axes, without overflow of the squares."""
-    scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True)
-    safe = jnp.where(scale > 0, scale, 1.0)
-    return jnp.mean(scale[..., 0] * jnp.linalg.norm(x / safe, axis=-1))
+    return jnp.mean(metrics.vector_norms(x))
 
 
 def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
