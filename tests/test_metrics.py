@@ -346,3 +346,17 @@ def test_average_cosine_of_many_vectors_does_not_overflow_the_pair_count():
     expected = 2 * (n / 2) * (n / 2 - 1) / (n * (n - 1))
     np.testing.assert_allclose(metrics.average_cosine_similarity(jnp.asarray(x)), expected,
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["one_pass", "two_pass"])
+def test_scaled_sum_of_squares_variants_give_exact_norms_at_extremes(variant):
+    """Both forms of (max, scaled sum of squares) behind the norms (one pass on GPUs, two on the
+    CPU) against float64, for norms from 1e-30 to 1e30 and a zero vector."""
+    fn = getattr(metrics, f"_scale_and_sum_of_squares_{variant}")
+    x = np.random.default_rng(3).normal(size=(61, 96)) * np.logspace(-30, 30, 61)[:, None]
+    x[7] = 0.0
+    m, q = jax.jit(fn)(jnp.asarray(x, jnp.float32))
+    norms = np.asarray(m, np.float64) * np.sqrt(np.asarray(q, np.float64))
+    want = np.linalg.norm(x.astype(np.float32).astype(np.float64), axis=-1)
+    np.testing.assert_allclose(norms, want, rtol=2e-6)
+    assert norms[7] == 0.0 and np.all(np.isfinite(norms))
