@@ -123,8 +123,14 @@ def _concat_qkv(dense_params) -> tuple[Array, Array | None]:
     return kernel_Dx3D, bias_3D
 
 
-def qkv_projection(config: BlockConfig, block_params: Any,
-                   x_NxD: Array) -> Array:
+def _stored_qkv(block_params: Any) -> tuple[Array, Array | None]:
+    """(kernel (D, 3D), bias (3D,) or None) of the query/key/value projections of stored block
+    parameters (the same concatenation `SelfAttention` applies to its own)."""
+    attention = block_params["params"]["attention"]
+    return _concat_qkv([(attention[n]["kernel"], attention[n].get("bias")) for n in QKV_NAMES])
+
+
+def qkv_projection(config: BlockConfig, block_params: Any, x_NxD: Array) -> Array:
     """x·[W_q W_k W_v] (no bias) in float32 at the configured matmul precision, for inputs of
     any leading shape (..., D) → (..., 3D), from the parameters of a `TransformerBlock`.
 
@@ -134,18 +140,14 @@ def qkv_projection(config: BlockConfig, block_params: Any,
     (`attention_qkv`).
     """
     dtype, precision = matmul_settings(config)
-    attention = block_params["params"]["attention"]
-    kernel_Dx3D = jnp.concatenate([attention[n]["kernel"] for n in QKV_NAMES], axis=1)
+    kernel_Dx3D, _ = _stored_qkv(block_params)
     return jnp.dot(x_NxD.astype(dtype), kernel_Dx3D.astype(dtype), precision=precision,
                    preferred_element_type=jnp.float32)
 
 
-def qkv_bias(config: BlockConfig, block_params: Any) -> Array | None:
+def qkv_bias(block_params: Any) -> Array | None:
     """The (3D,) bias [b_q b_k b_v] of the input projection, or None without linear biases."""
-    if not config.use_bias:
-        return None
-    attention = block_params["params"]["attention"]
-    return jnp.concatenate([attention[n]["bias"] for n in QKV_NAMES])
+    return _stored_qkv(block_params)[1]
 
 
 class AffineQKV(NamedTuple):
