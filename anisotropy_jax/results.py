@@ -1,4 +1,5 @@
-"""Writing results: atomic JSON / npz / figure files with provenance (layer 8).
+"""Writing results: atomic JSON / npz / figure files with provenance (a bottom layer: it imports
+only the package version).
 
 Every writer goes through a temporary file in the destination folder and `os.replace`, so an
 interrupted run leaves either the previous complete file or none, never half a file.

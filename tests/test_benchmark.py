@@ -1,4 +1,4 @@
-"""CPU smoke test of experiments/benchmark.py: every variant runs, the PyTorch peers compute the
+"""CPU smoke test of benchmarks/benchmark.py: every variant runs, the PyTorch peers compute the
 same function as JAX (same weights, z, u), ratios and the compiled-memory relation are reported."""
 import importlib.util
 import pathlib
@@ -12,17 +12,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "experiments"))
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 @pytest.fixture(scope="module")
 def smoke_result():
     spec = importlib.util.spec_from_file_location("benchmark_config",
-                                                  ROOT / "experiments" / "configs" / "benchmark.py")
+                                                  ROOT / "benchmarks" / "configs" / "benchmark.py")
     cfg_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cfg_module)
     c = cfg_module.get_config("smoke")
@@ -88,11 +84,11 @@ def test_metrics_at_scale_agree_with_the_obvious_implementations(smoke_result):
 
 def test_bad_config_is_one_line_before_compiling(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "benchmark.py"),
-         "--config=" + str(ROOT / "experiments" / "configs" / "benchmark.py") + ":smoke",
+        [sys.executable, "-m", "benchmarks.benchmark",
+         "--config=" + str(ROOT / "benchmarks" / "configs" / "benchmark.py") + ":smoke",
          f"--workdir={tmp_path}", "--config.precision=fp8"],
-        capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
     assert "precision" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "benchmark.json").exists()
 

@@ -1,7 +1,7 @@
 """experiments/bias_sweep.py end to end, as a user runs it (subprocesses): the smoke variant writes
 the results contract, figures and table; an overflowing bias norm exits non-zero naming the
-overflow and leaves no results.json; bad flags and configs are one line, exit 2, nothing written (every other bad input is checked
-in-process by tests/test_sweep.py, through the same validation).
+overflow and leaves no results.json; bad flags and configs are one line, exit 2, nothing
+written (every other bad input is checked in-process by tests/test_sweep.py, through the same validation).
 
 The two compiling runs share a persistent XLA compilation cache (same shapes), so the second one
 does not compile again.
@@ -85,10 +85,22 @@ def test_overflow_exits_nonzero_naming_it_and_writes_no_results(env, tmp_path):
 @pytest.mark.parametrize("flag,field", [
     ("--config.bias_norms=(0.0,-2.0)", "bias_norms"),     # validation (ConfigError)
     ("--config.no_such_field=1", "no_such_field"),        # flag parsing (ml_collections)
+    ("--config.model.num_heads=5", "model.d_model"),       # 64 is not divisible by 5
 ])
 def test_bad_flag_is_one_line_exit_2_and_writes_nothing(env, tmp_path, flag, field):
     proc = _run(env, tmp_path, flag)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and field in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_missing_workdir_and_unknown_variant_are_one_line(env, tmp_path):
+    for args, start in (([f"--config={CONFIG}:smoke"], "error: --workdir: required"),
+                        ([f"--config={CONFIG}:sideways", f"--workdir={tmp_path}"],
+                         "error: --config: config: unknown variant 'sideways'")):
+        proc = subprocess.run([sys.executable, str(SCRIPT), *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(start), proc.stderr
     assert not any(tmp_path.iterdir())

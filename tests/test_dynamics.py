@@ -1,5 +1,5 @@
-"""Per-checkpoint analysis (anisotropy_jax.dynamics) against a naive float64 extraction, the
-step-0 claim of SCIENCE.md F5, and a planted alignment the metric must detect."""
+"""Per-checkpoint analysis (anisotropy_jax.studies.dynamics) against a naive float64 extraction,
+the step-0 claim of docs/SCIENCE.md F5, and a planted alignment the metric must detect."""
 import math
 
 import jax
@@ -7,7 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax import data, dynamics, train
+from anisotropy_jax import data
+from anisotropy_jax.config import train_config_from_mapping
+from anisotropy_jax.models.transformer import Transformer
+from anisotropy_jax.studies import dynamics
 from tests import reference
 
 B, L = 8, 10
@@ -16,18 +19,17 @@ _CACHE = {}
 
 
 def _config(objective, d_model=128, num_heads=2, num_layers=2):  # d_head = 64
-    return train.config_from_mapping({
+    return train_config_from_mapping({
         "objective": objective,
         "model": {"d_model": d_model, "num_heads": num_heads, "d_ff": 48,
                   "num_layers": num_layers},
         "data": {"seq_len": L, "batch_size": 2, "chunk_len": 64}, "steps": 10,
-        "optim": {"warmup_steps": 1}, "eval_batch_size": 2})
+        "optim": {"warmup_steps": 1}, "eval_batch_size": 2})[0]
 
 
 def _perturbed_params(tcfg, seed=0, scale=0.3):
     """Generic parameters of the right tree (numpy draws into the shapes of `init`): LayerNorm
     gains/biases and linear biases are non-trivial, so the reference exercises every term."""
-    from anisotropy_jax.model import Transformer
     shapes = jax.eval_shape(Transformer(tcfg).init, jax.random.key(0),
                             jnp.zeros((1, L), jnp.int32))
     rng = np.random.default_rng(seed)
@@ -138,7 +140,6 @@ def _analyse(objective):
 
 def _init_analysis(objective, align=None, seed=0):
     tcfg = _config(objective).transformer_config()
-    from anisotropy_jax.model import Transformer
     if ("init", objective) not in _CACHE:
         _CACHE["init", objective] = jax.jit(Transformer(tcfg).init)
     variables = _CACHE["init", objective](jax.random.key(seed), jnp.zeros((1, L), jnp.int32))
@@ -154,7 +155,7 @@ def _init_analysis(objective, align=None, seed=0):
 
 @pytest.mark.parametrize("objective", ["mlm", "clm"])
 def test_step0_mean_query_and_key_are_unaligned_and_planted_alignment_is_detected(objective):
-    # SCIENCE.md F5: W_Q, W_K independent at init → cos(mean q, mean k) ~ N(0, 1/d_head).
+    # docs/SCIENCE.md F5: W_Q, W_K independent at init → cos(mean q, mean k) ~ N(0, 1/d_head).
     cos0 = np.concatenate([_init_analysis(objective, seed=s)["heads"]["mean_query_key_cosine"]
                            for s in (0, 1)]).reshape(-1)  # 2 seeds × 2 layers × 2 heads
     assert np.sqrt(np.mean(cos0 ** 2)) < 3 / np.sqrt(64), cos0

@@ -3,7 +3,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from anisotropy_jax import flops, model
+from anisotropy_jax import flops
+from anisotropy_jax.models import block as block_lib
 from anisotropy_jax.config import BlockConfig
 
 
@@ -18,8 +19,8 @@ def test_count_agrees_with_xla_cost_analysis(use_mlp):
     """XLA also counts element-wise work (LayerNorm, GELU, softmax), about 1.6% here."""
     cfg = BlockConfig(use_mlp=use_mlp)
     x = jax.ShapeDtypeStruct((2, 128, 768), jnp.float32)
-    params = jax.eval_shape(model.TransformerBlock(cfg).init, jax.random.key(0), x)
-    compiled = jax.jit(lambda p, xx: model.TransformerBlock(cfg).apply(p, xx)[0]).lower(
+    params = jax.eval_shape(block_lib.TransformerBlock(cfg).init, jax.random.key(0), x)
+    compiled = jax.jit(lambda p, xx: block_lib.TransformerBlock(cfg).apply(p, xx)[0]).lower(
         params, x).compile()
     xla = compiled.cost_analysis()
     xla = xla[0] if isinstance(xla, (list, tuple)) else xla
@@ -30,16 +31,16 @@ def test_count_agrees_with_xla_cost_analysis(use_mlp):
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
 def test_sweep_point_count_with_shared_projection_agrees_with_xla(norm_position):
     """A chunk of 4 bias norms of one seed shares one z·W_qkv (post-LN), not with pre-LN."""
-    from anisotropy_jax import sweep
+    from anisotropy_jax.studies.sweep import grid
 
     cfg = BlockConfig(norm_position=norm_position)
     batch, seq_len, points = 2, 128, 4
-    params = jax.eval_shape(lambda k: model.init_block_params(cfg, k),
+    params = jax.eval_shape(lambda k: block_lib.init_block_params(cfg, k),
                             jax.random.split(jax.random.key(0), 1))
     z = jax.ShapeDtypeStruct((1, batch, seq_len, 768), jnp.float32)
     u = jax.ShapeDtypeStruct((1, 768), jnp.float32)
     s = jax.ShapeDtypeStruct((points,), jnp.float32)
-    chunk = sweep.chunk_computation(cfg, with_metrics=False)
+    chunk = grid.chunk_computation(cfg, with_metrics=False)
     xla = jax.jit(chunk).lower(params, z, u, s).compile().cost_analysis()
     xla = xla[0] if isinstance(xla, (list, tuple)) else xla
     ours = flops.sweep_point_flops(cfg, batch, seq_len, points)

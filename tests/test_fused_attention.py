@@ -4,8 +4,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax import fused_attention, metrics, model
-from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax import metrics
+from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig
+from anisotropy_jax.models import block as block_lib, fused_attention
+from anisotropy_jax.studies.sweep import affine, grid
 
 CFG = BlockConfig(d_model=32, num_heads=2, d_ff=64)  # Dh = 16
 
@@ -16,17 +18,16 @@ def test_pallas_block_equals_xla_block(causal, norm_position):
     xla_cfg = CFG.replace(causal=causal, norm_position=norm_position, logit_temperature=0.5)
     pallas_cfg = xla_cfg.replace(attention_impl="pallas")
     x = jax.random.normal(jax.random.key(0), (2, 16, 32)) * 3 + 2.0
-    params = model.TransformerBlock(xla_cfg).init(jax.random.key(1), x)
-    y_xla, p_xla = model.TransformerBlock(xla_cfg).apply(params, x)
-    y_pal, p_pal = model.TransformerBlock(pallas_cfg).apply(params, x)
+    params = block_lib.TransformerBlock(xla_cfg).init(jax.random.key(1), x)
+    y_xla, p_xla = block_lib.TransformerBlock(xla_cfg).apply(params, x)
+    y_pal, p_pal = block_lib.TransformerBlock(pallas_cfg).apply(params, x)
     np.testing.assert_allclose(y_pal, y_xla, rtol=1e-5, atol=1e-5)
     assert "attn_logits" not in p_pal and "attn_weights" not in p_pal
     mask = jnp.tril(jnp.ones((16, 16), bool)) if causal else None
-    np.testing.assert_allclose(p_pal["attn_entropy"],
-                               metrics.attention_entropy(p_xla["attn_logits"], mask),
-                               rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(p_pal["attn_max"], metrics.attention_max(p_xla["attn_weights"]),
-                               rtol=1e-5)
+    reference = metrics.attention_statistics(p_xla["attn_logits"], mask)  # the kernel's reference
+    np.testing.assert_allclose(p_pal["attn_entropy"], reference["entropy"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(p_pal["attn_max"], reference["max"], rtol=1e-5)
+    np.testing.assert_allclose(p_pal["attn_sink"], reference["sink"], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(p_pal["attn_sink"], p_xla["attn_weights"][..., 0], rtol=1e-5,
                                atol=1e-7)
     for name in ("queries", "keys", "values", "attn_out", "resid_mid", "resid_post"):
@@ -51,14 +52,14 @@ def test_statistics_of_one_hot_and_uniform_attention():
 def test_unsupported_shapes_and_masks_are_explicit_errors():
     cfg = BlockConfig(d_model=24, num_heads=2, d_ff=32, attention_impl="pallas")  # Dh = 12
     x = jnp.zeros((1, 16, 24))
-    params = model.TransformerBlock(cfg).init(jax.random.key(0), x)  # init takes the plain path
+    params = block_lib.TransformerBlock(cfg).init(jax.random.key(0), x)  # init takes the plain path
     with pytest.raises(ValueError, match="attention_impl"):
-        model.TransformerBlock(cfg).apply(params, x)
+        block_lib.TransformerBlock(cfg).apply(params, x)
     cfg = CFG.replace(attention_impl="pallas")
     x = jnp.zeros((1, 16, 32))
-    params = model.TransformerBlock(CFG).init(jax.random.key(0), x)
+    params = block_lib.TransformerBlock(CFG).init(jax.random.key(0), x)
     with pytest.raises(ValueError, match="padding mask"):
-        model.TransformerBlock(cfg).apply(params, x, jnp.ones((1, 16), bool))
+        block_lib.TransformerBlock(cfg).apply(params, x, jnp.ones((1, 16), bool))
     with pytest.raises(ConfigError, match="model.attention_impl"):
         BlockConfig(attention_impl="cuda")
     with pytest.raises(ConfigError, match="model.attention_impl"):
@@ -67,15 +68,14 @@ def test_unsupported_shapes_and_masks_are_explicit_errors():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_sweep_metrics_with_the_fused_kernel_equal_the_plain_path(causal):
-    from anisotropy_jax import sweep
 
     block = CFG.replace(causal=causal)
-    cfg = sweep.SweepConfig(block=block, batch_size=2, seq_len=16, bias_norms=(0.0, 3.0, 30.0),
+    cfg = SweepConfig(block=block, batch_size=2, seq_len=16, bias_norms=(0.0, 3.0, 30.0),
                             num_seeds=2, chunk_size=0)
-    state = sweep.init_seeds(cfg)
+    state = grid.init_seeds(cfg)
     s = jnp.asarray(cfg.bias_norms)
-    plain = jax.jit(sweep.chunk_computation(block))(*state, s)
-    fused = jax.jit(sweep.chunk_computation(block.replace(attention_impl="pallas")))(*state, s)
+    plain = jax.jit(grid.chunk_computation(block))(*state, s)
+    fused = jax.jit(grid.chunk_computation(block.replace(attention_impl="pallas")))(*state, s)
     assert set(plain) == set(fused)
     for name in plain:
         np.testing.assert_allclose(fused[name], plain[name], rtol=2e-5, atol=2e-6, err_msg=name)
@@ -105,12 +105,11 @@ def test_affine_inputs_under_vmap_equal_the_assembled_projection(causal):
     """The sweep's shared projection through the kernel (q + s·q_u on chip, keys without s·k_u,
     s·v_u added to the output; z-parts unbatched under the vmap over s) against the plain XLA
     block on x = z + s·u, with random parameters and biases, s up to 500."""
-    from anisotropy_jax import sweep
 
     block = CFG.replace(causal=causal)
-    config = sweep.SweepConfig(block=block, batch_size=2, seq_len=16, num_seeds=1,
+    config = SweepConfig(block=block, batch_size=2, seq_len=16, num_seeds=1,
                                bias_norms=(0.0, 1.0, 30.0, 500.0), chunk_size=0)
-    state = sweep.init_seeds(config)
+    state = grid.init_seeds(config)
     leaves, tree = jax.tree_util.tree_flatten_with_path(state.params)
     keys = jax.random.split(jax.random.key(1), len(leaves))
     params = jax.tree.unflatten(tree, [
@@ -120,10 +119,10 @@ def test_affine_inputs_under_vmap_equal_the_assembled_projection(causal):
 
     def run(b, reuse):
         def point(params, z, u, s, projected):
-            y, probes = sweep.block_at(b, params, z, u, s, projected)
+            y, probes = affine.block_at(b, params, z, u, s, projected)
             return {"resid_post": y, **{n: probes[n] for n in
                                         ("attn_entropy", "attn_max", "attn_sink", "keys")}}
-        return jax.jit(sweep.grid_computation(point, b, reuse, 0))(params, state.z, state.u, norms)
+        return jax.jit(grid.grid_computation(point, b, reuse, 0))(params, state.z, state.u, norms)
 
     want = run(block, False)
     got = run(block.replace(attention_impl="pallas"), True)
@@ -132,4 +131,4 @@ def test_affine_inputs_under_vmap_equal_the_assembled_projection(causal):
         np.testing.assert_allclose(got[name], want[name], atol=1e-4 * scale, err_msg=name)
     with pytest.raises(ValueError, match="together"):
         q = jnp.zeros((1, 16, 2, 16))
-        fused_attention.fused_attention(q, q, q, logit_scale=1.0, interpret=True, bias_norm=1.0)
+        fused_attention.fused_attention(q, q, q, logit_scale=1.0, interpret=True, coefficient=1.0)

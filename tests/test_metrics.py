@@ -133,12 +133,41 @@ def test_attention_metrics_match_row_loop(seed):
         e, m, f = reference.attention_stats(row_block)
         ent.append(e), mx.append(m), first.append(f)
     ent, mx, first = (np.array(a).reshape(2, 3, 5) for a in (ent, mx, first))
-    weights = jax.nn.softmax(logits, axis=-1)
     np.testing.assert_allclose(metrics.attention_entropy(logits), ent, rtol=1e-10)
     np.testing.assert_allclose(metrics.normalized_attention_entropy(logits), ent / np.log(6),
                                rtol=1e-10)
-    np.testing.assert_allclose(metrics.attention_max(weights), mx, rtol=1e-12)
-    np.testing.assert_allclose(metrics.attention_sink_mass(weights), first, rtol=1e-12)
+    np.testing.assert_allclose(metrics.attention_max(logits), mx, rtol=1e-12)
+    np.testing.assert_allclose(metrics.attention_sink_mass(logits), first, rtol=1e-12)
+    stats = metrics.attention_statistics(logits)  # the one implementation behind the wrappers
+    assert sorted(stats) == sorted(metrics.STATISTICS)
+    for got, want in ((stats["entropy"], ent), (stats["max"], mx), (stats["sink"], first)):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+def test_masked_statistics_and_mean_over_queries_match_loops(seed):
+    """A causal mask plus a padded last key: every statistic equals the float64 loop over the
+    visible keys of each query, and the per-head mean skips queries with one visible key."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(2, 3, 5, 5)) * 4
+    mask = np.tril(np.ones((5, 5), bool))
+    mask[:, 4] = False  # no query sees key 4
+    stats = metrics.attention_statistics(logits, mask)
+    counts = np.asarray(metrics.visible_key_counts(logits.shape[-2:], mask))
+    np.testing.assert_array_equal(counts, [1, 2, 3, 4, 4])
+    norm = metrics.normalized_entropy(stats["entropy"], counts)
+    want = {"entropy": np.zeros((2, 3, 5)), "max": np.zeros((2, 3, 5)),
+            "sink": np.zeros((2, 3, 5)), "norm": np.zeros((2, 3, 5))}
+    for b, h, q in np.ndindex(2, 3, 5):
+        visible = logits[b, h, q][mask[q]]
+        e, m, f = reference.attention_stats(visible[None])
+        want["entropy"][b, h, q], want["max"][b, h, q], want["sink"][b, h, q] = e[0], m[0], f[0]
+        want["norm"][b, h, q] = e[0] / np.log(len(visible)) if len(visible) > 1 else 0.0
+    for name in ("entropy", "max", "sink"):
+        np.testing.assert_allclose(stats[name], want[name], rtol=1e-10, atol=1e-15, err_msg=name)
+    np.testing.assert_allclose(norm, want["norm"], rtol=1e-10, atol=1e-15)
+    head_mean = metrics.mean_over_queries(norm, counts)
+    np.testing.assert_allclose(head_mean, want["norm"][:, :, 1:].mean(axis=(0, 2)), rtol=1e-12)
 
 
 def test_masked_attention_entropy_normalises_by_visible_keys():
@@ -352,7 +381,7 @@ def test_average_cosine_of_many_vectors_does_not_overflow_the_pair_count():
 def test_scaled_sum_of_squares_variants_give_exact_norms_at_extremes(variant):
     """Both forms of (max, scaled sum of squares) behind the norms (one pass on GPUs, two on the
     CPU) against float64, for norms from 1e-30 to 1e30 and a zero vector."""
-    fn = getattr(metrics, f"_scale_and_sum_of_squares_{variant}")
+    fn = getattr(metrics.norms, f"_scale_and_sum_of_squares_{variant}")
     x = np.random.default_rng(3).normal(size=(61, 96)) * np.logspace(-30, 30, 61)[:, None]
     x[7] = 0.0
     m, q = jax.jit(fn)(jnp.asarray(x, jnp.float32))

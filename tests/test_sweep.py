@@ -16,17 +16,20 @@ import numpy as np
 import pytest
 from scipy import special
 
-from anisotropy_jax import inputs, model, sweep
-from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax import inputs
+from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
+from anisotropy_jax.models import block as block_lib
+from anisotropy_jax.models.attention import StoredQKV
+from anisotropy_jax.studies.sweep import affine, grid, points, theory
 from tests import reference
 
 BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
-CONFIG = sweep.SweepConfig(block=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
+CONFIG = SweepConfig(block=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
                            num_seeds=2, seed=7, chunk_size=0)
-MESH = sweep.grid_mesh()  # both fake CPU devices (conftest)
+MESH = grid.grid_mesh()  # both fake CPU devices (conftest)
 # The only metric-reducing compilation of this module; every test below that reduces metrics
 # goes through it with chunks of the same shape (2 seeds × 4 bias norms).
-COUNTED = sweep.jit_chunk(chex.assert_max_traces(sweep.chunk_computation(BLOCK), n=1), MESH)
+COUNTED = grid.jit_chunk(chex.assert_max_traces(grid.chunk_computation(BLOCK), n=1), MESH)
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,18 +118,18 @@ def _randomised(params, seed):
 # The per-chunk computation against the loop
 
 def test_vmapped_chunk_equals_float64_python_loop_on_random_params():
-    state = sweep.init_seeds(CONFIG)
+    state = grid.init_seeds(CONFIG)
     params = _randomised(state.params, seed=11)
     norms = np.array([0.0, 0.7, 4.0, 13.0], np.float32)
-    replicated = sweep.NamedSharding(MESH, sweep.P())
-    got = COUNTED(*sweep.place((params, state.z, state.u), replicated),
-                  sweep.place(norms, sweep.NamedSharding(MESH, sweep.P(sweep.GRID_AXIS))))
+    replicated = grid.NamedSharding(MESH, grid.P())
+    got = COUNTED(*grid.place((params, state.z, state.u), replicated),
+                  grid.place(norms, grid.NamedSharding(MESH, grid.P(grid.GRID_AXIS))))
     p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
     for i, j in itertools.product(range(CONFIG.num_seeds), range(len(norms))):
         p_i = jax.tree.map(lambda a: a[i], p64)["params"]
         want = _reference_metrics(p_i, np.asarray(state.z[i], np.float64),
                                   np.asarray(state.u[i], np.float64), float(norms[j]), BLOCK)
-        assert set(want) == set(sweep.SCALAR_METRICS)
+        assert set(want) == set(points.SCALAR_METRICS)
         for name, value in want.items():
             np.testing.assert_allclose(got[name][i, j], value, rtol=5e-4, atol=5e-5,
                                        err_msg=f"{name} at seed {i}, s={norms[j]}")
@@ -138,16 +141,16 @@ def test_reused_projections_equal_the_literal_block(norm_position):
     random parameters with biases, at bias norms up to 1e4; pre-LN ignores the option."""
     block = BLOCK.replace(norm_position=norm_position)
     config = CONFIG.replace(block=block)
-    state = sweep.init_seeds(config)
+    state = grid.init_seeds(config)
     params = _randomised(state.params, seed=5)
     norms = np.array([0.0, 0.7, 40.0, 1e4], np.float32)
 
     def outputs(reuse):
         def point(params, z, u, s, projected):
             assert (projected is not None) == (reuse and norm_position != "pre")
-            y, probes = sweep.block_at(block, params, z, u, s, projected)
+            y, probes = affine.block_at(block, params, z, u, s, projected)
             return {"resid_post": y, "queries": probes["queries"], "keys": probes["keys"]}
-        return jax.jit(sweep.grid_computation(point, block, reuse))(params, state.z, state.u,
+        return jax.jit(grid.grid_computation(point, block, reuse))(params, state.z, state.u,
                                                                    norms)
 
     reused, literal = outputs(True), outputs(False)
@@ -159,35 +162,35 @@ def test_reused_projections_equal_the_literal_block(norm_position):
 
 def test_points_per_step_changes_nothing_but_the_schedule():
     """All points at once (vmap), one at a time, and groups of 3 of 4 (a remainder) agree."""
-    state = sweep.init_seeds(CONFIG)
+    state = grid.init_seeds(CONFIG)
     params = _randomised(state.params, seed=3)
     norms = np.array([0.0, 0.7, 40.0, 900.0], np.float32)
-    outs = [jax.jit(sweep.chunk_computation(BLOCK, with_metrics=False, points_per_step=k))(
+    outs = [jax.jit(grid.chunk_computation(BLOCK, with_metrics=False, points_per_step=k))(
         params, state.z, state.u, norms)["output_checksum"] for k in (0, 1, 3)]
     for out in outs[1:]:
         np.testing.assert_allclose(out, outs[0], rtol=1e-5)
     with pytest.raises(ConfigError, match="points_per_step"):
-        sweep.chunk_computation(BLOCK, points_per_step=-1)
-    assert sweep.default_points_per_step("cpu") == 1 and sweep.default_points_per_step("gpu") == 0
+        grid.chunk_computation(BLOCK, points_per_step=-1)
+    assert grid.default_points_per_step("cpu") == 1 and grid.default_points_per_step("gpu") == 0
     with pytest.raises(ConfigError, match="^reuse_projections: must be True or False"):
         CONFIG.replace(reuse_projections="yes")
 
 
 def test_precomputed_projection_is_refused_for_pre_ln():
     block = BLOCK.replace(norm_position="pre")
-    params = model.init_block_params(block, jax.random.split(jax.random.key(0), 1))
+    params = block_lib.init_block_params(block, jax.random.split(jax.random.key(0), 1))
     params = jax.tree.map(lambda a: a[0], params)
     x = np.zeros((1, 6, block.d_model), np.float32)
     with pytest.raises(ValueError, match="pre-LN"):
-        model.TransformerBlock(block).apply(params, x, attention_qkv=np.zeros(
-            (1, 6, 3 * block.d_model), np.float32))
+        block_lib.TransformerBlock(block).apply(params, x, precomputed_qkv=StoredQKV(np.zeros(
+            (1, 6, 3 * block.d_model), np.float32)))
 
 
 def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
     """run_sweep (its keys, grid walk, gathering) against draws made by hand, seed by seed."""
-    result = sweep.run_sweep(CONFIG, mesh=MESH, chunk_fn=COUNTED)
+    result = grid.run(CONFIG, mesh=MESH, chunk_fn=COUNTED)
     keys = inputs.seed_keys(CONFIG.seed, CONFIG.num_seeds)
-    init = jax.jit(model.TransformerBlock(BLOCK).init)
+    init = jax.jit(block_lib.TransformerBlock(BLOCK).init)
     tokens = jax.jit(inputs.gaussian_tokens, static_argnums=(1, 2, 3))
     direction = jax.jit(inputs.random_unit_vector, static_argnums=1)
     drawn = []
@@ -198,15 +201,15 @@ def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
         params = init(k.params, np.zeros((1, 2, 32), np.float32))
         drawn.append((params, tokens(k.tokens, 3, 6, 32), u))
     stacked = jax.tree.map(lambda *a: np.stack(a), *drawn)
-    replicated = sweep.NamedSharding(MESH, sweep.P())
+    replicated = grid.NamedSharding(MESH, grid.P())
     norms = np.asarray(CONFIG.bias_norms, np.float32)
-    want = COUNTED(*sweep.place(stacked, replicated),
-                   sweep.place(norms, sweep.NamedSharding(MESH, sweep.P(sweep.GRID_AXIS))))
-    for name in sweep.SCALAR_METRICS:
+    want = COUNTED(*grid.place(stacked, replicated),
+                   grid.place(norms, grid.NamedSharding(MESH, grid.P(grid.GRID_AXIS))))
+    for name in points.SCALAR_METRICS:
         np.testing.assert_allclose(result.per_seed[name], want[name], rtol=1e-6, atol=1e-7,
                                    err_msg=name)
-    assert set(result.per_seed) == set(sweep.SCALAR_METRICS)
-    assert set(result.per_head) == set(sweep.PER_HEAD_METRICS)
+    assert set(result.per_seed) == set(points.SCALAR_METRICS)
+    assert set(result.per_head) == set(points.PER_HEAD_METRICS)
     assert result.per_head["query_norm"].shape == (2, 4, BLOCK.num_heads)
     np.testing.assert_allclose(result.per_head["query_norm"].mean(-1), result.per_seed["query_norm"],
                                rtol=1e-6)
@@ -216,20 +219,20 @@ def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
 
 
 def test_new_bias_values_of_the_same_count_do_not_recompile():
-    a = sweep.run_sweep(CONFIG.replace(bias_norms=(0.0, 1.0, 2.0, 3.0)), mesh=MESH,
+    a = grid.run(CONFIG.replace(bias_norms=(0.0, 1.0, 2.0, 3.0)), mesh=MESH,
                         chunk_fn=COUNTED)
-    b = sweep.run_sweep(CONFIG.replace(bias_norms=(5.0, 0.1, 9.0, 40.0)), mesh=MESH,
+    b = grid.run(CONFIG.replace(bias_norms=(5.0, 0.1, 9.0, 40.0)), mesh=MESH,
                         chunk_fn=COUNTED)
     assert COUNTED._cache_size() == 1
     assert not np.allclose(a.per_seed["input_cosine"], b.per_seed["input_cosine"])  # it ran
     # The counter is live: a chunk of another shape is a second trace, which chex refuses.
-    state = sweep.init_seeds(CONFIG)
+    state = grid.init_seeds(CONFIG)
     with pytest.raises(AssertionError, match="trace"):
         COUNTED(state.params, state.z, state.u, np.zeros(6, np.float32))
 
 
 def test_extreme_bias_norms_give_finite_metrics():
-    result = sweep.run_sweep(CONFIG.replace(bias_norms=(0.0, 1e2, 1e4, 1e6)), mesh=MESH,
+    result = grid.run(CONFIG.replace(bias_norms=(0.0, 1e2, 1e4, 1e6)), mesh=MESH,
                              chunk_fn=COUNTED)
     for name, values in result.per_seed.items():
         assert np.all(np.isfinite(values)), name
@@ -239,7 +242,7 @@ def test_extreme_bias_norms_give_finite_metrics():
 
 def test_overflowing_bias_norm_raises_a_named_error_not_nan():
     with pytest.raises(FloatingPointError, match=r"overflow.*s=1e\+25"):
-        sweep.run_sweep(CONFIG.replace(bias_norms=(0.0, 1.0, 1e25, 2.0)), mesh=MESH,
+        grid.run(CONFIG.replace(bias_norms=(0.0, 1.0, 1e25, 2.0)), mesh=MESH,
                         chunk_fn=COUNTED)
 
 
@@ -247,14 +250,14 @@ def test_overflowing_bias_norm_raises_a_named_error_not_nan():
 # Grid bookkeeping (bare forward: one scalar per point, cheap to compile)
 
 def _bare(config, mesh):
-    return sweep.run_sweep(config, mesh=mesh, with_metrics=False).per_seed["output_checksum"]
+    return grid.run(config, mesh=mesh, with_metrics=False).per_seed["output_checksum"]
 
 
 def test_sharded_over_two_devices_equals_one_device():
     assert len(jax.devices()) == 2
     config = CONFIG.replace(bias_norms=(0.0, 0.3, 2.0, 7.0, 50.0), num_seeds=3)
     two = _bare(config, MESH)
-    one = _bare(config, sweep.grid_mesh(jax.devices()[:1]))
+    one = _bare(config, grid.grid_mesh(jax.devices()[:1]))
     assert two.shape == (3, 5)
     np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(_bare(config, MESH), two)  # seeded: repeatable bit for bit
@@ -265,14 +268,15 @@ def test_sharded_over_two_devices_equals_one_device():
 def test_chunked_equals_unchunked_and_padding_is_dropped(chunk_size):
     config = CONFIG.replace(bias_norms=(0.0, 0.3, 2.0, 7.0, 50.0), num_seeds=3)
     progress = []
-    chunked = sweep.run_sweep(config.replace(chunk_size=chunk_size), mesh=MESH,
+    chunked = grid.run(config.replace(chunk_size=chunk_size), mesh=MESH,
                               with_metrics=False, progress=progress.append)
     layout = chunked.layout
     assert layout.points_per_chunk <= max(chunk_size, 2)
     assert layout.bias_per_chunk % 2 == 0
     assert [p.index for p in progress] == list(range(1, layout.num_chunks + 1))
     whole = _bare(config, MESH)
-    np.testing.assert_allclose(chunked.per_seed["output_checksum"], whole, rtol=1e-5, atol=1e-6)  # float32 sums of other shapes
+    # float32 sums of other shapes
+    np.testing.assert_allclose(chunked.per_seed["output_checksum"], whole, rtol=1e-5, atol=1e-6)
     # Each point really depends on its own (seed, s): no two entries coincide.
     assert len(np.unique(np.round(whole, 3))) == whole.size
 
@@ -280,7 +284,7 @@ def test_chunked_equals_unchunked_and_padding_is_dropped(chunk_size):
 def test_chunk_layout_bounds_points_in_flight():
     for seeds, norms, chunk, devices in itertools.product([1, 3], [1, 5, 1024], [0, 1, 6, 16],
                                                           [1, 2, 8]):
-        lay = sweep.chunk_layout(seeds, norms, chunk, devices)
+        lay = grid.chunk_layout(seeds, norms, chunk, devices)
         assert lay.bias_per_chunk % devices == 0
         assert lay.seeds_per_chunk * lay.num_seed_blocks >= seeds
         assert lay.bias_per_chunk * lay.num_bias_blocks >= norms
@@ -292,18 +296,18 @@ def test_chunk_layout_bounds_points_in_flight():
 
 def test_closed_forms_follow_the_config():
     s = np.array([0.0, 3.0, 100.0])
-    forms = sweep.closed_forms(sweep.SweepConfig(bias_norms=(0.0, 3.0, 100.0)), s)
+    forms = theory.closed_forms(SweepConfig(bias_norms=(0.0, 3.0, 100.0)), s)
     np.testing.assert_allclose(forms["input_cosine"]["predicted"], s ** 2 / (s ** 2 + 768))
     np.testing.assert_allclose(forms["query_norm"]["predicted"][0], 0.02 * math.sqrt(768 * 64))
     np.testing.assert_allclose(forms["attention_entropy"]["predicted"][0],
                                math.log(128) - 0.5 * (0.0004 * 768) ** 2 * 127 / 128)
     assert np.isnan(forms["attention_entropy"]["predicted"][1:]).all()  # F3 is for s = 0 only
-    lecun = sweep.closed_forms(sweep.SweepConfig(block=BlockConfig(init="lecun")), s)
+    lecun = theory.closed_forms(SweepConfig(block=BlockConfig(init="lecun")), s)
     np.testing.assert_allclose(lecun["attention_entropy"]["predicted"][0],
                                math.log(128) - 0.5 * 127 / 128)  # (σ²d)² = 1: H/ln L ≈ 0.90
-    causal = sweep.closed_forms(sweep.SweepConfig(block=BlockConfig(causal=True)), s)
+    causal = theory.closed_forms(SweepConfig(block=BlockConfig(causal=True)), s)
     assert "attention_entropy" not in causal and "query_norm" in causal
-    pre = sweep.closed_forms(sweep.SweepConfig(block=BlockConfig(norm_position="pre")), s)
+    pre = theory.closed_forms(SweepConfig(block=BlockConfig(norm_position="pre")), s)
     assert "output_norm" not in pre
     np.testing.assert_allclose(pre["query_norm"]["predicted"], 0.02 * math.sqrt(768 * 64))
 
@@ -323,7 +327,7 @@ def _experiment_config(arg=None):
 
 
 def test_default_config_is_the_science_protocol_and_variants_validate():
-    (label, cfg), = sweep.sweep_configs_from_mapping(_experiment_config())
+    (label, cfg), = sweep_configs_from_mapping(_experiment_config())
     assert cfg.block == BlockConfig()  # BERT-base post-LN, N(0, 0.02²), eps 1e-12
     assert (cfg.batch_size, cfg.seq_len, cfg.num_seeds) == (16, 128, 3)
     assert cfg.bias_norms[0] == 0.0 and max(cfg.bias_norms) >= 1024
@@ -331,16 +335,16 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     expected = {"smoke": 1, "pre_ln": 1, "lecun": 1, "attention_only": 1, "post_vs_pre": 2,
                 "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2}
     for variant, count in expected.items():
-        assert len(sweep.sweep_configs_from_mapping(_experiment_config(variant))) == count
+        assert len(sweep_configs_from_mapping(_experiment_config(variant))) == count
     config = _experiment_config()
     config.precision = "bfloat16"
-    (_, bf16), = sweep.sweep_configs_from_mapping(config)
+    (_, bf16), = sweep_configs_from_mapping(config)
     assert bf16.block.precision == "bfloat16"
-    (_, pre), = sweep.sweep_configs_from_mapping(_experiment_config("pre_ln"))
+    (_, pre), = sweep_configs_from_mapping(_experiment_config("pre_ln"))
     assert pre.block.norm_position == "pre"
-    (_, att), = sweep.sweep_configs_from_mapping(_experiment_config("attention_only"))
+    (_, att), = sweep_configs_from_mapping(_experiment_config("attention_only"))
     assert not att.block.use_mlp
-    labels = [lbl for lbl, _ in sweep.sweep_configs_from_mapping(_experiment_config("post_vs_pre"))]
+    labels = [lbl for lbl, _ in sweep_configs_from_mapping(_experiment_config("post_vs_pre"))]
     assert labels == ["norm_position=post", "norm_position=pre"]
 
 
@@ -368,7 +372,7 @@ def test_bad_input_is_one_line_naming_the_field(field, value):
         else:
             config[field] = value
     with pytest.raises(ConfigError) as err:
-        sweep.sweep_configs_from_mapping(config)
+        sweep_configs_from_mapping(config)
     message = str(err.value)
     assert "\n" not in message
     name = field.split(".")[-1]
@@ -379,4 +383,4 @@ def test_compare_values_are_validated_like_model_fields():
     config = _experiment_config("smoke+post_vs_pre")
     config.compare_values = ("post", "sideways")
     with pytest.raises(ConfigError, match="^compare_values: model.norm_position"):
-        sweep.sweep_configs_from_mapping(config)
+        sweep_configs_from_mapping(config)

@@ -1,4 +1,4 @@
-"""SCIENCE.md closed forms F1, F2, F3, F5 measured by the bias sweep of a BERT-base-width block
+"""docs/SCIENCE.md closed forms F1, F2, F3, F5 measured by the bias sweep of a BERT-base-width block
 (d = 768, 12 heads of 64, N(0, 0.02²)), with tolerances derived from the sampling noise of this
 small grid (B = 4 sequences of L = 32 tokens, 2 seeds). Two compilations: post-LN and pre-LN.
 
@@ -19,8 +19,8 @@ import math
 import numpy as np
 import pytest
 
-from anisotropy_jax import sweep
-from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax.studies.sweep import grid
 
 NORMS = (0.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 1e4, 1e6)
 BATCH, SEQ, SEEDS = 4, 32, 2
@@ -30,17 +30,17 @@ N = BATCH * SEQ
 
 @pytest.fixture(scope="module")
 def post():
-    config = sweep.SweepConfig(block=BlockConfig(), batch_size=BATCH, seq_len=SEQ,
+    config = SweepConfig(block=BlockConfig(), batch_size=BATCH, seq_len=SEQ,
                                bias_norms=NORMS, num_seeds=SEEDS, seed=3, chunk_size=0)
-    return sweep.run_sweep(config).per_seed
+    return grid.run(config).per_seed
 
 
 @pytest.fixture(scope="module")
 def pre():
-    config = sweep.SweepConfig(block=BlockConfig(norm_position="pre", layer_norm_eps=1e-5),
+    config = SweepConfig(block=BlockConfig(norm_position="pre", layer_norm_eps=1e-5),
                                batch_size=BATCH, seq_len=SEQ, bias_norms=NORMS,
                                num_seeds=SEEDS, seed=3, chunk_size=0)
-    return sweep.run_sweep(config).per_seed
+    return grid.run(config).per_seed
 
 
 def _mean(per_seed, name):
@@ -67,7 +67,7 @@ def test_f2_query_norm(post, pre):
     rel_tol = 5 * growth / math.sqrt(2 * DH * H * SEEDS) + 1 / (4 * DH) + 0.005
     f2_post = SIGMA * math.sqrt(D * DH) * np.sqrt(1 + s ** 2 / D)
     np.testing.assert_array_less(np.abs(_mean(post, "query_norm") / f2_post - 1), rel_tol)
-    assert abs(SIGMA * math.sqrt(D * DH) - 4.43) < 0.01  # SCIENCE.md: ≈ 4.43 at s = 0
+    assert abs(SIGMA * math.sqrt(D * DH) - 4.43) < 0.01  # docs/SCIENCE.md: ≈ 4.43 at s = 0
     # Pre-LN: LN(x) has norm √d whatever s, so the queries keep their s = 0 norm, with the same
     # bias-direction noise once LN(x) is dominated by u.
     f2_pre = SIGMA * math.sqrt(D * DH)
@@ -80,7 +80,7 @@ def test_f3_entropy_at_zero_bias(post, pre):
     tol = 5 * 0.5 * v * math.sqrt(2 / (DH * N) + 2 / (SEQ * N * H)) + v ** 2 / SEQ
     for per_seed in (post, pre):
         assert abs(_mean(per_seed, "attention_entropy")[0] - predicted) < tol
-    # SCIENCE.md: H / ln L ≈ 0.99 at L = 128 for BERT init.
+    # docs/SCIENCE.md: H / ln L ≈ 0.99 at L = 128 for BERT init.
     assert abs(1 - 0.5 * v * 127 / 128 / math.log(128) - 0.99) < 0.005
 
 

@@ -14,8 +14,9 @@ import jax
 import numpy as np
 import pytest
 
-from anisotropy_jax import checkpointing, train
-from anisotropy_jax.config import ConfigError
+from anisotropy_jax import checkpointing
+from anisotropy_jax.config import ConfigError, train_config_from_mapping
+from anisotropy_jax.studies import training
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLM_SMOKE = str(ROOT / "experiments" / "configs" / "train_clm.py") + ":smoke"
@@ -30,8 +31,12 @@ def _smoke_config_dict(objective="clm"):
     return module.get_config("smoke")
 
 
+def _config(cfg):
+    return train_config_from_mapping(cfg)[0]
+
+
 def _final_params(workdir, config):
-    abstract, _, _ = train.abstract_state(config)
+    abstract, _, _ = training.abstract_state(config)
     with checkpointing.manager(pathlib.Path(workdir) / "checkpoints", read_only=True) as mngr:
         state, _ = checkpointing.restore(mngr, config.steps, abstract)
     return state
@@ -62,7 +67,7 @@ def runs(tmp_path_factory):
 
     workdir = tmp_path_factory.mktemp("resumed")
     args = [f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--progress=false"]
-    first = _script(args, {train.HANG_ENV: str(HANG_AT)}, cache_dir=cache)
+    first = _script(args, {training.HANG_ENV: str(HANG_AT)}, cache_dir=cache)
     output = []
     deadline = time.time() + 240
     for line in first.stdout:  # wait until the run is parked before step HANG_AT
@@ -83,20 +88,20 @@ def runs(tmp_path_factory):
         out, _ = second.communicate(timeout=60)
         pytest.fail(f"the resumed run did not finish in 400 s:\n{out[-6000:]}")
     assert second.returncode == 0, out
-    config = train.config_from_mapping(_smoke_config_dict("clm"))
+    config = _config(_smoke_config_dict("clm"))
     return {"config": config, "clean": clean, "workdir": workdir, "steps_at_kill": steps_at_kill,
             "lines_at_kill": lines_at_kill, "out": out}
 
 
 def test_smoke_loss_decreases(runs):
     config, workdir = runs["config"], runs["clean"]
-    records = train.read_metrics(workdir)
+    records = training.read_metrics(workdir)
     assert [r["step"] for r in records] == list(range(config.steps))
     first, last = np.mean([r["loss"] for r in records[:3]]), np.mean(
         [r["loss"] for r in records[-3:]])
     assert first > 5.0  # ≈ ln 256 at init
     assert last < first - 1.0, (first, last)
-    evals = train.read_jsonl(workdir / "eval.jsonl")
+    evals = training.read_jsonl(workdir / "eval.jsonl")
     assert [e["step"] for e in evals] == checkpointing.checkpoint_steps(config.steps,
                                                                         config.checkpoint_every)
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0
@@ -115,12 +120,12 @@ def test_kill_and_resume_reproduces_the_uninterrupted_run(runs):
     assert lines_at_kill == HANG_AT
     assert "resuming from checkpoint step 8" in out
     # Same loss curve (steps 8..12 were recomputed, not duplicated) ...
-    assert train.read_metrics(workdir) and [
+    assert training.read_metrics(workdir) and [
         (r["step"], r["loss"], r["grad_norm"], r["learning_rate"])
-        for r in train.read_metrics(workdir)] == [
+        for r in training.read_metrics(workdir)] == [
         (r["step"], r["loss"], r["grad_norm"], r["learning_rate"])
-        for r in train.read_metrics(clean_dir)]
-    assert train.read_jsonl(workdir / "eval.jsonl") == train.read_jsonl(clean_dir / "eval.jsonl")
+        for r in training.read_metrics(clean_dir)]
+    assert training.read_evals(workdir) == training.read_evals(clean_dir)
     # ... and bit-identical final parameters and optimiser state.
     a, b = _final_params(workdir, config), _final_params(clean_dir, config)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
@@ -152,11 +157,11 @@ def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     cfg.optim.learning_rate, cfg.optim.warmup_steps = 1e30, 0  # parameters ~1e30 after 1 step
     cfg.model.num_layers, cfg.model.d_model, cfg.model.d_ff = 1, 16, 16  # small: fast compile
     cfg.data.seq_len = 8
-    config = train.config_from_mapping(cfg)
+    config = _config(cfg)
     with pytest.raises(FloatingPointError, match="last good checkpoint is step 1") as error:
-        train.train(config, tmp_path, progress=False)
+        training.train(config, tmp_path, progress=False)
     assert "non-finite training at step 1" in str(error.value)
-    abstract, _, _ = train.abstract_state(config)
+    abstract, _, _ = training.abstract_state(config)
     with checkpointing.manager(tmp_path / "checkpoints", read_only=True) as mngr:
         assert checkpointing.saved_steps(mngr) == [0, 1]
         state, _ = checkpointing.restore(mngr, 1, abstract)
@@ -168,11 +173,13 @@ def test_resuming_with_another_config_is_refused(runs):
     cfg = _smoke_config_dict("clm")
     cfg.seed = 1
     with pytest.raises(ConfigError, match="^seed: "):
-        train.train(train.config_from_mapping(cfg), workdir, progress=False)
+        training.train(_config(cfg), workdir, progress=False)
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("model.num_heads", 3, "model.num_heads"), ("model.d_model", 0, "model.d_model"),
+    # d_model = 64 over 3 heads: BlockConfig reports the width that does not divide.
+    ("model.num_heads", 3, "model.d_model"), ("model.num_heads", 0, "model.num_heads"),
+    ("model.d_model", 0, "model.d_model"),
     ("optim.learning_rate", -1.0, "optim.learning_rate"), ("data.seq_len", 1, "data.seq_len"),
     ("steps", 0, "steps"), ("optim.warmup_steps", 100, "optim.warmup_steps")])
 def test_bad_config_names_the_field(field, value, message):
@@ -180,16 +187,16 @@ def test_bad_config_names_the_field(field, value, message):
     section, _, name = field.rpartition(".")
     setattr(cfg[section] if section else cfg, name, value)
     with pytest.raises(ConfigError, match=f"^{message}: "):
-        train.config_from_mapping(cfg)
+        _config(cfg)
 
 
 def test_unknown_fields_are_refused():
     cfg = _smoke_config_dict("mlm").to_dict()
     cfg["model"]["n_layers"] = 3
     with pytest.raises(ConfigError, match="^model.n_layers: unknown field"):
-        train.config_from_mapping(cfg)
+        _config(cfg)
     with pytest.raises(ConfigError, match="data.batch_size"):
-        train.check_devices(train.config_from_mapping(_smoke_config_dict("mlm")), num_devices=3)
+        training.check_devices(_config(_smoke_config_dict("mlm")), num_devices=3)
 
 
 def test_script_rejects_a_bad_config_in_one_line_before_compiling(tmp_path):
@@ -199,7 +206,8 @@ def test_script_rejects_a_bad_config_in_one_line_before_compiling(tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0
     lines = [line for line in out.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: model.num_heads"), out
+    assert len(lines) == 1 and lines[0] == (
+        "error: model.d_model: d_model=64 is not divisible by num_heads=3"), out
     assert not (tmp_path / "run").exists()  # nothing written, nothing compiled
     proc = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/run", "--config.model.foo=1"])
     out, _ = proc.communicate(timeout=120)

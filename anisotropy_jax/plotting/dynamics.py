@@ -1,4 +1,6 @@
-"""Figures of the training-dynamics analysis (`anisotropy_jax.dynamics.analyze_run` output).
+"""Figures of the training-dynamics analysis (anisotropy_jax.studies.dynamics). The trajectory,
+scatter and heatmap figures take a mapping with "steps", "heads", "layers" and optionally
+"correlation" and "objective"; the loss figure takes the loss curves as arrays.
 
 Steps span decades and start at 0, so the step axis is symlog (linear below 1, logarithmic above).
 """
@@ -106,16 +108,15 @@ def anisotropy_heatmap_figure(analysis: dict[str, Any], metric: str = "cross_seq
     return fig
 
 
-def loss_figure(metrics_records: Sequence[dict], eval_records: Sequence[dict]):
+def loss_figure(steps_T: Sequence[int], loss_T: Sequence[float], val_steps_E: Sequence[int],
+                val_loss_E: Sequence[float]):
     """Training loss per step and validation loss at the checkpoints (nats per byte)."""
     fig, axes = new_figure()
     ax = axes[0, 0]
-    if metrics_records:
-        ax.plot([r["step"] for r in metrics_records], [r["loss"] for r in metrics_records],
-                lw=0.8, label="train (batch)")
-    if eval_records:
-        ax.plot([r["step"] for r in eval_records], [r["val_loss"] for r in eval_records], "o-",
-                ms=3, label="validation")
+    if len(steps_T):
+        ax.plot(np.asarray(steps_T), np.asarray(loss_T), lw=0.8, label="train (batch)")
+    if len(val_steps_E):
+        ax.plot(np.asarray(val_steps_E), np.asarray(val_loss_E), "o-", ms=3, label="validation")
     ax.axhline(np.log(256), color="grey", ls=":", lw=0.8, label="uniform over 256 bytes")
     _step_axis(ax)
     ax.set_ylabel("cross-entropy (nats / byte)")

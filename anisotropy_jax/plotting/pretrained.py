@@ -1,9 +1,9 @@
 """Layer-wise curves of a pretrained model against its untrained re-initialisation.
 
-Input is the `results` dict of `anisotropy_jax.pretrained.analyze` (or results.json of
-experiments/pretrained_anisotropy.py): {"layers": [...], "metrics": {"trained": {name: [...]},
-"untrained": {...}}}. Every function returns a matplotlib Figure; save it with
-`results.save_figure`.
+Input is the results.json dict of experiments/pretrained_anisotropy.py (in process,
+`studies.pretrained.report.summary(result)`): {"layers": [...], "metrics": {"trained":
+{name: [...]}, "untrained": {...}}, "correlations": {...}}. Every function returns a matplotlib
+Figure; save it with `results.save_figure`.
 """
 from __future__ import annotations
 

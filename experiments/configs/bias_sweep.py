@@ -1,9 +1,10 @@
-"""Config of the untrained-block bias sweep (SCIENCE.md "The untrained-block experiment").
+"""Config of the untrained-block bias sweep (docs/SCIENCE.md "The untrained-block experiment").
 
-Run (default = the SCIENCE.md protocol: one BERT-base post-LN layer at N(0, 0.02²) init, B = 16,
+Run (default = the docs/SCIENCE.md protocol: one BERT-base post-LN layer at N(0, 0.02²) init, B = 16,
 L = 128, 3 seeds, s = 0 and 2^-2 … 2^12 in half-octave steps):
 
-  python experiments/bias_sweep.py --config=experiments/configs/bias_sweep.py --workdir=runs/bias_sweep
+  python experiments/bias_sweep.py --config=experiments/configs/bias_sweep.py \
+      --workdir=runs/bias_sweep
 
 Variants (`--config=experiments/configs/bias_sweep.py:VARIANT`):
   smoke           tiny block and grid, for CI (seconds)
@@ -20,7 +21,7 @@ line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_siz
 """
 import ml_collections
 
-DEFAULT_BIAS_NORMS = (0.0,) + tuple(2.0 ** (k / 2) for k in range(-4, 25))  # 0, 0.25 … 4096
+from anisotropy_jax.config import DEFAULT_BIAS_NORMS  # 0, 0.25 … 4096 (defined once, there)
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 VARIANTS = ("smoke", "pre_ln", "lecun", "attention_only", "post_vs_pre", "init_std",
             "temperature", "dense_1024")

@@ -1,7 +1,8 @@
 """Analysis config of experiments/qk_dynamics.py (the workdir of a training run is the input).
 
   python experiments/qk_dynamics.py --workdir=runs/clm --config=experiments/configs/qk_dynamics.py
-Variants: :smoke (a smaller validation batch, for CI).
+Variants: :smoke (a smaller validation batch, for CI). The fields are those of
+anisotropy_jax.config.AnalysisConfig (`--config.analysis.*` in the training configs).
 """
 import ml_collections
 

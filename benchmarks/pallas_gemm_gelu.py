@@ -1,7 +1,7 @@
 r"""A negative result kept reproducible: a Pallas (Triton) GEMM with bias + exact GELU fused into
 its epilogue, against XLA's cuBLAS GEMM followed by a separate GELU pass (GPU only).
 
-  python experiments/pallas_gemm_gelu.py
+  python -m benchmarks.pallas_gemm_gelu
 
 Shape: the BERT-base MLP's first layer over one 32-point chunk, 131,072 × 768 × 3,072, at TF32 and
 bfloat16, 16 tilings each. On an H200 (2026-11-26) the best TF32 tiling ran at 89 TFLOP/s against
@@ -11,17 +11,14 @@ does not pay, so the library keeps XLA's GEMMs (docs/PERFORMANCE.md).
 from __future__ import annotations
 
 import functools
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from anisotropy_jax.model import gelu_exact
+from anisotropy_jax.models.layers import gelu_exact
 
-sys.path.insert(0, os.path.dirname(__file__))
-from profile_block import median_time  # noqa: E402
+from benchmarks.profile_block import median_time
 
 
 def _kernel(x_ref, w_ref, b_ref, o_ref, *, block_k: int, k_total: int, precision):

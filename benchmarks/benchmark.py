@@ -1,6 +1,6 @@
 r"""Times the bias sweep against PyTorch peers and the device's own matmul rate, in one run.
 
-  python experiments/benchmark.py --config=experiments/configs/benchmark.py[:cpu|:smoke] \
+  python -m benchmarks.benchmark --config=benchmarks/configs/benchmark.py[:cpu|:smoke] \
       --workdir=DIR [--config.precision=highest|tf32|bfloat16]
 
 Every variant computes the same function, a BERT-base block at BERT init on x = z + s·u for each
@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import time
 from typing import Any
 
 from absl import app, flags
 from ml_collections import config_flags
+
+from anisotropy_jax import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "configs", "benchmark.py"),
@@ -73,7 +74,7 @@ def block_config(c, attention_impl: str | None = None):
     shapes allow it, else the plain XLA path."""
     import jax
 
-    from anisotropy_jax import fused_attention
+    from anisotropy_jax.models import fused_attention
     from anisotropy_jax.config import BlockConfig
 
     impl = attention_impl or c.attention_impl
@@ -92,28 +93,33 @@ def block_config(c, attention_impl: str | None = None):
 # ------------------------------------------------------------------------------------ JAX side
 
 def parity_point(block, params, z_BxLxD, u_D, bias_norm, projected=None):
-    """The three metrics every variant computes, for one bias norm."""
-    import math
-
+    """The three metrics every variant computes, for one bias norm (the library's metrics: the
+    normalised entropy counts each query's visible keys, as the sweep does)."""
     import jax.numpy as jnp
 
-    from anisotropy_jax import metrics, sweep
+    from anisotropy_jax import metrics
+    from anisotropy_jax.models.attention import attention_mask
+    from anisotropy_jax.studies.sweep import affine
 
-    y, probes = sweep.block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
+    y, probes = affine.block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
     seq_len = y.shape[1]
-    return {"output_norm": jnp.mean(jnp.linalg.norm(y, axis=-1)),
+    mask = attention_mask(seq_len, block.causal, None)
+    counts_Lq = metrics.visible_key_counts((seq_len, seq_len), None if mask is None else mask[0, 0])
+    entropy_h = metrics.mean_over_queries(
+        metrics.normalized_entropy(probes["attn_entropy"].astype(jnp.float32), counts_Lq), counts_Lq)
+    return {"output_norm": metrics.mean_norm(y),
             "output_cosine": metrics.average_cosine_similarity(y),
-            "attention_entropy_normalized": jnp.mean(probes["attn_entropy"]) / math.log(seq_len)}
+            "attention_entropy_normalized": jnp.mean(entropy_h)}
 
 
 def parity_chunk(block, reuse_projections=True, points_per_step=None):
     """The three-metric chunk function (not jitted) of the sweep's grid machinery; by default
-    with the sweep's schedule for this platform (`sweep.default_points_per_step`)."""
-    from anisotropy_jax import sweep
+    with the sweep's schedule for this platform (`grid.default_points_per_step`)."""
+    from anisotropy_jax.studies.sweep import grid
 
     if points_per_step is None:
-        points_per_step = sweep.default_points_per_step()
-    return sweep.grid_computation(functools.partial(parity_point, block), block,
+        points_per_step = grid.default_points_per_step()
+    return grid.grid_computation(functools.partial(parity_point, block), block,
                                   reuse_projections, points_per_step)
 
 
@@ -135,9 +141,9 @@ def time_chunked(fn, state, norms, chunk, mesh, repeats, num_real):
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from anisotropy_jax import sweep
+    from anisotropy_jax.studies.sweep import grid
 
-    s_chunks = _chunks(norms, chunk, NamedSharding(mesh, P(sweep.GRID_AXIS)))
+    s_chunks = _chunks(norms, chunk, NamedSharding(mesh, P(grid.GRID_AXIS)))
     t0 = time.perf_counter()
     jax.block_until_ready(fn(*state, s_chunks[0]))
     first = time.perf_counter() - t0
@@ -156,11 +162,12 @@ def jax_state(c, block, mesh):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from anisotropy_jax import sweep
+    from anisotropy_jax.config import SweepConfig
+    from anisotropy_jax.studies.sweep import grid
 
-    cfg = sweep.SweepConfig(block=block, batch_size=c.batch_size, seq_len=c.seq_len,
+    cfg = SweepConfig(block=block, batch_size=c.batch_size, seq_len=c.seq_len,
                             bias_norms=(0.0,), num_seeds=1, seed=c.seed)
-    state = sweep.init_seeds(cfg)
+    state = grid.init_seeds(cfg)
     return jax.device_put(tuple(state), NamedSharding(mesh, P()))
 
 
@@ -198,12 +205,12 @@ def memory_footprint(fn, state, chunk_sizes, mesh) -> list[dict[str, Any]]:
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from anisotropy_jax import sweep
+    from anisotropy_jax.studies.sweep import grid
 
     rows = []
     for k in chunk_sizes:
         k = -(-k // mesh.size) * mesh.size
-        s = jax.device_put(np.zeros((k,), np.float32), NamedSharding(mesh, P(sweep.GRID_AXIS)))
+        s = jax.device_put(np.zeros((k,), np.float32), NamedSharding(mesh, P(grid.GRID_AXIS)))
         mem = fn.lower(*state, s).compile().memory_analysis()
         if mem is None:
             continue
@@ -220,11 +227,11 @@ def time_loop(block, state, norms, repeats):
     import jax
     import numpy as np
 
-    from anisotropy_jax import sweep
+    from anisotropy_jax.studies.sweep import affine
 
     params0, z0, u0 = jax.tree.map(lambda a: a[0], state)
-    reuse = sweep.can_reuse_projections(block)
-    project = jax.jit(functools.partial(sweep.project_seed, block))
+    reuse = affine.can_reuse_projections(block)
+    project = jax.jit(functools.partial(affine.project_seed, block))
     single = jax.jit(functools.partial(parity_point, block))
 
     def run():
@@ -246,7 +253,8 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
     import jax
     import numpy as np
 
-    from anisotropy_jax import flops, results, sweep
+    from anisotropy_jax import flops, results
+    from anisotropy_jax.studies.sweep import grid
 
     block = block_config(c)
     norms = bias_grid(c.num_bias_norms)
@@ -256,7 +264,7 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
                                                     min(c.chunk, len(norms)))
     loop_flop_per_point = flops.sweep_point_flops(block, c.batch_size, c.seq_len, len(norms))
     devices = jax.devices()
-    mesh = sweep.grid_mesh(devices[:1])
+    mesh = grid.grid_mesh(devices[:1])
     out: dict[str, Any] = {"device": str(devices[0]), "device_kind": devices[0].device_kind,
                            "attention_impl": block.attention_impl,
                            "num_devices": len(devices), "precision": c.precision,
@@ -294,16 +302,16 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
     def timed(fn):
         return time_chunked(fn, state, norms, c.chunk, mesh, c.repeats, len(norms))
 
-    parity_fn = sweep.jit_chunk(parity_chunk(block), mesh)
+    parity_fn = grid.jit_chunk(parity_chunk(block), mesh)
     record("jax_sweep", *timed(parity_fn), executed=reused_flop_per_point)
-    record("jax_sweep_literal", *timed(sweep.jit_chunk(parity_chunk(block, False), mesh)))
-    schedule = sweep.default_points_per_step()  # the sweep's own: 1 point at a time on the CPU
-    bare_fn = sweep.jit_chunk(sweep.chunk_computation(block, False, True, schedule), mesh)
+    record("jax_sweep_literal", *timed(grid.jit_chunk(parity_chunk(block, False), mesh)))
+    schedule = grid.default_points_per_step()  # the sweep's own: 1 point at a time on the CPU
+    bare_fn = grid.jit_chunk(grid.chunk_computation(block, False, True, schedule), mesh)
     record("jax_bare", *timed(bare_fn)[:3], executed=reused_flop_per_point)
-    full_fn = sweep.jit_chunk(sweep.chunk_computation(block, True, True, schedule), mesh)
+    full_fn = grid.jit_chunk(grid.chunk_computation(block, True, True, schedule), mesh)
     record("jax_full_metrics", *timed(full_fn)[:3], executed=reused_flop_per_point)
     if block.attention_impl == "pallas":  # what the fused kernel buys, same run
-        xla_fn = sweep.jit_chunk(parity_chunk(block.replace(attention_impl="xla")), mesh)
+        xla_fn = grid.jit_chunk(parity_chunk(block.replace(attention_impl="xla")), mesh)
         record("jax_sweep_xla_attention", *timed(xla_fn)[:3], executed=reused_flop_per_point)
     out["metric_overhead"] = variants["jax_sweep"]["median_s"] / variants["jax_bare"]["median_s"] - 1
     if c.jax_loop:
@@ -315,8 +323,8 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
     for k in c.device_counts:
         if k > len(devices):
             continue
-        mesh_k = sweep.grid_mesh(devices[:k])
-        fn_k = sweep.jit_chunk(parity_chunk(block), mesh_k)
+        mesh_k = grid.grid_mesh(devices[:k])
+        fn_k = grid.jit_chunk(parity_chunk(block), mesh_k)
         state_k = jax_state(c, block, mesh_k)
         reps = np.resize(norms, max(len(norms), c.chunk * k))  # enough work for every device
         _, median, _, _ = time_chunked(fn_k, state_k, reps, c.chunk * k, mesh_k, c.repeats,
@@ -333,7 +341,7 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
 
     # All points of a chunk in flight at once (the GPU schedule; on the CPU the sweep runs them
     # one at a time, so its memory does not grow with the chunk).
-    out["memory"] = memory_footprint(sweep.jit_chunk(parity_chunk(block, points_per_step=0), mesh),
+    out["memory"] = memory_footprint(grid.jit_chunk(parity_chunk(block, points_per_step=0), mesh),
                                      state, c.memory_chunks, mesh)
     if len(out["memory"]) >= 2:
         ks = np.array([r["chunk"] for r in out["memory"]], float)
@@ -348,14 +356,13 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
         out["torch"] = run_torch(c, block, state, norms, log, record)
 
     if c.metrics_at_scale:
-        sys.path.insert(0, os.path.dirname(__file__))
-        import benchmark_metrics
+        from benchmarks import benchmark_metrics
 
         out["metrics_at_scale"] = benchmark_metrics.run_metric_benchmarks(
             c.cosine_n, c.isoscore_n, c.model.d_model, c.max_blocked_n, seed=c.seed, log=log)
     if c.precision != "highest":  # what the reduced precision costs each variant in accuracy
         ref_block = block.replace(precision="highest", attention_impl="xla")
-        ref_fn = sweep.jit_chunk(parity_chunk(ref_block, reuse_projections=False), mesh)
+        ref_fn = grid.jit_chunk(parity_chunk(ref_block, reuse_projections=False), mesh)
         reference = time_chunked(ref_fn, state, norms, c.chunk, mesh, 1, len(norms))[3]
         out["reference_highest"] = {k: np.asarray(v).tolist() for k, v in reference.items()}
         out["deviation_from_highest"] = deviations(variants, reference)
@@ -373,8 +380,7 @@ def run_torch(c, block, state, norms, log, record) -> dict[str, Any]:
     except ImportError as err:
         log(f"  PyTorch peers skipped: {err}")
         return {"skipped": str(err)}
-    sys.path.insert(0, os.path.dirname(__file__))
-    import benchmark_torch
+    from benchmarks import benchmark_torch
 
     import jax
 
@@ -444,17 +450,14 @@ def print_table(result: dict[str, Any]) -> None:
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv
     c = _CONFIG.value
-    if _WORKDIR.value is None:
-        raise app.UsageError("--workdir is required")
+    cli.workdir(_WORKDIR.value)
     try:
         validate(c)
         block_config(c)
     except ValueError as err:
-        print(f"benchmark.py: config error: {err}", file=sys.stderr)
-        sys.exit(2)
+        cli.fail(str(err))
     from anisotropy_jax import results
 
     provenance = results.Provenance()
@@ -468,4 +471,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=cli.parse_flags_or_exit)

@@ -1,8 +1,8 @@
 """Benchmark config: the bias sweep against PyTorch peers and the device's matmul rate (issue 6).
 
 Run (GPU, the issue's workload: BERT-base block, B = 32, L = 128, 256 bias norms, TF32):
-  python experiments/benchmark.py --config=experiments/configs/benchmark.py --workdir=runs/bench
-  python experiments/benchmark.py --config=experiments/configs/benchmark.py --workdir=runs/bench \
+  python -m benchmarks.benchmark --config=benchmarks/configs/benchmark.py --workdir=runs/bench
+  python -m benchmarks.benchmark --config=benchmarks/configs/benchmark.py --workdir=runs/bench \
       --config.precision=bfloat16
 Variants (the `:arg` suffix):
   :cpu    the same block on the 2-core CPU with 8 bias norms and B = 8 (a few minutes)

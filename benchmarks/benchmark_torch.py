@@ -1,4 +1,4 @@
-"""PyTorch peers of the bias sweep, for experiments/benchmark.py (torch is never imported by the
+"""PyTorch peers of the bias sweep, for benchmarks/benchmark.py (torch is never imported by the
 library). A researcher's version of the sweep: a Hugging Face `BertLayer` at BERT initialisation
 (N(0, init_std²) weights, zero biases, LayerNorm 1/0, exact GELU, eager attention so that the
 attention probabilities exist), evaluated on x = z + s·u, reducing on the device to the same three

@@ -1,91 +1,12 @@
-"""Anisotropy and attention-sharpness metrics (SCIENCE.md "Metrics"). Pure, jit/vmap-safe.
-
-Conventions:
-  * Point clouds are (N, D), or (..., D) flattened to (N, D) over the leading axes.
-  * Sequence-aware cosines take (B, L, D) and an optional (B, L) mask of valid tokens.
-  * Attention metrics take (..., Lq, Lk) logits or weights and an optional boolean mask of visible
-    keys broadcastable to them; they return one value per query, (..., Lq).
-  * Queries/keys for the geometry are (B, L, H, Dh).
-Everything is computed in the input dtype (float32 by default; the tests run float64 through the
-same code). Shape errors (too few vectors for a pair) are raised at trace time, so they surface
-before any compilation of a larger program.
-Only `drift_anisotropy_correlation` is host-side (scipy).
-"""
+"""Geometry of point clouds: cosine similarities, drift, spectrum-based isotropy."""
 from __future__ import annotations
-
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from anisotropy_jax.metrics.norms import as_points, require_pairs, unit_vectors, vector_norms
 
 Array = jax.Array
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers
-
-def _as_points(x: Array) -> Array:
-    """(..., D) → (N, D)."""
-    x = jnp.asarray(x)
-    if x.ndim < 1:
-        raise ValueError("expected (..., D) vectors, got a scalar")
-    return x.reshape(-1, x.shape[-1])
-
-
-def _scale_and_sum_of_squares_two_pass(x: Array) -> tuple[Array, Array]:
-    """(m, q) with m = max|x_i| (one pass), then q = Σ (x_i/m)² (a second pass)."""
-    m = jnp.max(jnp.abs(x), axis=-1)
-    y = x / jnp.where(m > 0, m, 1.0)[..., None]
-    return m, jnp.sum(y * y, axis=-1)
-
-
-def _scale_and_sum_of_squares_one_pass(x: Array) -> tuple[Array, Array]:
-    """The same (m, q) in one pass: a variadic reduction carries the running maximum and rescales
-    the running sum when it grows (the LAPACK nrm2 scheme)."""
-    a = jnp.abs(x)
-    zero = jnp.zeros((), a.dtype)
-
-    def combine(left, right):
-        (m1, q1), (m2, q2) = left, right
-        m = jnp.maximum(m1, m2)
-        safe = jnp.where(m > 0, m, jnp.ones((), a.dtype))
-        r1, r2 = m1 / safe, m2 / safe
-        return m, q1 * r1 * r1 + q2 * r2 * r2
-
-    return jax.lax.reduce((a, (a > 0).astype(a.dtype)), (zero, zero), combine, (x.ndim - 1,))
-
-
-def _scale_and_sum_of_squares(x: Array) -> tuple[Array, Array]:
-    """(m, q) over the last axis with ‖x‖ = m·√q, m = max|x_i|, q = Σ (x_i/m)² ∈ [1, D] (0 for a
-    zero vector): the squares never overflow or underflow (norms up to ~1e38).
-
-    One pass on accelerators (the bf16 sweep's metric reduction measured 16 µs per point before
-    and 14 after, in two H200 runs), two on the CPU, where XLA ran the variadic reduction 1.3–2×
-    slower than the two plain ones (docs/PERFORMANCE.md). Both are tested against float64 on the
-    CPU.
-    """
-    return jax.lax.platform_dependent(x, cpu=_scale_and_sum_of_squares_two_pass,
-                                      default=_scale_and_sum_of_squares_one_pass)
-
-
-def vector_norms(x: Array) -> Array:
-    """‖x‖ over the last axis without overflow or underflow of the squares (norms up to ~1e38)."""
-    m, q = _scale_and_sum_of_squares(x)
-    return m * jnp.sqrt(q)
-
-
-def unit_vectors(x: Array) -> Array:
-    """x / ‖x‖ over the last axis; a zero vector stays zero (its cosine with anything is 0)."""
-    m, q = _scale_and_sum_of_squares(x)
-    inv_m = 1.0 / jnp.where(m > 0, m, 1.0)
-    inv_root_q = 1.0 / jnp.sqrt(jnp.where(q > 0, q, 1.0))
-    return x * inv_m[..., None] * inv_root_q[..., None]  # never forms ‖x‖: no overflow
-
-
-def _require_pairs(n: int, what: str) -> None:
-    if n < 2:
-        raise ValueError(f"{what} needs at least 2 vectors to form a pair, got {n}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,8 +21,8 @@ def average_cosine_similarity(x: Array, mask: Array | None = None) -> Array:
     `mask` (...,) selects the vectors that count (N = mask.sum()).
     Raises ValueError when fewer than 2 vectors are given.
     """
-    u_NxD = unit_vectors(_as_points(x))
-    _require_pairs(u_NxD.shape[0], "average_cosine_similarity")
+    u_NxD = unit_vectors(as_points(x))
+    require_pairs(u_NxD.shape[0], "average_cosine_similarity")
     if mask is None:
         n = float(u_NxD.shape[0])  # a Python float: N(N − 1) overflows int32 beyond N ≈ 46,000
     else:
@@ -165,9 +86,9 @@ def sampled_pair_cosine_similarity(x: Array, key: Array, num_pairs: int = 10_000
     i ~ U{0..N−1}, j = (i + o) mod N with o ~ U{1..N−1}, so (i, j) is uniform over ordered pairs
     of distinct indices. Unbiased for `average_cosine_similarity`, standard error ~ std/√K.
     """
-    x_NxD = _as_points(x)
+    x_NxD = as_points(x)
     n = x_NxD.shape[0]
-    _require_pairs(n, "sampled_pair_cosine_similarity")
+    require_pairs(n, "sampled_pair_cosine_similarity")
     key_i, key_o = jax.random.split(key)
     i_K = jax.random.randint(key_i, (num_pairs,), 0, n)
     j_K = (i_K + jax.random.randint(key_o, (num_pairs,), 1, n)) % n
@@ -180,7 +101,7 @@ def sampled_pair_cosine_similarity(x: Array, key: Array, num_pairs: int = 10_000
 
 def drift_norm(x: Array) -> Array:
     """‖μ‖ with μ the mean of the *unnormalised* vectors x (..., D) (common drift, Biś et al.)."""
-    x_NxD = _as_points(x)
+    x_NxD = as_points(x)
     return vector_norms(jnp.mean(x_NxD, axis=0))
 
 
@@ -189,7 +110,7 @@ def relative_drift(x: Array) -> Array:
 
     0 for a cloud of zero vectors (no drift), never NaN.
     """
-    x_NxD = _as_points(x)
+    x_NxD = as_points(x)
     mean_norm = jnp.mean(vector_norms(x_NxD))
     return drift_norm(x_NxD) / jnp.where(mean_norm > 0, mean_norm, 1.0)
 
@@ -238,8 +159,8 @@ def isoscore(x: Array) -> Array:
     D·k = PR exactly. Invariant to a common shift (it cannot see a bias), to scaling and to
     rotation. k equal non-zero eigenvalues score exactly (k − 1)/(D − 1). Needs N ≥ 2.
     """
-    x_NxD = _as_points(x)
-    _require_pairs(x_NxD.shape[0], "isoscore")
+    x_NxD = as_points(x)
+    require_pairs(x_NxD.shape[0], "isoscore")
     cov_DxD, _ = _centred_covariance(x_NxD)
     return _participation_score(cov_DxD)
 
@@ -249,12 +170,12 @@ def isoscore_star(x: Array, shrinkage: float = 0.1) -> Array:
 
     For few samples (N ≲ D) the sample covariance is rank-deficient and IsoScore under-reports
     isotropy; shrinkage towards the identity stabilises it. ζ = 0 gives `isoscore`. Note that
-    ζ I is in absolute units, so the result depends on the scale of x (SCIENCE.md definition).
+    ζ I is in absolute units, so the result depends on the scale of x (docs/SCIENCE.md definition).
     """
     if not 0.0 <= shrinkage <= 1.0:
         raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage}")
-    x_NxD = _as_points(x)
-    _require_pairs(x_NxD.shape[0], "isoscore_star")
+    x_NxD = as_points(x)
+    require_pairs(x_NxD.shape[0], "isoscore_star")
     cov_DxD, scale = _centred_covariance(x_NxD)  # true covariance = scale² · cov_DxD
     eye = jnp.eye(cov_DxD.shape[0], dtype=cov_DxD.dtype)
     shrunk = (1.0 - shrinkage) * cov_DxD + (shrinkage / scale / scale) * eye  # all ÷ scale²
@@ -269,7 +190,7 @@ def partition_isotropy(w: Array) -> Array:
     is then a property of W alone. Computed in log space (logsumexp), so it never overflows;
     in (0, 1], 1 = isotropic. Centre w first for the "centred" variant.
     """
-    w_NxD = _as_points(w)
+    w_NxD = as_points(w)
     gram_DxD = jnp.einsum("nd,ne->de", w_NxD, w_NxD, precision=jax.lax.Precision.HIGHEST)
     _, vecs_DxD = jnp.linalg.eigh(gram_DxD)
     proj_NxD = jnp.einsum("nd,de->ne", w_NxD, vecs_DxD, precision=jax.lax.Precision.HIGHEST)
@@ -293,7 +214,7 @@ def effective_rank(x: Array, center: bool = False) -> Array:
     σ are the singular values of x (of x minus its mean when `center`); H uses 0·log 0 = 0.
     In [1, min(N, D)]; 0 for an all-zero matrix.
     """
-    sigma = jnp.sqrt(_singular_values_squared(_as_points(x), center))
+    sigma = jnp.sqrt(_singular_values_squared(as_points(x), center))
     total = jnp.sum(sigma)
     p = sigma / jnp.where(total > 0, total, 1.0)
     entropy = -jnp.sum(jax.scipy.special.xlogy(p, p))
@@ -306,132 +227,6 @@ def top_pc_variance_ratio(x: Array, center: bool = True) -> Array:
     1 when every vector lies on one line through the mean, 1/D for isotropic data. 0 when x has
     no variance. With center=False it is the share of the top singular direction of raw x.
     """
-    sigma_sq = _singular_values_squared(_as_points(x), center)
+    sigma_sq = _singular_values_squared(as_points(x), center)
     total = jnp.sum(sigma_sq)
     return jnp.where(total > 0, jnp.max(sigma_sq) / jnp.where(total > 0, total, 1.0), 0.0)
-
-
-# --------------------------------------------------------------------------------------------
-# Attention sharpness
-
-def _visible(mask: Array | None, shape) -> Array:
-    if mask is None:
-        return jnp.ones(shape, dtype=bool)
-    return jnp.broadcast_to(jnp.asarray(mask).astype(bool), shape)
-
-
-def attention_entropy(attn_logits: Array, mask: Array | None = None) -> Array:
-    """Entropy −Σ_k p_k log p_k (nats) of each query's attention, from logits (..., Lq, Lk).
-
-    Computed from log_softmax (never log(softmax)), with 0·log 0 = 0, so one-hot attention gives
-    exactly 0 and no NaN. Masked keys (mask False, or logits of −inf / model.MASK_VALUE) get
-    p = 0. Returns (..., Lq). Uniform over L keys gives ln L.
-    """
-    logits = jnp.asarray(attn_logits)
-    visible = _visible(mask, logits.shape)
-    logits = jnp.where(visible, logits, -jnp.inf)
-    log_p = jax.nn.log_softmax(logits, axis=-1)
-    p = jnp.exp(log_p)
-    return -jnp.sum(jnp.where(p > 0, p * log_p, 0.0), axis=-1)
-
-
-def normalized_attention_entropy(attn_logits: Array, mask: Array | None = None) -> Array:
-    """attention_entropy / ln(number of visible keys) ∈ [0, 1], per query (..., Lq).
-
-    1 = uniform over the visible keys, 0 = one-hot. A query with a single visible key (the first
-    query of a causal head) has no choice to make: its value is defined as 0 and callers that
-    average over queries should exclude it (see `visible_key_counts`).
-    """
-    logits = jnp.asarray(attn_logits)
-    counts = visible_key_counts(logits.shape, mask)
-    log_counts = jnp.log(jnp.maximum(counts, 1).astype(logits.dtype))
-    entropy = attention_entropy(logits, mask)
-    return jnp.where(counts > 1, entropy / jnp.where(counts > 1, log_counts, 1.0), 0.0)
-
-
-def visible_key_counts(shape, mask: Array | None = None) -> Array:
-    """Number of visible keys per query, (..., Lq), for attention tensors of `shape`."""
-    return jnp.sum(_visible(mask, tuple(shape)), axis=-1)
-
-
-def attention_max(attn_weights: Array) -> Array:
-    """Largest attention probability max_k p_k of each query, (..., Lq); 1/L when uniform."""
-    return jnp.max(jnp.asarray(attn_weights), axis=-1)
-
-
-def attention_sink_mass(attn_weights: Array, position: int = 0) -> Array:
-    """Probability mass each query puts on key `position` (default the first: the attention
-    sink), (..., Lq)."""
-    return jnp.asarray(attn_weights)[..., position]
-
-
-# --------------------------------------------------------------------------------------------
-# Query/key geometry
-
-def query_key_geometry(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
-                       mask_BxL: Array | None = None) -> dict[str, Array]:
-    """Per-head geometry of queries and keys (B, L, H, Dh); every entry has shape (H,).
-
-      query_norm, key_norm: mean over tokens of ‖q_i‖, ‖k_j‖;
-      mean_query_norm, mean_key_norm: ‖q̄‖, ‖k̄‖ (means over batch and positions);
-      mean_query_key_cosine: cos(q̄, k̄) (0 when either mean is zero);
-      mean_query_key_dot: q̄·k̄ / √Dh, the bias the means add to every logit.
-    `mask_BxL` (B, L) restricts the means to valid tokens.
-    """
-    q = jnp.asarray(queries_BxLxHxDh)
-    k = jnp.asarray(keys_BxLxHxDh)
-    if q.ndim != 4 or k.shape != q.shape:
-        raise ValueError(f"expected queries and keys of equal shape (B, L, H, Dh), got "
-                         f"{q.shape} and {k.shape}")
-    if mask_BxL is None:
-        w_BxL = jnp.ones(q.shape[:2], q.dtype)
-    else:
-        w_BxL = jnp.asarray(mask_BxL).astype(q.dtype)
-    count = jnp.sum(w_BxL)
-
-    def mean_over_tokens(v_BxLxH):
-        return jnp.einsum("blh,bl->h", v_BxLxH, w_BxL) / count
-
-    mean_q_HxDh = jnp.einsum("blhd,bl->hd", q, w_BxL) / count
-    mean_k_HxDh = jnp.einsum("blhd,bl->hd", k, w_BxL) / count
-    mq = vector_norms(mean_q_HxDh)
-    mk = vector_norms(mean_k_HxDh)
-    cos = jnp.sum(unit_vectors(mean_q_HxDh) * unit_vectors(mean_k_HxDh), axis=-1)
-    return {
-        "query_norm": mean_over_tokens(vector_norms(q)),
-        "key_norm": mean_over_tokens(vector_norms(k)),
-        "mean_query_norm": mq,
-        "mean_key_norm": mk,
-        "mean_query_key_cosine": cos,
-        "mean_query_key_dot": jnp.sum(mean_q_HxDh * mean_k_HxDh, axis=-1) / q.shape[-1] ** 0.5,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Host-side statistics
-
-def drift_anisotropy_correlation(drift: Any, anisotropy: Any) -> dict[str, float]:
-    """Spearman and Pearson correlation of drift with anisotropy across layers (host, scipy).
-
-    Returns {"spearman", "spearman_p", "pearson", "pearson_p", "n"}. Needs ≥ 3 finite pairs;
-    a constant input has no defined correlation, which scipy reports as NaN (kept, not hidden).
-    """
-    from scipy import stats  # host-side only
-
-    a = np.asarray(drift, dtype=np.float64).reshape(-1)
-    b = np.asarray(anisotropy, dtype=np.float64).reshape(-1)
-    if a.shape != b.shape:
-        raise ValueError(f"drift and anisotropy differ in length: {a.shape} vs {b.shape}")
-    if a.size < 3:
-        raise ValueError(f"a correlation needs at least 3 layers, got {a.size}")
-    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
-        raise ValueError("drift and anisotropy must be finite")
-    spearman = stats.spearmanr(a, b)
-    pearson = stats.pearsonr(a, b)
-    return {
-        "spearman": float(spearman.statistic),
-        "spearman_p": float(spearman.pvalue),
-        "pearson": float(pearson.statistic),
-        "pearson_p": float(pearson.pvalue),
-        "n": int(a.size),
-    }

@@ -1,4 +1,4 @@
-"""Metrics at scale, for experiments/benchmark.py: the O(N·D) average cosine and the
+"""Metrics at scale, for benchmarks/benchmark.py: the O(N·D) average cosine and the
 covariance-trace IsoScore of anisotropy_jax.metrics against the obvious implementations.
 
   average cosine of N × D vectors: ours = one pass (‖Σu‖² − N)/(N(N − 1));

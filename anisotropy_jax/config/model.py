@@ -1,30 +1,17 @@
-"""Typed, frozen configuration of the models (layer 1: imports nothing from the package).
-
-ml_collections ConfigDicts live only at the edge (experiment configs, flags); they are converted once
-into these dataclasses with `from_mapping`, which validates every field and raises a one-line
-`ValueError` naming the field, before anything is compiled.
-"""
+"""Typed, frozen configuration of the models: one block, and a stack with embeddings."""
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any
+
+from anisotropy_jax.config.base import require
 
 NORM_POSITIONS = ("post", "pre", "none")
 INITS = ("bert", "lecun", "xavier")
 ATTENTIONS = ("softmax", "qk_layernorm")
 PRECISIONS = ("highest", "default", "bfloat16")
 ATTENTION_IMPLS = ("xla", "pallas")
-
-
-class ConfigError(ValueError):
-    """A configuration field has an invalid value. The message names the field, on one line."""
-
-
-def require(condition: bool, field: str, message: str) -> None:
-    """Raises ConfigError("field: message") unless `condition`."""
-    if not condition:
-        raise ConfigError(f"{field}: {message}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,15 +135,3 @@ class TransformerConfig:
 
     def replace(self, **changes: Any) -> "TransformerConfig":
         return dataclasses.replace(self, **changes)
-
-
-def block_config_from_mapping(fields: Mapping[str, Any]) -> BlockConfig:
-    """Builds a validated BlockConfig from a mapping (e.g. an ml_collections ConfigDict).
-
-    Unknown keys are an error naming the key, so that a typo in `--config.model.X` cannot be
-    silently ignored.
-    """
-    known = {f.name for f in dataclasses.fields(BlockConfig)}
-    for key in fields:
-        require(key in known, f"model.{key}", f"unknown field; known fields are {sorted(known)}")
-    return BlockConfig(**{k: fields[k] for k in fields})

@@ -1,6 +1,6 @@
 r"""Where the time of one bias-sweep chunk goes: the block's parts timed on their own (GPU tuning).
 
-  python experiments/profile_block.py [--chunk=32] [--precision=tf32|highest|bfloat16]
+  python -m benchmarks.profile_block [--chunk=32] [--precision=tf32|highest|bfloat16]
 
 Times, for one chunk of `chunk` bias norms (BERT-base, B = 32, L = 128; M = chunk·B·L rows): the
 whole bare forward, the four D×D projections, the MLP with and without its GELU, the attention
@@ -39,16 +39,17 @@ def main(argv):
     import jax
     import jax.numpy as jnp
 
-    from anisotropy_jax import inputs, model
+    from anisotropy_jax import inputs
+    from anisotropy_jax.models import block as block_lib, layers
     from anisotropy_jax.config import BlockConfig
 
     precision = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}[_PRECISION.value]
     block = BlockConfig(precision=precision)
-    dtype, lax_precision = model.matmul_settings(block)
+    dtype, lax_precision = layers.matmul_settings(block)
     chunk, b, l, d, f, h = _CHUNK.value, 32, 128, 768, 3072, 12
     m = chunk * b * l
     key = jax.random.key(0)
-    params = model.TransformerBlock(block).init(key, jnp.zeros((1, 2, d)))
+    params = block_lib.TransformerBlock(block).init(key, jnp.zeros((1, 2, d)))
     z = jax.random.normal(key, (b, l, d))
     u = inputs.random_unit_vector(jax.random.key(1), d)
     s = jnp.linspace(0.0, 100.0, chunk)
@@ -62,7 +63,7 @@ def main(argv):
 
     def bare(params, z, u, s, block=block):
         def point(si):
-            y, _ = model.TransformerBlock(block).apply(params, inputs.biased_inputs(z, u, si))
+            y, _ = block_lib.TransformerBlock(block).apply(params, inputs.biased_inputs(z, u, si))
             return jnp.sum(y)
         return jax.vmap(point)(s)
 
@@ -95,12 +96,12 @@ def main(argv):
     report("4 projections (+bias)", median_time(jax.jit(projections), x, repeats=_REPEATS.value),
            8 * m * d * d / 1e9)
 
-    def mlp(x, gelu=model.gelu_exact):
+    def mlp(x, gelu=layers.gelu_exact):
         hdn = gemm(x, p["mlp"]["fc_in"]["kernel"]) + p["mlp"]["fc_in"]["bias"]
         hdn = gelu(hdn.astype(dtype))
         return jnp.sum(gemm(hdn, p["mlp"]["fc_out"]["kernel"]) + p["mlp"]["fc_out"]["bias"])
 
-    for name, gelu in (("exact GELU (model.gelu_exact)", model.gelu_exact),
+    for name, gelu in (("exact GELU (layers.gelu_exact)", layers.gelu_exact),
                        ("exact GELU (jax.nn.gelu, XLA's erf)",
                         functools.partial(jax.nn.gelu, approximate=False)),
                        ("tanh GELU", functools.partial(jax.nn.gelu, approximate=True)),
@@ -122,7 +123,7 @@ def main(argv):
                                                      repeats=_REPEATS.value),
            4 * chunk * b * h * l * l * 64 / 1e9)
 
-    from anisotropy_jax import fused_attention
+    from anisotropy_jax.models import fused_attention
 
     def pallas_core(q, k, v):
         o, stats = fused_attention.fused_attention(q, k, v, logit_scale=0.125,
@@ -142,7 +143,7 @@ def main(argv):
                4 * chunk * b * h * l * l * 64 / 1e9)
 
     def norms(x):
-        ln = functools.partial(model._layer_norm, block)  # noqa: SLF001
+        ln = functools.partial(layers.layer_norm, block)
         y = ln("a").apply({"params": p["attention_norm"]}, x + x * 0.5)
         return jnp.sum(ln("b").apply({"params": p["mlp_norm"]}, y + y * 0.5))
 

@@ -1,6 +1,6 @@
 r"""GPU time of one bias-sweep chunk, kernel by kernel, from a profiler trace (GPU tuning).
 
-  python experiments/trace_sweep.py [--precision=tf32|bfloat16|highest] [--chunk=32] [--top=16]
+  python -m benchmarks.trace_sweep [--precision=tf32|bfloat16|highest] [--chunk=32] [--top=16]
 
 Runs the benchmark's sweep chunk (`benchmark.parity_chunk`: BERT-base, B = 32, L = 128, the three
 benchmark metrics, the library's default schedule) `--repeats` times under `jax.profiler.trace`,
@@ -15,7 +15,6 @@ import glob
 import gzip
 import json
 import os
-import sys
 import tempfile
 
 from absl import app, flags
@@ -49,22 +48,23 @@ def main(argv):
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    sys.path.insert(0, os.path.dirname(__file__))
-    import benchmark
+    from benchmarks import benchmark
 
-    from anisotropy_jax import flops, sweep
+    from anisotropy_jax import flops
+    from anisotropy_jax.config import SweepConfig
+    from anisotropy_jax.studies.sweep import grid
     from anisotropy_jax.config import BlockConfig
 
     precision = benchmark.PRECISIONS[_PRECISION.value]
     impl = "pallas" if jax.default_backend() == "gpu" and precision != "highest" else "xla"
     block = BlockConfig(precision=precision, attention_impl=impl)
-    mesh = sweep.grid_mesh(jax.devices()[:1])
-    config = sweep.SweepConfig(block=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
+    mesh = grid.grid_mesh(jax.devices()[:1])
+    config = SweepConfig(block=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
                                num_seeds=1)
-    state = jax.device_put(tuple(sweep.init_seeds(config)), NamedSharding(mesh, P()))
-    fn = sweep.jit_chunk(benchmark.parity_chunk(block), mesh)
+    state = jax.device_put(tuple(grid.init_seeds(config)), NamedSharding(mesh, P()))
+    fn = grid.jit_chunk(benchmark.parity_chunk(block), mesh)
     norms = jax.device_put(np.linspace(0.0, 100.0, _CHUNK.value).astype(np.float32),
-                           NamedSharding(mesh, P(sweep.GRID_AXIS)))
+                           NamedSharding(mesh, P(grid.GRID_AXIS)))
     jax.block_until_ready(fn(*state, norms))
     with tempfile.TemporaryDirectory() as trace_dir:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):

@@ -2,7 +2,7 @@
 
 The bias sweep needs, per head and query, the attention output and three statistics of the
 softmax: its entropy, its largest probability and its mass on the first key. The plain path
-(`model.SelfAttention`, XLA) writes the (B, H, L, L) logits and weights to memory and reads them
+(`models.attention`, XLA) writes the (B, H, L, L) logits and weights to memory and reads them
 back for every metric. This kernel keeps one (L, L) tile of logits per (sequence, head) on chip:
 with m = max_k s_k, l = Σ_k exp(s_k − m) and p_k = exp(s_k − m)/l,
 
@@ -16,7 +16,7 @@ bfloat16 inputs with float32 accumulation).
 
 `supported(L, Dh)` says which shapes the kernel takes (L and Dh powers of two ≥ 16, L ≤ 256);
 padding masks are not supported. Off GPU the kernel runs in Pallas interpret mode (slow), which
-is how the CPU tests check it against the plain path.
+is how the CPU tests check it against the plain path and `metrics.attention_statistics`.
 """
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
     # One program: a block of Q queries of one (sequence, head) against all L keys.
     if affine:
         q_slope_ref, v_slope_ref, s_ref, o_ref, entropy_ref, max_ref, sink_ref = refs
-        bias_norm = s_ref[0]
+        coefficient = s_ref[0]
         q_QxDh = (q_ref[...].astype(jnp.float32)
-                  + bias_norm * q_slope_ref[...].astype(jnp.float32)[None, :]).astype(k_ref.dtype)
+                  + coefficient * q_slope_ref[...].astype(jnp.float32)[None, :]).astype(k_ref.dtype)
     else:
         o_ref, entropy_ref, max_ref, sink_ref = refs
         q_QxDh = q_ref[...]
@@ -78,8 +78,8 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
     out_QxDh = jax.lax.dot_general(
         p_QxL.astype(v_LxDh.dtype), v_LxDh, (((1,), (0,)), ((), ())), precision=precision,
         preferred_element_type=jnp.float32)
-    if affine:  # the rows of p sum to 1: p·(v + s·v_u) = p·v + s·v_u
-        out_QxDh = out_QxDh + bias_norm * v_slope_ref[...].astype(jnp.float32)[None, :]
+    if affine:  # the rows of p sum to 1: p·(v + t·v_slope) = p·v + t·v_slope
+        out_QxDh = out_QxDh + coefficient * v_slope_ref[...].astype(jnp.float32)[None, :]
     o_ref[...] = out_QxDh.astype(o_ref.dtype)
 
 
@@ -90,28 +90,30 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
                     precision: jax.lax.Precision = jax.lax.Precision.HIGHEST,
                     interpret: bool = False, num_warps: int = 8, block_q: int = 0,
                     query_slope_HxDh: Array | None = None, value_slope_HxDh: Array | None = None,
-                    bias_norm: Array | None = None):
+                    coefficient: Array | None = None):
     """softmax(q·kᵀ · logit_scale)·v per head, plus per-query statistics of the softmax.
 
     Returns (out (B, L, H, Dh) float32, {"attn_entropy", "attn_max", "attn_sink"} each (B, H, L)
     float32: entropy in nats, largest probability, probability of key 0).
     num_warps: 8 ran the BERT-base tile (L = 128, Dh = 64) in 0.046 ms per grid point on an
-    H200 against 0.069 ms with 4 (experiments/profile_block.py, 2026-11-26).
+    H200 against 0.069 ms with 4 (benchmarks/profile_block.py, 2026-11-26).
     block_q: queries per program (a power of two ≥ 16 dividing L; 0 = all L).
 
-    Affine inputs (`query_slope_HxDh`, `value_slope_HxDh` and `bias_norm` s given): q, k, v are the
-    projections of z only, and the attention of z + s·u is computed, with queries q + s·q_u
-    formed on chip, keys k (the key term s·k_u adds q·s·k_u to every logit of a query, which the
-    softmax cancels) and values v + s·v_u (rows of weights sum to 1, so s·v_u is added to the
-    output). Under a vmap over s, q, k, v and the slopes stay unbatched: one copy serves every s.
+    Affine inputs (`query_slope_HxDh`, `value_slope_HxDh` and a scalar `coefficient` t given):
+    the attention of q + t·q_slope, k + t·k_slope, v + t·v_slope is computed from q, k, v and the
+    two slopes: queries q + t·q_slope are formed on chip; the key slope is not needed (it adds
+    (q + t·q_slope)·t·k_slope to every logit of a query, a constant the softmax cancels); and
+    t·v_slope is added to the output (rows of weights sum to 1). Under a vmap over t, q, k, v and
+    the slopes stay unbatched: one copy serves every t. (The bias sweep's inputs z + s·u have
+    projections of this form, with t = s: studies/sweep/affine.py.)
     """
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
     block_q = block_q or seq_len
     if not (_is_power_of_two(block_q) and seq_len % block_q == 0):
         raise ValueError(f"block_q: {block_q} must be a power of two >= 16 dividing L={seq_len}")
-    affine = bias_norm is not None
+    affine = coefficient is not None
     if affine != (query_slope_HxDh is not None) or affine != (value_slope_HxDh is not None):
-        raise ValueError("affine inputs: give query_slope_HxDh, value_slope_HxDh and bias_norm "
+        raise ValueError("affine inputs: give query_slope_HxDh, value_slope_HxDh and coefficient "
                          "together")
     kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision,
                                affine=affine)
@@ -124,7 +126,7 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
         slope_spec = pl.BlockSpec((None, d_head), lambda b, h, i: (h, 0))
         affine_specs = [slope_spec, slope_spec, pl.BlockSpec((1,), lambda b, h, i: (0,))]
         affine_args = [query_slope_HxDh, value_slope_HxDh,
-                       jnp.reshape(jnp.asarray(bias_norm, jnp.float32), (1,))]
+                       jnp.reshape(jnp.asarray(coefficient, jnp.float32), (1,))]
     compiler_params = None
     if not interpret:
         from jax.experimental.pallas import triton as plgpu  # GPU only
@@ -142,17 +144,6 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
         name="attention_with_stats",
     )(q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh, *affine_args)
     return out, {"attn_entropy": entropy, "attn_max": max_p, "attn_sink": sink}
-
-
-def reference_statistics(logits_BxHxLxL: Array, weights_BxHxLxL: Array,
-                         mask: Array | None = None) -> dict[str, Array]:
-    """The same statistics from materialised logits and weights (the plain path)."""
-    log_p = jax.nn.log_softmax(logits_BxHxLxL if mask is None
-                               else jnp.where(mask, logits_BxHxLxL, -jnp.inf), axis=-1)
-    p = jnp.exp(log_p)
-    return {"attn_entropy": -jnp.sum(jnp.where(p > 0, p * log_p, 0.0), axis=-1),
-            "attn_max": jnp.max(weights_BxHxLxL, axis=-1),
-            "attn_sink": weights_BxHxLxL[..., 0]}
 
 
 def logit_scale(d_head: int, temperature: float) -> float:

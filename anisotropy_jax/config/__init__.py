@@ -1,0 +1,26 @@
+"""Every typed, frozen config of the package, and the one mapping → dataclass converter (the
+bottom layer: imports nothing else from the package).
+
+ml_collections ConfigDicts exist only at the edge (experiment files, flags): `from_mapping`
+converts them once, recursively, and each field is validated once, in its dataclass, with a
+one-line `ConfigError` naming the field, before anything is compiled.
+"""
+from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
+                                        require_choice, require_int, require_positive_float)
+from anisotropy_jax.config.model import (ATTENTION_IMPLS, ATTENTIONS, INITS, NORM_POSITIONS,
+                                         PRECISIONS, BlockConfig, TransformerConfig)
+from anisotropy_jax.config.pretrained import PretrainedConfig
+from anisotropy_jax.config.sweep import (DEFAULT_BIAS_NORMS, SweepConfig, default_label,
+                                         sweep_configs_from_mapping)
+from anisotropy_jax.config.training import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAKESPEARE,
+                                            AnalysisConfig, DataConfig, ModelSpec, OptimConfig,
+                                            TrainConfig, train_config_from_mapping, vocab_size)
+
+__all__ = [
+    "ATTENTION_IMPLS", "ATTENTIONS", "INITS", "NORM_POSITIONS", "PRECISIONS", "DEFAULT_BIAS_NORMS",
+    "MASK_ID", "NUM_BYTES", "OBJECTIVES", "SHAKESPEARE", "AnalysisConfig", "BlockConfig",
+    "ConfigError", "DataConfig", "ModelSpec", "OptimConfig", "PretrainedConfig", "SweepConfig",
+    "TrainConfig", "TransformerConfig", "default_label", "from_mapping", "require",
+    "require_bool", "require_choice", "require_int", "require_positive_float",
+    "sweep_configs_from_mapping", "train_config_from_mapping", "vocab_size",
+]

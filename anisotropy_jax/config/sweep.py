@@ -1,0 +1,136 @@
+"""Configuration of the untrained-block bias sweep (docs/SCIENCE.md, "The untrained-block
+experiment") and its experiment-file form (one sweep, or several compared along a model field)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
+                                        require_int)
+from anisotropy_jax.config.model import BlockConfig
+
+# s = 0 plus 2^-2 … 2^12 in half-octave steps (29 values): from "no bias" through s² ≈ d (s ≈ 28 for
+# BERT-base, where F1 crosses 1/2) to far beyond 1,024.
+DEFAULT_BIAS_NORMS: tuple[float, ...] = (0.0,) + tuple(2.0 ** (k / 2) for k in range(-4, 25))
+
+
+def _as_bias_norms(value: Any) -> tuple[float, ...]:
+    """A non-empty tuple of finite floats ≥ 0 (ConfigError naming `bias_norms` otherwise)."""
+    require(not isinstance(value, (str, bytes)) and hasattr(value, "__iter__"), "bias_norms",
+            f"must be a non-empty sequence of numbers, got {value!r}")
+    out = []
+    for s in value:
+        require(not isinstance(s, bool)
+                and isinstance(s, (int, float, np.integer, np.floating)), "bias_norms",
+                f"{s!r} is not a number")
+        require(math.isfinite(s), "bias_norms", f"{s!r} is not finite")
+        require(s >= 0, "bias_norms", f"{s!r} is negative (a bias norm is ≥ 0)")
+        out.append(float(s))
+    require(len(out) > 0, "bias_norms", "must be a non-empty sequence of numbers, got ()")
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """A bias sweep: the block, the inputs, the grid and how it is chunked.
+
+    Attributes:
+      block: the block (its `precision` is the sweep's matmul precision).
+      batch_size: B sequences per grid point.
+      seq_len: L tokens per sequence (≥ 2: attention needs a choice).
+      bias_norms: the swept s values (finite, ≥ 0), in the order reported.
+      num_seeds: independent draws of (weights, z, u); every s of a seed shares them.
+      seed: base PRNG seed; seed i uses fold_in(key(seed), i).
+      chunk_size: grid points (seed × s) in flight at once over all devices; 0 = the whole grid.
+        The s-block of a chunk is rounded up to a multiple of the device count.
+      reuse_projections: compute each seed's attention input projection z·W, u·W once per chunk
+        and assemble z·W + s·(u·W) + b per point (same function, a quarter fewer FLOPs for
+        BERT-base; post-LN and no-LN blocks only, ignored for pre-LN). False runs the block
+        literally on x = z + s·u. Both agree within float32 rounding (tests/test_sweep.py).
+      points_per_step: bias norms of a seed evaluated at once (vmapped) inside a chunk, the rest
+        in a loop on the device; 0 = auto (1 on the CPU, the whole chunk on accelerators). Same
+        values either way; only speed and memory change.
+    """
+
+    block: BlockConfig = BlockConfig()
+    batch_size: int = 16
+    seq_len: int = 128
+    bias_norms: tuple[float, ...] = DEFAULT_BIAS_NORMS
+    num_seeds: int = 3
+    seed: int = 0
+    chunk_size: int = 8
+    reuse_projections: bool = True
+    points_per_step: int = 0
+
+    def __post_init__(self):
+        require(isinstance(self.block, BlockConfig), "model",
+                f"expected a BlockConfig, got {type(self.block).__name__}")
+        for name, minimum in (("batch_size", 1), ("seq_len", 2), ("num_seeds", 1), ("seed", 0),
+                              ("chunk_size", 0), ("points_per_step", 0)):
+            require_int(getattr(self, name), name, minimum)
+        require_bool(self.reuse_projections, "reuse_projections")
+        require(isinstance(self.bias_norms, tuple), "bias_norms",
+                f"must be a non-empty tuple of floats, got {self.bias_norms!r}")
+        object.__setattr__(self, "bias_norms", _as_bias_norms(self.bias_norms))
+
+    @property
+    def num_points(self) -> int:
+        return self.num_seeds * len(self.bias_norms)
+
+    def replace(self, **changes: Any) -> "SweepConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def default_label(block: BlockConfig) -> str:
+    """A short name of a sweep's block: "post-LN, init=bert(0.02)" and the like."""
+    parts = [f"{block.norm_position}-LN" if block.norm_position != "none" else "no LN",
+             f"init={block.init}" + (f"({block.init_std:g})" if block.init == "bert" else "")]
+    if not block.use_mlp:
+        parts.append("attention only")
+    return ", ".join(parts)
+
+
+def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, SweepConfig]]:
+    """Validates an experiment config (e.g. an ml_collections ConfigDict) into typed sweeps.
+
+    The experiment form has `model` (the block), a top-level `precision`, and optionally
+    `compare_field` / `compare_values`. Returns [(label, SweepConfig)]: one sweep, or one per
+    entry of `compare_values` when `compare_field` names a model field (labels "field=value";
+    the sweeps share seeds and grid). Every error is a one-line `ConfigError` naming the field.
+    """
+    rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
+    model_fields = dict(rest.pop("model", {}))
+    require("precision" not in model_fields, "model.precision",
+            "set the top-level `precision` instead")
+    if "precision" in rest:
+        model_fields["precision"] = rest.pop("precision")
+    compare_field = rest.pop("compare_field", "") or ""
+    compare_values = tuple(rest.pop("compare_values", ()) or ())
+    block = from_mapping(BlockConfig, model_fields, "model.")
+    if "block" in rest:
+        raise ConfigError("block: unknown field; the block's fields go under `model`")
+    if "bias_norms" in rest:
+        rest["bias_norms"] = _as_bias_norms(rest["bias_norms"])
+    base = from_mapping(SweepConfig, rest, block=block)
+    if not compare_field:
+        require(not compare_values, "compare_values",
+                "set compare_field to the model field they vary")
+        return [(default_label(block), base)]
+    known = {f.name for f in dataclasses.fields(BlockConfig)} - {"precision"}
+    require(compare_field in known, "compare_field",
+            f"{compare_field!r} is not a model field; choose one of {sorted(known)}")
+    require(len(compare_values) >= 1, "compare_values", "give at least one value of compare_field")
+    sweeps = []
+    for value in compare_values:
+        try:
+            block_v = block.replace(**{compare_field: value})
+        except ConfigError as err:
+            raise ConfigError(f"compare_values: {err}") from None
+        sweeps.append((f"{compare_field}={value}", base.replace(block=block_v)))
+    labels = [label for label, _ in sweeps]
+    require(len(set(labels)) == len(labels), "compare_values",
+            f"repeated values {list(compare_values)}")
+    return sweeps

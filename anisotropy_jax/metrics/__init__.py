@@ -1,0 +1,39 @@
+"""Anisotropy and attention metrics: pure functions of arrays, jit/vmap-safe, no model knowledge
+(docs/SCIENCE.md, "Metrics").
+
+Conventions:
+  * Point clouds are (N, D), or (..., D) flattened to (N, D) over the leading axes.
+  * Sequence-aware cosines take (B, L, D) and an optional (B, L) mask of valid tokens.
+  * Attention statistics take float32 logits (..., Lq, Lk) and an optional boolean mask of
+    visible keys broadcastable to them; they return one value per query, (..., Lq)
+    (`metrics.attention`).
+  * Queries/keys for the geometry are (B, L, H, Dh).
+  * Every norm goes through `vector_norms` (overflow-safe, norms up to ~1e38).
+Everything is computed in the input dtype (float32 by default; the tests run float64 through the
+same code). Shape errors (too few vectors for a pair) are raised at trace time, before any
+compilation of a larger program. Only `drift_anisotropy_correlation` is host-side (scipy).
+"""
+from anisotropy_jax.metrics.attention import (STATISTICS, attention_entropy, attention_max,
+                                              attention_sink_mass, attention_statistics,
+                                              mean_over_queries, normalized_attention_entropy,
+                                              normalized_entropy, query_key_geometry,
+                                              visible_key_counts)
+from anisotropy_jax.metrics.correlation import drift_anisotropy_correlation
+from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
+                                             cross_sequence_cosine_similarity, drift_norm,
+                                             effective_rank, isoscore, isoscore_star,
+                                             partition_isotropy, relative_drift,
+                                             sampled_pair_cosine_similarity,
+                                             top_pc_variance_ratio,
+                                             within_sequence_cosine_similarity)
+from anisotropy_jax.metrics.norms import mean_norm, unit_vectors, vector_norms
+
+__all__ = [
+    "STATISTICS", "attention_entropy", "attention_max", "attention_sink_mass",
+    "attention_statistics", "average_cosine_similarity", "cross_sequence_cosine_similarity",
+    "drift_anisotropy_correlation", "drift_norm", "effective_rank", "isoscore", "isoscore_star",
+    "mean_norm", "mean_over_queries", "normalized_attention_entropy", "normalized_entropy",
+    "partition_isotropy", "query_key_geometry", "relative_drift",
+    "sampled_pair_cosine_similarity", "top_pc_variance_ratio", "unit_vectors",
+    "vector_norms", "visible_key_counts", "within_sequence_cosine_similarity",
+]

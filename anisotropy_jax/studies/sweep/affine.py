@@ -1,0 +1,84 @@
+"""The sweep's shared attention input projection: x = z + s·u gives x·W + b = (z·W + b) + s·(u·W).
+
+Where attention sees x itself (post-LN or no LN), its input projection is affine in the bias norm
+s, so each seed's z·W and u·W are computed once per chunk and every point's projection is an
+element-wise update instead of a (B·L, D) × (D, 3D) matmul (a quarter of a BERT-base block's
+FLOPs). The block receives it through `models.attention.PrecomputedQKV`; `AffineProjection`
+implements that protocol, and the fused kernel then forms q + s·(u·W_q) on chip
+(`models.fused_attention`, "affine inputs"). The model never sees s as a bias norm: only an
+affine projection's coefficient. Tested equal to the literal block in tests/test_sweep.py.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from anisotropy_jax import inputs
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.models.attention import AffineQKV, stored_qkv
+from anisotropy_jax.models.block import TransformerBlock
+from anisotropy_jax.models.layers import matmul_settings
+
+Array = jax.Array
+
+
+class AffineProjection(NamedTuple):
+    """qkv = base + s·slope: base_BxLx3D = z·W + b and slope_3D = u·W (float32) are shared by
+    every s of a seed; only the scalar s is per point (a `PrecomputedQKV`)."""
+
+    base_BxLx3D: Array
+    slope_3D: Array
+    bias_norm: Array
+
+    def assemble(self) -> Array:
+        """(B, L, 3D): XLA fuses the update into its consumers."""
+        return (self.base_BxLx3D
+                + jnp.asarray(self.bias_norm, jnp.float32) * self.slope_3D[None, None, :])
+
+    def affine_form(self) -> AffineQKV:
+        return AffineQKV(self.base_BxLx3D, self.slope_3D, self.bias_norm)
+
+
+class ProjectedSeed(NamedTuple):
+    """One seed's attention input projection, split along x = z + s·u (float32, no bias)."""
+
+    qkv_z_BxLx3D: Array  # z·[W_q W_k W_v]
+    qkv_u_3D: Array      # u·[W_q W_k W_v]
+
+
+def can_reuse_projections(block: BlockConfig) -> bool:
+    """Whether attention sees x itself (post-LN or no LN), so its input projection is linear in s.
+    With pre-LN it sees LN(z + s·u), which is not."""
+    return block.norm_position != "pre"
+
+
+def qkv_projection(config: BlockConfig, block_params: Any, x_NxD: Array) -> Array:
+    """x·[W_q W_k W_v] (no bias) in float32 at the configured matmul precision, for inputs of any
+    leading shape (..., D) → (..., 3D), from the parameters of a `TransformerBlock`."""
+    dtype, precision = matmul_settings(config)
+    kernel_Dx3D, _ = stored_qkv(block_params["params"]["attention"])
+    return jnp.dot(x_NxD.astype(dtype), kernel_Dx3D.astype(dtype), precision=precision,
+                   preferred_element_type=jnp.float32)
+
+
+def project_seed(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array) -> ProjectedSeed:
+    """z·W and u·W, computed once per seed and shared by all its bias norms."""
+    return ProjectedSeed(qkv_projection(block, params, z_BxLxD),
+                         qkv_projection(block, params, u_D))
+
+
+def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_norm: Array,
+             projected: ProjectedSeed | None = None) -> tuple[Array, dict[str, Array]]:
+    """(output, probes) of the block on x = z + s·u; with `projected` (see `project_seed`) the
+    attention input projection is assembled from it instead of recomputed."""
+    x_BxLxD = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
+    precomputed = None
+    if projected is not None:
+        base_BxLx3D = projected.qkv_z_BxLx3D  # shared by every s of the seed (unbatched)
+        _, bias_3D = stored_qkv(params["params"]["attention"])
+        if bias_3D is not None:
+            base_BxLx3D = base_BxLx3D + bias_3D[None, None, :]
+        precomputed = AffineProjection(base_BxLx3D, projected.qkv_u_3D, bias_norm)
+    return TransformerBlock(block).apply(params, x_BxLxD, precomputed_qkv=precomputed)

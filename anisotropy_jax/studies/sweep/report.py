@@ -1,0 +1,125 @@
+"""Writing a bias sweep: config.json (at the start), results.json (the results contract, last and
+atomically), results.npz, figures/*.png, and the printed table with the closed forms.
+
+results.json holds `provenance`, `config`, and for the first sweep `bias_norms`, `metrics`
+({name: {"mean", "std", "per_seed"}}), `closed_forms` and `trends`; `runs` holds the same for
+every sweep of a comparison, by label. results.npz holds (seeds, s) per metric and
+(seeds, s, heads) per head, under "<label>__<metric>" and "<label>__per_head__<metric>".
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+from typing import Any, Mapping
+
+from anisotropy_jax import results
+from anisotropy_jax.config import SweepConfig
+from anisotropy_jax.plotting import sweep as sweep_plots
+from anisotropy_jax.studies.sweep import theory
+from anisotropy_jax.studies.sweep.grid import ChunkProgress, SweepResult
+
+
+def write_config(workdir: pathlib.Path, config: Any, sweeps: list[tuple[str, SweepConfig]]
+                 ) -> None:
+    """config.json, written before the run: what was attempted, even if it fails."""
+    results.write_json(workdir / "config.json", {"config": config, "sweeps": dict(sweeps)})
+
+
+def progress_printer(label: str):
+    """A `progress` callback for `grid.run` that prints one line per chunk."""
+    def progress(p: ChunkProgress) -> None:
+        print(f"[{label}] chunk {p.index}/{p.total}  seeds {p.seeds[0]}-{p.seeds[1]}  "
+              f"s {p.bias_norms[0]:.3g}..{p.bias_norms[1]:.3g}  {p.seconds:.1f} s", flush=True)
+    return progress
+
+
+def run_summary(label: str, result: SweepResult) -> dict:
+    """One sweep's entry of results.json."""
+    cfg = result.config
+    return {
+        "label": label,
+        "sweep_config": cfg,
+        "bias_norms": result.bias_norms.tolist(),
+        "seq_len": cfg.seq_len,
+        "d_model": cfg.block.d_model,
+        "metrics": theory.summarize(result.per_seed),
+        "closed_forms": theory.compare_with_closed_forms(cfg, result.bias_norms,
+                                                         result.per_seed),
+        "trends": theory.trends(result.bias_norms, result.per_seed),
+        "chunk_layout": result.layout,
+        "num_devices": result.num_devices,
+        "seconds": result.seconds,
+        "first_chunk_seconds_incl_compile": result.first_chunk_seconds,
+    }
+
+
+def format_table(run: Mapping[str, Any]) -> str:
+    """A compact table (about 10 values of s) with F1/F2, then the closed-form deviations and
+    the trends, of one sweep's `run_summary`."""
+    s = run["bias_norms"]
+    rows = list(range(len(s)))
+    if len(rows) > 12:  # compact: about 10 rows, first and last included
+        rows = sorted(set(round(i * (len(s) - 1) / 9) for i in range(10)))
+    m, forms = run["metrics"], run["closed_forms"]
+    columns = [("in cos", m["input_cosine"]["mean"]),
+               ("F1", forms["input_cosine"]["predicted"]),
+               ("out cos", m["output_cosine"]["mean"]),
+               ("attn xseq", m.get("attention_output_cross_sequence_cosine", {}).get("mean")),
+               ("H/lnL", m["attention_entropy_normalized"]["mean"]),
+               ("max p", m["attention_max"]["mean"]),
+               ("|q|", m["query_norm"]["mean"]),
+               ("F2", forms.get("query_norm", {}).get("predicted")),
+               ("cos(q̄,k̄)", m["mean_query_key_cosine"]["mean"]),
+               ("|out|", m["output_norm"]["mean"])]
+    columns = [(name, values) for name, values in columns if values is not None]
+    lines = [f"\n{run['label']}  (mean over seeds; F1/F2: closed forms, docs/SCIENCE.md)",
+             f"{'s':>9} " + " ".join(f"{name:>9}" for name, _ in columns)]
+    for i in rows:
+        lines.append(f"{s[i]:9.3g} " + " ".join(f"{values[i]:9.4g}" for _, values in columns))
+    for form in forms.values():
+        rel = form["max_rel_deviation"]
+        lines.append(f"  {form['formula']}: max |measured - predicted| = "
+                     f"{form['max_abs_deviation']:.3g}"
+                     + (f" (max relative {rel:.2%})" if rel is not None else "")
+                     + f" at s = {form['worst_s']:g}")
+    for name, t in run["trends"].items():
+        lines.append(f"  {name} {t['direction']} from {t['first']:.4g} to {t['last']:.4g} "
+                     f"({t['fraction_of_steps_in_direction']:.0%} of the steps of s)")
+    return "\n".join(lines)
+
+
+def _safe_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
+
+
+def arrays(runs: Mapping[str, SweepResult]) -> dict[str, Any]:
+    """The contents of results.npz."""
+    out: dict[str, Any] = {"labels": list(runs)}
+    for label, result in runs.items():
+        prefix = _safe_name(label)
+        out[f"{prefix}__bias_norms"] = result.bias_norms
+        out.update({f"{prefix}__{k}": v for k, v in result.per_seed.items()})
+        out.update({f"{prefix}__per_head__{k}": v for k, v in result.per_head.items()})
+    return out
+
+
+def write(runs: Mapping[str, SweepResult], workdir: pathlib.Path,
+          provenance: results.Provenance, config: Any) -> dict:
+    """Writes results.npz, figures/*.png and, last and atomically, results.json (a run that fails
+    or is interrupted leaves none); returns results.json's dict."""
+    summaries = {label: run_summary(label, result) for label, result in runs.items()}
+    first = next(iter(summaries.values()))
+    doc = {
+        "provenance": provenance.finish(),
+        "config": config,
+        "bias_norms": first["bias_norms"],
+        "metrics": first["metrics"],
+        "closed_forms": first["closed_forms"],
+        "trends": first["trends"],
+        "runs": summaries,
+    }
+    for name, make in sweep_plots.FIGURES.items():
+        results.save_figure(make(summaries), workdir / "figures" / f"{name}.png")
+    results.write_npz(workdir / "results.npz", arrays(runs))
+    results.write_json(workdir / "results.json", doc)  # last: its presence means a complete run
+    return doc

@@ -1,0 +1,112 @@
+"""The pieces of one training step: model state, loss, optimiser, the jitted update, and the
+data-parallel layout they run in.
+
+Optimiser: AdamW (weight decay on kernels and embeddings, ndim ≥ 2), linear warmup then cosine
+decay, global-norm gradient clipping. The batch axis is sharded over every visible device
+(`jax.sharding.NamedSharding` on a one-axis mesh "data"); parameters and optimiser state are
+replicated.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from anisotropy_jax.config import OptimConfig, TrainConfig, require
+from anisotropy_jax.models.transformer import Transformer
+
+
+def learning_rate_schedule(optim: OptimConfig, steps: int) -> optax.Schedule:
+    """Linear warmup 0 → peak over warmup_steps, then cosine to peak · end_lr_ratio at `steps`."""
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=optim.learning_rate, warmup_steps=optim.warmup_steps,
+        decay_steps=max(steps, optim.warmup_steps + 1),
+        end_value=optim.learning_rate * optim.end_lr_ratio)
+
+
+def optimizer(optim: OptimConfig, steps: int) -> optax.GradientTransformation:
+    """Global-norm clipping (unless grad_clip = 0), then AdamW with the schedule above; weight
+    decay only on tensors of ndim ≥ 2 (kernels, embeddings), not on biases and LayerNorm."""
+    schedule = learning_rate_schedule(optim, steps)
+    decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)  # noqa: E731
+    adamw = optax.adamw(schedule, b1=optim.b1, b2=optim.b2, eps=optim.eps,
+                        weight_decay=optim.weight_decay, mask=decay_mask)
+    if optim.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(optim.grad_clip), adamw)
+    return adamw
+
+
+def weighted_cross_entropy(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
+                           weights_BxL: jax.Array) -> jax.Array:
+    """Σ w·CE / max(Σ w, 1), in float32 (nats per predicted byte)."""
+    ce_BxL = optax.softmax_cross_entropy_with_integer_labels(
+        logits_BxLxV.astype(jnp.float32), targets_BxL)
+    return jnp.sum(ce_BxL * weights_BxL) / jnp.maximum(jnp.sum(weights_BxL), 1.0)
+
+
+def init_state(model: nn.Module, tx: optax.GradientTransformation, seed: int,
+               seq_len: int) -> dict[str, Any]:
+    """{"step": 0, "params": the model's variables, "opt_state"} — the tree every checkpoint
+    holds."""
+    variables = model.init(jax.random.key(seed), jnp.zeros((1, seq_len), jnp.int32))
+    return {"step": jnp.zeros((), jnp.int32), "params": variables,
+            "opt_state": tx.init(variables)}
+
+
+def _all_finite(tree) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def train_step(state, batch, *, model: nn.Module, tx: optax.GradientTransformation,
+               schedule: optax.Schedule):
+    """One AdamW update; metrics: loss, learning rate, gradient norm (before clipping), whether
+    the new parameters are all finite."""
+
+    def loss_fn(variables):
+        logits, _ = model.apply(variables, batch["inputs"])
+        return weighted_cross_entropy(logits, batch["targets"], batch["weights"])
+
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    metrics = {"loss": loss, "learning_rate": schedule(state["step"]),
+               "grad_norm": optax.tree.norm(grads), "params_finite": _all_finite(params)}
+    return {"step": state["step"] + 1, "params": params, "opt_state": opt_state}, metrics
+
+
+def eval_loss(variables, batch, *, model: nn.Module):
+    """The weighted cross-entropy of `batch` (no update)."""
+    logits, _ = model.apply(variables, batch["inputs"])
+    return weighted_cross_entropy(logits, batch["targets"], batch["weights"])
+
+
+def data_mesh() -> Mesh:
+    """All visible devices on one axis, "data"."""
+    return Mesh(np.array(jax.devices()), ("data",))
+
+
+def check_devices(config: TrainConfig, num_devices: int | None = None) -> None:
+    """The global batch must split evenly over the devices (checked before any compilation)."""
+    n = jax.device_count() if num_devices is None else num_devices
+    require(config.data.batch_size % n == 0, "data.batch_size",
+            f"{config.data.batch_size} does not split over the {n} devices; use a multiple of {n}")
+    require(config.eval_batch_size % n == 0, "eval_batch_size",
+            f"{config.eval_batch_size} does not split over the {n} devices; use a multiple of {n}")
+
+
+def abstract_state(config: TrainConfig) -> tuple[Any, nn.Module, optax.GradientTransformation]:
+    """(abstract train state with replicated shardings, model, optimiser)."""
+    model = Transformer(config.transformer_config())
+    tx = optimizer(config.optim, config.steps)
+    shapes = jax.eval_shape(functools.partial(init_state, model, tx, config.seed,
+                                              config.data.seq_len))
+    replicated = NamedSharding(data_mesh(), P())
+    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=replicated),
+                            shapes)
+    return abstract, model, tx
