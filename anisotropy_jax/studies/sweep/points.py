@@ -87,7 +87,10 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
                  "mean_query_key_cosine", "mean_query_key_dot"):
         out[name] = jnp.mean(qk[name])
         out[f"per_head/{name}"] = qk[name]
-    return out
+    # The constants above are the contract: exactly these names leave the device.
+    scalars = [n for n in SCALAR_METRICS if x.shape[0] >= 2 or n not in CROSS_SEQUENCE_METRICS]
+    return ({name: out[name] for name in scalars}
+            | {f"per_head/{name}": out[f"per_head/{name}"] for name in PER_HEAD_METRICS})
 
 
 def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
