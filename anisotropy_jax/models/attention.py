@@ -116,19 +116,34 @@ def mix_values(weights_BxHxLxL: Array, v_BxLxHxDh: Array, precision) -> Array:
     return mixed_BxHxLxDh.transpose(0, 2, 1, 3)
 
 
-def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:
-    """logits → mask → statistics → mix, with the (B, H, L, L) logits and weights as probes."""
-    _, precision = matmul_settings(cfg)
-    logits_BxHxLxL = attention_logits(q, k, fused_attention.logit_scale(
-        cfg.d_head, cfg.logit_temperature), precision)
-    mask = attention_mask(q.shape[1], cfg.causal, key_mask_BxL)
+def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, scale: float,
+                   precision, causal: bool = False, key_mask_BxL: Array | None = None,
+                   logit_bias: Array | None = None) -> tuple[Array, Probes]:
+    """logits → mask → statistics → mix: the plain core every family shares.
+
+    `logit_bias` (broadcastable to (B, H, Lq, Lk), e.g. a relative-position bias) is added to the
+    scaled logits before masking. Returns (mixed (B, L, H, Dh) float32, probes attn_logits,
+    attn_weights and the per-query statistics attn_entropy, attn_max, attn_sink).
+    """
+    logits_BxHxLxL = attention_logits(q_BxLxHxDh, k_BxLxHxDh, scale, precision)
+    if logit_bias is not None:
+        logits_BxHxLxL = logits_BxHxLxL + jnp.asarray(logit_bias, jnp.float32)
+    mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL)
     if mask is not None:
         logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
     weights_BxHxLxL = jax.nn.softmax(logits_BxHxLxL, axis=-1)
     probes = {"attn_logits": logits_BxHxLxL, "attn_weights": weights_BxHxLxL}
     stats = metrics.attention_statistics(logits_BxHxLxL, mask)
     probes.update({f"attn_{name}": value for name, value in stats.items()})
-    return mix_values(weights_BxHxLxL, v, precision), probes
+    return mix_values(weights_BxHxLxL, v_BxLxHxDh, precision), probes
+
+
+def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:
+    """`attention_core` with the block's scale, precision and mask."""
+    _, precision = matmul_settings(cfg)
+    return attention_core(q, k, v, scale=fused_attention.logit_scale(cfg.d_head,
+                                                                     cfg.logit_temperature),
+                          precision=precision, causal=cfg.causal, key_mask_BxL=key_mask_BxL)
 
 
 def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None) -> tuple[Array, Probes]:
