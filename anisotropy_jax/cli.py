@@ -7,6 +7,7 @@ numerically (a non-finite metric or loss) exits with status 1 and one line namin
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 import sys
 from typing import Iterator, NoReturn
@@ -14,6 +15,43 @@ from typing import Iterator, NoReturn
 from absl import flags
 
 from anisotropy_jax.config import ConfigError
+
+_CACHE = flags.DEFINE_string(
+    "compilation_cache", "default",
+    "JAX's persistent compilation cache for this run: 'default' = $JAX_COMPILATION_CACHE_DIR if "
+    "set, else ~/.cache/anisotropy_jax/jax; a folder; or 'off'. A second run of the same shapes "
+    "then skips compilation.")
+# Compilations shorter than this are not worth a disk write (JAX's default is 1 s).
+CACHE_MIN_COMPILE_SECONDS = 0.2
+
+
+def default_cache_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / \
+        "anisotropy_jax" / "jax"
+
+
+def enable_compilation_cache(setting: str = "default") -> pathlib.Path | None:
+    """Turns on JAX's persistent compilation cache ('default', a folder, or 'off'); returns the
+    folder used, or None. An explicit JAX_COMPILATION_CACHE_DIR (e.g. a test's) wins over
+    'default'."""
+    if setting == "off":
+        return None
+    import jax  # only here: the flag-parsing path stays free of JAX
+
+    if setting == "default":
+        env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+        folder = pathlib.Path(env) if env else default_cache_dir()
+    else:
+        folder = pathlib.Path(setting).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        fail(f"--compilation_cache: cannot create {folder} ({error.strerror})")
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          CACHE_MIN_COMPILE_SECONDS)
+    return folder
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
@@ -44,6 +82,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         fail(message)
     if len(rest) > 1:
         fail(f"unexpected arguments: {' '.join(rest[1:])}")
+    enable_compilation_cache(_CACHE.value)
     return rest
 
 
