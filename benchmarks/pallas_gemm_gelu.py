@@ -18,7 +18,7 @@ from jax.experimental import pallas as pl
 
 from anisotropy_jax.models.layers import gelu_exact
 
-from benchmarks.profile_block import median_time
+from benchmarks.timing import median_time
 
 
 def _kernel(x_ref, w_ref, b_ref, o_ref, *, block_k: int, k_total: int, precision):

@@ -11,27 +11,14 @@ Used to find what stands between the sweep and the matmul rate (docs/PERFORMANCE
 from __future__ import annotations
 
 import functools
-import time
 
 from absl import app, flags
+
+from benchmarks.timing import median_time
 
 _CHUNK = flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
 _PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
-
-
-def median_time(fn, *args, repeats):
-    """Median wall seconds of `repeats` calls of fn(*args), after one warm-up call."""
-    import jax
-    import numpy as np
-
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def main(argv):

@@ -1,0 +1,76 @@
+r"""What the bias sweep's full results contract costs, metric by metric (GPU tuning, issue 14).
+
+  python -m benchmarks.profile_metrics [--chunk=32] [--repeats=20]
+
+For one chunk of `chunk` grid points of BERT-base activations (B = 32, L = 128, D = 768, 12 heads),
+times each reduction of `studies/sweep/points.reduce_probes` on its own (vmapped over the chunk,
+jitted), then the whole reduction, and prints ms per grid point. The probes are random arrays of
+the right shapes (attention statistics as the fused kernel returns them, no logits), so the
+numbers are the metrics' cost alone, without the forward.
+"""
+from __future__ import annotations
+
+from absl import app, flags
+
+from benchmarks.timing import median_time
+
+_CHUNK = flags.DEFINE_integer("chunk", 32, "Grid points per chunk.")
+_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
+
+
+def _isoscore_default(x_BxLxD):
+    """IsoScore with the covariance matmul at the backend's default precision (TF32 on NVIDIA
+    GPUs) instead of HIGHEST: how much of IsoScore's cost is the float32 Gram matrix."""
+    import jax.numpy as jnp
+
+    x_NxD = x_BxLxD.reshape(-1, x_BxLxD.shape[-1])
+    xc = x_NxD - jnp.mean(x_NxD, axis=0, keepdims=True)
+    xc = xc / jnp.max(jnp.abs(xc))
+    cov = jnp.einsum("nd,ne->de", xc, xc) / (x_NxD.shape[0] - 1)
+    c = cov / jnp.max(jnp.abs(cov))
+    return jnp.trace(c) ** 2 / jnp.sum(c * c)
+
+
+def main(argv):
+    del argv
+    import jax
+    import jax.numpy as jnp
+
+    from anisotropy_jax import metrics
+    from anisotropy_jax.config import BlockConfig
+    from anisotropy_jax.studies.sweep import points
+
+    chunk, b, l, d, h = _CHUNK.value, 32, 128, 768, 12
+    keys = jax.random.split(jax.random.key(0), 8)
+    x = jax.random.normal(keys[0], (chunk, b, l, d)) + 3.0
+    qk = jax.random.normal(keys[1], (chunk, b, l, h, d // h))
+    stat = jax.random.uniform(keys[2], (chunk, b, h, l))
+    probes = {"resid_pre": x, "attn_out": x * 0.5, "resid_post": x * 2.0, "queries": qk,
+              "keys": qk + 1.0, "values": qk, "attn_entropy": stat, "attn_max": stat,
+              "attn_sink": stat}
+    block = BlockConfig(attention_impl="pallas")
+    parts = {
+        "average_cosine (x1)": lambda p: metrics.average_cosine_similarity(p["resid_post"]),
+        "cross_sequence_cosine (x1)": lambda p: metrics.cross_sequence_cosine_similarity(
+            p["resid_post"]),
+        "within_sequence_cosine (x1)": lambda p: metrics.within_sequence_cosine_similarity(
+            p["resid_post"]),
+        "mean_norm (x1)": lambda p: metrics.mean_norm(p["resid_post"]),
+        "drift_norm (x1)": lambda p: metrics.drift_norm(p["resid_post"]),
+        "relative_drift (x1)": lambda p: metrics.relative_drift(p["resid_post"]),
+        "isoscore (x1)": lambda p: metrics.isoscore(p["resid_post"]),
+        "isoscore, Gram at DEFAULT precision": lambda p: _isoscore_default(p["resid_post"]),
+        "query_key_geometry": lambda p: metrics.query_key_geometry(p["queries"], p["keys"]),
+        "whole reduce_probes": lambda p: points.reduce_probes(p, block),
+    }
+    print(f"{jax.devices()[0].device_kind}: chunk {chunk}, B={b}, L={l}, D={d}; ms per point")
+    for name, fn in parts.items():
+        seconds = median_time(jax.jit(jax.vmap(fn)), probes, repeats=_REPEATS.value)
+        print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
+    one_pass = jax.jit(jax.vmap(lambda p: jnp.sum(p["resid_post"] * p["resid_post"])))
+    seconds = median_time(one_pass, probes, repeats=_REPEATS.value)
+    print(f"  {'one read of resid_post':32s} {seconds / chunk * 1e3:8.4f}   (memory-bound floor)")
+
+
+if __name__ == "__main__":
+    app.run(main)
