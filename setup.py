@@ -30,11 +30,11 @@ CORE = [
 PRETRAINED = ["safetensors==0.8.0", "tokenizers==0.23.3"]
 # torch is only a reference implementation in tests and benchmarks; 2.13.0 is the CPU wheel on disk.
 TORCH_REFERENCE = ["torch==2.13.0", "transformers==5.24.0"]
-# The layout checks of tests/test_layout.py: the layer contract (.importlinter) and ruff (ruff.toml).
-LINT = ["ruff==0.17.6", "import-linter==2.17", "grimp==3.20"]
-TEST = ["pytest==9.2.0", "pytest-xdist==3.8.0", "chex==0.1.92", "jaxtyping==0.3.11"] + LINT
 NOTEBOOKS = ["jupytext==1.19.6", "nbmake==1.5.5", "nbclient==0.11.0", "ipykernel==7.4.0",
              "treescope==0.1.10"]
+# The layout checks of tests/test_layout.py: the layer contract (.importlinter) and ruff (ruff.toml).
+LINT = ["ruff==0.17.6", "import-linter==2.17", "grimp==3.20"]
+TEST = ["pytest==9.2.0", "pytest-xdist==3.8.0", "chex==0.1.92", "jaxtyping==0.3.11"] + LINT + NOTEBOOKS
 
 setup(
     name="anisotropy_jax",

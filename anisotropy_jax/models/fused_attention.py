@@ -41,6 +41,15 @@ def supported(seq_len: int, d_head: int) -> bool:
     return (_is_power_of_two(seq_len) and seq_len <= MAX_SEQ_LEN and _is_power_of_two(d_head))
 
 
+def default_impl(seq_len: int, d_head: int, platform: str | None = None) -> str:
+    """The attention core a study takes by default on `platform` (default: JAX's backend):
+    'pallas' (this kernel) on GPUs for shapes it supports, 'xla' everywhere else — CPUs, TPUs
+    (the kernel is a Triton kernel) and unsupported shapes. Nothing GPU-only is ever a default
+    off GPUs."""
+    platform = jax.default_backend() if platform is None else platform
+    return "pallas" if platform in ("gpu", "cuda") and supported(seq_len, d_head) else "xla"
+
+
 def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, affine: bool):
     # One program: a block of Q queries of one (sequence, head) against all L keys.
     if affine:
