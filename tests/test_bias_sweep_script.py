@@ -22,7 +22,8 @@ CONTRACT_METRICS = (
     "input_cosine", "output_cosine", "output_cross_sequence_cosine", "attention_output_cosine",
     "input_norm", "output_norm", "attention_entropy", "attention_entropy_normalized",
     "attention_max", "query_norm", "key_norm", "mean_query_norm", "mean_key_norm",
-    "mean_query_key_cosine", "output_isoscore", "output_drift_norm")
+    "mean_query_key_cosine", "output_isoscore", "output_drift_norm", "attention_query_agreement",
+    "attention_row_cosine", "attention_query_key_information", "attention_rounding_bound")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,8 @@ def test_smoke_run_writes_results_contract_figures_and_table(env, tmp_path):
     proc = _run(env, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert "chunk 1/" in out and "H/lnL" in out and "F1" in out
+    assert "chunk 1/" in out and "H/lnL" in out and "agree" in out and "F1" in out
+    assert "warning" not in out  # s ≤ 1024 at d = 64: float32 is exact enough
     doc = json.loads((tmp_path / "results.json").read_text())
     for key in ("package_version", "jax_version", "flax_version", "devices", "start_time",
                 "end_time", "wall_seconds"):
@@ -68,9 +70,35 @@ def test_smoke_run_writes_results_contract_figures_and_table(env, tmp_path):
     np.testing.assert_allclose(arrays["post-LN_init_bert_0.02__input_cosine"],
                                doc["metrics"]["input_cosine"]["per_seed"], rtol=1e-6)
     assert arrays["post-LN_init_bert_0.02__per_head__query_norm"].shape == (2, 7, 4)
-    for name in ("cosine", "norms", "attention", "query_key"):
+    assert arrays["post-LN_init_bert_0.02__per_head__attention_query_agreement"].shape == (2, 7, 4)
+    assert doc["reliable"] == [True] * 7 and doc["runs"]["post-LN, init=bert(0.02)"]["inputs"] == (
+        "biased")
+    for name in ("cosine", "norms", "attention", "query_key", "categorical"):
         assert (tmp_path / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert not [p for p in tmp_path.rglob(".*.tmp")]  # no temporaries left behind
+
+
+def test_control_variant_runs_both_inputs_into_shared_results(env, tmp_path):
+    """`:control`: biased and norm-matched inputs with the same weights, seeds and grid; the
+    control has the biased run's input norm but no input cosine and no rise in agreement; a
+    grid reaching s = 1e6 (where rounding corrupts this d = 64 block) is flagged by a warning."""
+    proc = _run(env, tmp_path, "--config.bias_norms=(0.0,1.0,16.0,256.0,1e6)",
+                variant="smoke+control")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    biased, control = doc["runs"]["inputs=biased"], doc["runs"]["inputs=norm_matched"]
+    assert control["inputs"] == "norm_matched" and biased["bias_norms"] == control["bias_norms"]
+    np.testing.assert_allclose(control["metrics"]["input_norm"]["mean"],
+                               biased["metrics"]["input_norm"]["mean"], rtol=0.05)
+    assert max(abs(v) for v in control["metrics"]["input_cosine"]["mean"]) < 0.02
+    agree_b = biased["metrics"]["attention_query_agreement"]["mean"]
+    agree_c = control["metrics"]["attention_query_agreement"]["mean"]
+    assert agree_b[3] > agree_b[0] + 0.3 and abs(agree_c[3] - agree_c[0]) < 0.05
+    unreliable = [s for run in (biased, control) for s, ok in zip(run["bias_norms"],
+                                                                 run["reliable"]) if not ok]
+    assert unreliable and set(unreliable) <= {1e6}, unreliable
+    assert "warning: [inputs=" in proc.stdout and "at s = 1e+06" in proc.stdout
+    assert (tmp_path / "figures" / "categorical.png").exists()
 
 
 def test_overflow_exits_nonzero_naming_it_and_writes_no_results(env, tmp_path):

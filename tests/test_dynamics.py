@@ -67,17 +67,22 @@ def _naive_layer0(objective, variables, tokens, tcfg):
         stats["mean_query_norm"][head] = np.linalg.norm(mq)
         stats["mean_key_norm"][head] = np.linalg.norm(mk)
         stats["mean_query_key_cosine"][head] = reference.cosine(mq, mk)
-        stats["mean_query_key_dot"][head] = float(mq @ mk) / math.sqrt(dh)
+        stats["mean_query_key_dot_softmax_invariant"][head] = float(mq @ mk) / math.sqrt(dh)
         stats["query_norm"][head] = np.mean([np.linalg.norm(v) for v in qs])
         stats["key_norm"][head] = np.mean([np.linalg.norm(v) for v in ks])
-        ent, nent, mx, first, count = 0.0, 0.0, 0.0, 0.0, 0
+        ent, nent, mx, first, count, key_var, logit_var = 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0
+        agreement, row_cos, info = [], [], []
         for b in range(B):
+            rows, argmaxes, entropies = [], [], []
             for i in range(L):
                 visible = list(range(i + 1)) if causal else list(range(L))
                 if len(visible) < 2:
                     continue  # a single visible key: excluded
                 logits = np.array([q[b, i, head] @ k[b, j, head] / math.sqrt(dh)
                                    for j in visible])
+                key_term = [float(mq @ (k[b, j, head] - mk)) / math.sqrt(dh) for j in visible]
+                key_var += np.var(key_term)
+                logit_var += np.var(logits)
                 w = np.exp(logits - logits.max())
                 w /= w.sum()
                 e = -sum(pj * math.log(pj) for pj in w if pj > 0)
@@ -86,10 +91,26 @@ def _naive_layer0(objective, variables, tokens, tcfg):
                 mx += w.max()
                 first += w[0]
                 count += 1
+                rows.append(np.concatenate([w, np.zeros(L - len(w))]))
+                argmaxes.append(int(np.argmax(w)))
+                entropies.append(e)
+            # Categorical statistics of this sequence's attention matrix (counted queries only).
+            n = len(rows)
+            agreement.append(max(argmaxes.count(a) for a in argmaxes) / n)
+            row_cos.append(np.mean([reference.cosine(rows[x], rows[y]) for x in range(n)
+                                    for y in range(n) if x != y]))
+            mean_row = sum(rows) / n
+            info.append(-sum(p * math.log(p) for p in mean_row if p > 0) - np.mean(entropies))
+        stats["attention_query_agreement"][head] = np.mean(agreement)
+        stats["attention_row_cosine"][head] = np.mean(row_cos)
+        stats["attention_query_key_information"][head] = np.mean(info)
         stats["attention_entropy"][head] = ent / count
         stats["attention_entropy_normalized"][head] = nent / count
         stats["attention_max"][head] = mx / count
         stats["first_position_mass"][head] = first / count
+        stats["key_term_std"][head] = math.sqrt(key_var / count)
+        stats["key_term_share"][head] = key_var / logit_var
+        stats["logit_std"][head] = math.sqrt(logit_var / count)
     return stats, x
 
 
@@ -162,44 +183,61 @@ def test_step0_mean_query_and_key_are_unaligned_and_planted_alignment_is_detecte
     # W_K = W_Q (and b_K = b_Q): the analysis must report perfect alignment, with the sign.
     aligned = _init_analysis(objective, align=1.0)["heads"]
     np.testing.assert_allclose(aligned["mean_query_key_cosine"], 1.0, atol=1e-5)
-    assert np.all(aligned["mean_query_key_dot"] > 0)
+    assert np.all(aligned["mean_query_key_dot_softmax_invariant"] > 0)
     anti = _init_analysis(objective, align=-1.0)["heads"]
     np.testing.assert_allclose(anti["mean_query_key_cosine"], -1.0, atol=1e-5)
-    assert np.all(anti["mean_query_key_dot"] < 0)
+    assert np.all(anti["mean_query_key_dot_softmax_invariant"] < 0)
 
 
-def test_spearman_and_trends_on_planted_series():
-    steps = np.array([0, 1, 2, 4, 8, 16])
-    s, n, h = len(steps), 2, 3
+def _planted(steps, n=2, h=3):
+    s = len(steps)
     growth = np.linspace(0.0, 1.0, s)[:, None, None] * np.ones((s, n, h))
     heads = {name: np.full((s, n, h), 0.5) for name in dynamics.HEAD_METRICS}
     heads["mean_query_norm"] = 0.1 + growth
     heads["mean_key_norm"] = 0.1 + growth
+    heads["key_term_std"] = 0.1 + growth * np.arange(1, n * h + 1).reshape(1, n, h)
     heads["mean_query_key_cosine"] = growth * np.array([1, -1, -1])[None, None, :]
-    heads["mean_query_key_dot"] = heads["mean_query_key_cosine"] * 2
-    heads["attention_entropy_normalized"] = 1.0 - 0.5 * growth
+    heads["mean_query_key_dot_softmax_invariant"] = heads["mean_query_key_cosine"] * 2
+    # Within a checkpoint the heads with a larger key term are sharper (from step 1 on).
+    heads["attention_entropy_normalized"] = 1.0 - 0.05 * heads["key_term_std"]
     layers = {"cross_sequence_cosine": np.concatenate([0.1 + growth[:, :, 0],
                                                        np.full((s, 1), 0.2)], axis=1)}
-    corr = dynamics.spearman_entropy_vs_qk(heads["attention_entropy_normalized"],
-                                           heads["mean_query_key_dot"])
-    assert corr["per_head_median"] == pytest.approx(-1.0)
-    assert corr["pooled"] < -0.9 and corr["per_head"].shape == (n, h)
+    return heads, layers
+
+
+def test_correlation_is_across_the_heads_of_each_checkpoint_and_trends_on_planted_series():
+    steps = np.array([0, 1, 2, 4, 8, 16])
+    heads, layers = _planted(steps)
+    corr = dynamics.entropy_correlations_across_heads(heads)
+    assert corr["n"] == 6 and "not independent" in corr["units"]
+    rho = corr["key_term_std"]["rho"]
+    assert np.isnan(rho[0])  # step 0: every head has the same key term, no ranking
+    np.testing.assert_allclose(rho[1:], -1.0)
+    # ρ = −1 over 6 heads without ties: the exact permutation p = 2/6!, not scipy's 0.
+    np.testing.assert_allclose(corr["key_term_std"]["p"][1:], 2 / math.factorial(6))
+    # Shuffling the heads within one checkpoint only (not the steps) moves that checkpoint's ρ.
+    shuffled = {k: v.copy() for k, v in heads.items()}
+    shuffled["key_term_std"][3] = shuffled["key_term_std"][3].reshape(-1)[
+        [5, 0, 4, 1, 3, 2]].reshape(2, 3)
+    moved = dynamics.entropy_correlations_across_heads(shuffled)["key_term_std"]["rho"]
+    assert moved[3] > -0.9 and np.allclose(np.delete(moved, 3)[1:], -1.0)
     trends = dynamics.expected_trends(steps, heads, layers, corr, "clm")
-    for name in ("mean_query_norm_grows", "mean_key_norm_grows", "abs_cosine_grows_from_zero",
-                 "both_signs_across_heads", "entropy_falls", "entropy_anticorrelates_with_abs_qk",
+    for name in ("mean_query_norm_grows", "mean_key_norm_grows", "key_term_std_grows",
+                 "abs_cosine_grows_from_zero", "both_signs_across_heads", "entropy_falls",
+                 "entropy_anticorrelates_with_key_term_across_heads",
                  "intermediate_anisotropy_rises"):
         assert trends[name]["holds"], name
     assert trends["both_signs_across_heads"]["mostly_negative"]
     # The same series reversed in time: every "grows" trend must fail.
     rev = {k: v[::-1] for k, v in heads.items()}
     rev_layers = {k: v[::-1] for k, v in layers.items()}
-    trends = dynamics.expected_trends(steps, rev, rev_layers, corr, "clm")
+    rev_corr = dynamics.entropy_correlations_across_heads(rev)
+    trends = dynamics.expected_trends(steps, rev, rev_layers, rev_corr, "clm")
     assert not trends["mean_query_norm_grows"]["holds"]
     assert not trends["entropy_falls"]["holds"]
     assert not trends["intermediate_anisotropy_rises"]["holds"]
-    with pytest.raises(ValueError, match="3 checkpoints"):
-        dynamics.spearman_entropy_vs_qk(heads["attention_entropy_normalized"][:2],
-                                        heads["mean_query_key_dot"][:2])
+    # Reversed, the last checkpoint is step 0's copy: no ranking, so no anticorrelation claimed.
+    assert not trends["entropy_anticorrelates_with_key_term_across_heads"]["holds"]
 
 
 def test_analysis_tokens_are_clean_text_for_mlm():

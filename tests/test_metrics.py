@@ -217,6 +217,101 @@ def test_drift_anisotropy_correlation_matches_scipy():
         metrics.drift_anisotropy_correlation([1.0, 2.0], [1.0, 2.0])
 
 
+def _categorical_loop(logits, mask=None):
+    """(agreement, row cosine, information), each (B, H), from the float64 loop per matrix."""
+    b, h = logits.shape[:2]
+    out = np.zeros((3, b, h))
+    for bi, hi in np.ndindex(b, h):
+        visible = None if mask is None else np.broadcast_to(mask, logits.shape)[bi, hi]
+        out[:, bi, hi] = reference.categorical_attention(logits[bi, hi], visible)
+    return out
+
+
+CATEGORICAL = (metrics.attention_query_agreement, metrics.attention_row_cosine,
+               metrics.attention_query_key_information)
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+def test_categorical_attention_matches_loops(seed):
+    rng = np.random.default_rng(seed)
+    # A shared key preference (column offsets) plus per-query noise: agreement strictly between
+    # 1/L and 1, so an argmax or counting bug changes the value.
+    logits = rng.normal(size=(2, 3, 7, 7)) * 2 + rng.normal(size=(2, 3, 1, 7)) * 2
+    want = _categorical_loop(logits)
+    for fn, expected in zip(CATEGORICAL, want):
+        got = fn(logits)
+        assert got.shape == (2, 3), fn.__name__
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12, err_msg=fn.__name__)
+    assert 1 / 7 < want[0].min() and want[0].max() < 1  # the test data is not a degenerate case
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+def test_categorical_attention_with_causal_and_padding_masks_matches_loops(seed):
+    """Causal (the first query, one visible key, is left out) and a per-sequence padding mask
+    (a sequence of 3 valid keys: its queries see 1–3 keys) against the loops."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(2, 3, 6, 6)) * 3 + rng.normal(size=(2, 3, 1, 6))
+    causal = np.tril(np.ones((6, 6), bool))
+    padding = np.ones((2, 1, 1, 6), bool)
+    padding[1, ..., 3:] = False
+    for mask in (causal, causal & padding, np.broadcast_to(padding, (2, 1, 6, 6))):
+        want = _categorical_loop(logits, mask)
+        for fn, expected in zip(CATEGORICAL, want):
+            np.testing.assert_allclose(fn(logits, mask), expected, rtol=1e-10, atol=1e-12,
+                                       err_msg=fn.__name__)
+    # Left out means left out: changing the first query's logits changes nothing under causal.
+    moved = logits.copy()
+    moved[..., 0, 0] += 50.0
+    for fn in CATEGORICAL:
+        np.testing.assert_array_equal(fn(moved, causal), fn(logits, causal), err_msg=fn.__name__)
+
+
+def test_categorical_attention_float32_close_to_float64_loop():
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(2, 2, 16, 16)) * 4 + rng.normal(size=(2, 2, 1, 16)) * 3
+    want = _categorical_loop(logits)
+    for fn, expected in zip(CATEGORICAL, want):
+        got = fn(jnp.asarray(logits, jnp.float32))
+        assert got.dtype == jnp.float32
+        np.testing.assert_allclose(got, expected, atol=2e-6, err_msg=fn.__name__)
+
+
+def test_categorical_statistics_accept_precomputed_probabilities_and_entropy():
+    """The sweep passes the block's weights and entropy probes instead of recomputing them."""
+    rng = np.random.default_rng(7)
+    logits = rng.normal(size=(2, 3, 5, 5)) * 3
+    causal = np.tril(np.ones((5, 5), bool))
+    direct = metrics.categorical_attention_statistics(logits, causal)
+    masked = np.where(causal, logits, -np.inf)
+    shortcut = metrics.categorical_attention_statistics(
+        logits, causal, probabilities=jax.nn.softmax(masked, axis=-1),
+        entropy=metrics.attention_entropy(logits, causal))
+    assert sorted(direct) == sorted(metrics.CATEGORICAL_STATISTICS)
+    for name in direct:
+        np.testing.assert_allclose(shortcut[name], direct[name], rtol=1e-12, err_msg=name)
+
+
+def test_query_agreement_counts_a_tied_maximum_for_every_tied_key():
+    logits = np.array([[0.0, 0.0, -1.0],   # tie between keys 0 and 1
+                       [-1.0, 2.0, 0.0],   # key 1
+                       [3.0, 0.0, 0.0]])   # key 0
+    np.testing.assert_allclose(metrics.attention_query_agreement(logits), 2 / 3)
+    np.testing.assert_allclose(reference.categorical_attention(logits)[0], 2 / 3)
+
+
+def test_categorical_attention_is_nan_without_enough_counted_queries():
+    logits = np.zeros((1, 3, 3))
+    only_first = np.zeros((3, 3), bool)
+    only_first[:, 0] = True          # every query sees one key: none is counted
+    for fn in CATEGORICAL:
+        assert np.isnan(fn(logits, only_first)).all(), fn.__name__
+    one_query = only_first.copy()
+    one_query[2] = True              # one counted query: no pair for the row cosine
+    assert float(metrics.attention_query_agreement(logits, one_query)[0]) == 1.0
+    assert float(metrics.attention_query_key_information(logits, one_query)[0]) == 0.0
+    assert np.isnan(metrics.attention_row_cosine(logits, one_query)[0])
+
+
 # ---------------------------------------------------------------- closed forms
 
 @pytest.mark.parametrize("k", [1, 2, 5, 10])
@@ -234,7 +329,24 @@ def test_uniform_attention_entropy_is_log_length():
     logits = np.zeros((3, 128))
     np.testing.assert_allclose(metrics.attention_entropy(logits), np.log(128), rtol=1e-12)
     np.testing.assert_allclose(metrics.normalized_attention_entropy(logits), 1.0, rtol=1e-12)
-    np.testing.assert_allclose(metrics.attention_max(jax.nn.softmax(logits)), 1 / 128)
+    np.testing.assert_allclose(metrics.attention_max(logits), 1 / 128, rtol=1e-12)
+    np.testing.assert_allclose(metrics.attention_sink_mass(logits), 1 / 128, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seq_len", [2, 5, 64])
+def test_categorical_attention_closed_forms(seq_len):
+    """Identical rows → agreement 1, row cosine 1, information 0; a permutation one-hot pattern
+    → 1/L, 0, ln L (as one-hot as float64 allows: logit gap 1e3)."""
+    rng = np.random.default_rng(seq_len)
+    identical = np.broadcast_to(rng.normal(size=(1, seq_len)) * 3, (seq_len, seq_len))
+    permutation = np.zeros((seq_len, seq_len))
+    permutation[np.arange(seq_len), rng.permutation(seq_len)] = 1e3
+    for logits, (agree, row_cos, info) in ((identical, (1.0, 1.0, 0.0)),
+                                           (permutation, (1 / seq_len, 0.0, np.log(seq_len)))):
+        np.testing.assert_allclose(metrics.attention_query_agreement(logits), agree, rtol=1e-12)
+        np.testing.assert_allclose(metrics.attention_row_cosine(logits), row_cos, atol=1e-12)
+        np.testing.assert_allclose(metrics.attention_query_key_information(logits), info,
+                                   atol=1e-12)
 
 
 @pytest.mark.parametrize("masked_value", [-np.inf, -1e30, float(jnp.finfo(jnp.float32).min)])

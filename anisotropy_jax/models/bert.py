@@ -42,6 +42,8 @@ from anisotropy_jax.config import BlockConfig, ConfigError, TransformerConfig
 from anisotropy_jax.models.transformer import Transformer
 
 SUPPORTED_MODEL_TYPES = ("bert",)
+MODEL_TYPES = SUPPORTED_MODEL_TYPES  # the family interface of models/registry.py
+CAUSAL = False
 SUPPORTED_ACTIVATIONS = ("gelu",)  # Hugging Face "gelu" is the exact erf GELU.
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -346,3 +348,47 @@ def init_untrained_params(config: TransformerConfig, key: jax.Array) -> dict[str
 @functools.lru_cache(maxsize=8)
 def _init_fn(config: TransformerConfig) -> Callable[..., Any]:
     return jax.jit(Transformer(config, with_head=False).init)
+
+
+# --------------------------------------------------------------------------------------------
+# The family interface of models/registry.py
+
+def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
+                   source: str = CONFIG_FILE) -> TransformerConfig:
+    return transformer_config(hf_config, precision, source)
+
+
+def convert(tensors: dict[str, np.ndarray], config: TransformerConfig, source: str = WEIGHTS_FILE
+            ) -> tuple[dict[str, Any], list[str]]:
+    return convert_state_dict(tensors, config, source)
+
+
+init_params = init_untrained_params
+
+
+def state_labels(config: TransformerConfig) -> tuple[str, ...]:
+    return ("embeddings",) + tuple(f"layer_{i + 1}" for i in range(config.num_layers))
+
+
+@functools.lru_cache(maxsize=8)
+def apply_fn(config: TransformerConfig) -> Callable[..., Any]:
+    module = Transformer(config, with_head=False)
+    return jax.jit(lambda params, tokens, mask=None: module.apply(params, tokens,
+                                                                  key_mask_BxL=mask))
+
+
+def embedding_matrices(params: dict[str, Any], config: TransformerConfig
+                       ) -> dict[str, np.ndarray | None]:
+    """The word embedding; no output embedding or final norm in a BertModel checkpoint."""
+    del config
+    return {"input": np.asarray(params["params"]["token_embedding"]["embedding"]),
+            "output": None, "final_norm_scale": None}
+
+
+def summary(config: TransformerConfig) -> dict[str, Any]:
+    block = config.block
+    return {"num_layers": config.num_layers, "d_model": block.d_model,
+            "num_heads": block.num_heads, "d_ff": block.d_ff, "vocab_size": config.vocab_size,
+            "max_len": config.max_len,
+            "untrained_init": f"normal(0, {block.init_std}^2) kernels and embeddings, zero "
+                              "biases, LayerNorm 1/0"}

@@ -117,3 +117,68 @@ class Mlp(nn.Module):
         h_BxLxF = dense(cfg, cfg.d_ff, "fc_in")(x_BxLxD)
         h_BxLxF = gelu_exact(h_BxLxF)
         return dense(cfg, cfg.d_model, "fc_out")(h_BxLxF).astype(jnp.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Primitives of the pretrained families (models/decoder.py and the encoder families)
+
+PRECISION_SETTINGS = {"highest": (jnp.float32, jax.lax.Precision.HIGHEST),
+                      "default": (jnp.float32, jax.lax.Precision.DEFAULT),
+                      "bfloat16": (jnp.bfloat16, jax.lax.Precision.DEFAULT)}
+
+
+def precision_settings(precision: str) -> tuple[Any, jax.lax.Precision]:
+    """(compute dtype, lax precision) for a precision name, as `matmul_settings` without a
+    BlockConfig (the pretrained families have their own configs)."""
+    if precision not in PRECISION_SETTINGS:
+        raise ValueError(f"precision: unknown precision {precision!r}; choose one of "
+                         f"{tuple(PRECISION_SETTINGS)}")
+    return PRECISION_SETTINGS[precision]
+
+
+def rms_norm(x: Array, scale: Array, eps: float) -> Array:
+    """RMSNorm (Llama, T5): x / sqrt(mean(x²) + eps) · scale, in float32 (no mean subtraction,
+    no bias). As Hugging Face's LlamaRMSNorm/T5LayerNorm for float32 inputs."""
+    x32 = x.astype(jnp.float32)
+    variance = jnp.mean(x32 * x32, axis=-1, keepdims=True)
+    gain = scale.astype(jnp.float32).reshape((1,) * (x32.ndim - 1) + (-1,))
+    return x32 * jax.lax.rsqrt(variance + eps) * gain
+
+
+class RmsNorm(nn.Module):
+    """`rms_norm` with a learnable gain "scale" (initialised to 1)."""
+
+    epsilon: float = 1e-6
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
+        return rms_norm(x, scale, self.epsilon)
+
+
+def gelu_tanh(x: Array) -> Array:
+    """The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in float32
+    (Hugging Face "gelu_new" / "gelu_pytorch_tanh", GPT-2's activation)."""
+    x32 = x.astype(jnp.float32)
+    inner = 0.7978845608028654 * (x32 + 0.044715 * x32 * x32 * x32)
+    return (0.5 * x32 * (1.0 + jnp.tanh(inner))).astype(x.dtype)
+
+
+def silu(x: Array) -> Array:
+    """x·sigmoid(x) in float32 (Hugging Face "silu")."""
+    x32 = x.astype(jnp.float32)
+    return (x32 * jax.nn.sigmoid(x32)).astype(x.dtype)
+
+
+def relu(x: Array) -> Array:
+    return jnp.maximum(x, 0)
+
+
+# Hugging Face `hidden_act` names → functions (float32 math, input dtype out).
+ACTIVATIONS = {"gelu": gelu_exact, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh,
+               "silu": silu, "swish": silu, "relu": relu}
+
+
+def swiglu(gate: Array, up: Array) -> Array:
+    """SiLU(gate) · up, the gated unit of Llama's MLP (down(swiglu(gate(x), up(x))))."""
+    return silu(gate) * up

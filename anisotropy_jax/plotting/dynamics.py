@@ -27,68 +27,96 @@ def _layer_colors(n: int):
     return [cmap(i / max(n - 1, 1)) for i in range(n)]
 
 
+HEAD_PANELS = (("mean_query_norm", "‖mean q‖"), ("mean_key_norm", "‖mean k‖"),
+               ("mean_query_key_cosine", "cos(mean q, mean k)"),
+               ("mean_query_key_dot_softmax_invariant",
+                "mean q · mean k / √d_head\n(softmax-invariant)"),
+               ("key_term_std", "std over keys of\nmean q · (k_j − mean k) / √d_head"),
+               ("key_term_share", "key term's share of\nthe logit variance over keys"),
+               ("attention_entropy_normalized", "attention entropy / ln(visible keys)"),
+               ("first_position_mass", "attention mass on position 0"),
+               ("attention_query_agreement", "query argmax agreement"),
+               ("attention_row_cosine", "cosine between attention rows"),
+               ("attention_query_key_information", "I(query; key) (nats)"))
+_LAYER_PANELS = (("cross_sequence_cosine", "cross-sequence avg cosine"),
+                 ("relative_drift", "‖mean h‖ / mean ‖h‖"))
+
+
+def _head_panel(ax, steps, values, palette) -> None:
+    for layer in range(values.shape[1]):
+        ax.plot(steps, values[:, layer, :], color=palette[layer], lw=0.6, alpha=0.5)
+        ax.plot(steps, values[:, layer, :].mean(-1), color=palette[layer], lw=2.0,
+                label=f"layer {layer}")
+
+
 def trajectories_figure(analysis: dict[str, Any]):
-    """Per-head query/key geometry, sharpness and per-layer anisotropy vs training step.
+    """Per-head query/key geometry, logit terms, sharpness and per-layer anisotropy vs step.
 
     Thin lines: individual heads (coloured by layer); thick: mean over the heads of a layer.
+    Panels of HEAD_PANELS whose metric the analysis lacks are left out.
     """
     steps = np.asarray(analysis["steps"])
     heads, layers = analysis["heads"], analysis["layers"]
-    panels = [("mean_query_norm", "‖mean q‖"), ("mean_key_norm", "‖mean k‖"),
-              ("mean_query_key_cosine", "cos(mean q, mean k)"),
-              ("mean_query_key_dot", "mean q · mean k / √d_head"),
-              ("attention_entropy_normalized", "attention entropy / ln(visible keys)"),
-              ("first_position_mass", "attention mass on position 0")]
-    fig, axes = new_figure(ncols=4, nrows=2, width=4.0, height=3.2)
+    panels = [(name, label) for name, label in HEAD_PANELS if name in heads]
+    ncols = 4
+    nrows = -(-(len(panels) + len(_LAYER_PANELS)) // ncols)
+    fig, axes = new_figure(ncols=ncols, nrows=nrows, width=4.0, height=3.2)
     num_layers = heads["mean_query_norm"].shape[1]
     palette = _layer_colors(num_layers + 1)
     for ax, (name, label) in zip(axes.flat, panels):
-        values = np.asarray(heads[name])  # (S, layers, H)
-        for layer in range(num_layers):
-            ax.plot(steps, values[:, layer, :], color=palette[layer], lw=0.6, alpha=0.5)
-            ax.plot(steps, values[:, layer, :].mean(-1), color=palette[layer], lw=2.0,
-                    label=f"layer {layer}")
+        _head_panel(ax, steps, np.asarray(heads[name]), palette)  # (S, layers, H)
         if name == "mean_query_key_cosine":
             ax.axhline(0.0, color="grey", lw=0.8, ls=":")
-        ax.set_ylabel(label)
+        ax.set_ylabel(label, fontsize=8)
         _step_axis(ax)
     axes.flat[0].legend(fontsize=7)
-    for ax, (name, label) in zip(axes.flat[6:], [("cross_sequence_cosine",
-                                                   "cross-sequence avg cosine"),
-                                                  ("relative_drift", "‖mean h‖ / mean ‖h‖")]):
+    layer_axes = axes.flat[len(panels):len(panels) + len(_LAYER_PANELS)]
+    for ax, (name, label) in zip(layer_axes, _LAYER_PANELS):
         values = np.asarray(layers[name])  # (S, layers + 1)
         for i in range(values.shape[1]):
             ax.plot(steps, values[:, i], color=palette[i], lw=1.5,
                     label="embeddings" if i == 0 else f"block {i - 1} out")
-        ax.set_ylabel(f"hidden states: {label}")
+        ax.set_ylabel(f"hidden states: {label}", fontsize=8)
         _step_axis(ax)
-    axes.flat[6].legend(fontsize=7)
+    layer_axes[0].legend(fontsize=7)
+    for ax in axes.flat[len(panels) + len(_LAYER_PANELS):]:
+        ax.set_visible(False)
     fig.suptitle(f"{analysis.get('objective', '')}: query/key dynamics along training")
     return fig
 
 
-def cosine_vs_entropy_figure(analysis: dict[str, Any]):
-    """Per-head |cos(mean q, mean k)| and |mean q·mean k|/√d against normalised entropy, one
-    point per (checkpoint, layer, head), coloured by step (log colour scale)."""
+def entropy_vs_logit_terms_figure(analysis: dict[str, Any]):
+    """Left two panels: normalised entropy of every (checkpoint, layer, head) against the
+    key-dependent term and against the softmax-invariant |q̄·k̄|/√d_head, coloured by step. Right:
+    Spearman ρ across the heads of each checkpoint (never pooled over steps) against the step."""
     steps = np.asarray(analysis["steps"])
     heads = analysis["heads"]
     entropy = np.asarray(heads["attention_entropy_normalized"])
     step_grid = np.broadcast_to(steps[:, None, None], entropy.shape)
     norm = colors.LogNorm(vmin=1, vmax=max(int(steps.max()), 2) + 1)
-    fig, axes = new_figure(ncols=2, width=4.8, height=3.8)
-    for ax, name, label in ((axes[0, 0], "mean_query_key_cosine", "|cos(mean q, mean k)|"),
-                            (axes[0, 1], "mean_query_key_dot", "|mean q · mean k| / √d_head")):
+    fig, axes = new_figure(ncols=3, width=4.8, height=3.8)
+    for ax, name, label in (
+            (axes[0, 0], "key_term_std", "std over keys of mean q·(k_j − mean k)/√d_head"),
+            (axes[0, 1], "mean_query_key_dot_softmax_invariant",
+             "|mean q · mean k| / √d_head (softmax-invariant)")):
         x = np.abs(np.asarray(heads[name])).reshape(-1)
         points = ax.scatter(x, entropy.reshape(-1), c=step_grid.reshape(-1) + 1, norm=norm,
                             s=10, cmap="plasma")
-        ax.set_xlabel(label)
+        ax.set_xlabel(label, fontsize=8)
         ax.set_ylabel("attention entropy / ln(visible keys)")
-        if name == "mean_query_key_dot" and np.all(x > 0):
+        if np.all(x > 0):
             ax.set_xscale("log")
-    corr = analysis.get("correlation")
-    if corr is not None:
-        axes[0, 1].set_title(f"Spearman ρ (pooled) = {corr['pooled']:.2f}", fontsize=9)
     fig.colorbar(points, ax=axes[0, 1], label="training step + 1")
+    corr = analysis.get("correlation") or {}
+    ax = axes[0, 2]
+    for name, value in corr.items():
+        if isinstance(value, dict):
+            ax.plot(steps, np.asarray(value["rho"]), "o-", ms=3, label=name)
+    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
+    ax.set_ylabel(f"Spearman ρ(entropy, ·) across {corr.get('n', '?')} heads")
+    ax.set_ylim(-1.05, 1.05)
+    _step_axis(ax)
+    ax.legend(fontsize=7)
     return fig
 
 
@@ -121,4 +149,24 @@ def loss_figure(steps_T: Sequence[int], loss_T: Sequence[float], val_steps_E: Se
     _step_axis(ax)
     ax.set_ylabel("cross-entropy (nats / byte)")
     ax.legend(fontsize=8)
+    return fig
+
+
+def seeds_figure(summary: dict[str, Any]):
+    """Every quantity of a seeds summary (`studies.dynamics.seeds.aggregate`) against the step:
+    thin lines the seeds, thick the mean, band the 95% t-interval over seeds."""
+    steps = np.asarray(summary["steps"])
+    items = list(summary["quantities"].items())
+    ncols = 4
+    fig, axes = new_figure(ncols=ncols, nrows=-(-len(items) // ncols), width=4.0, height=3.0)
+    for ax, (name, q) in zip(axes.flat, items):
+        ax.plot(steps, np.asarray(q["per_seed"]).T, color="grey", lw=0.6)
+        ax.plot(steps, np.asarray(q["mean"]), color="C0", lw=2.0)
+        ax.fill_between(steps, np.asarray(q["low"]), np.asarray(q["high"]), color="C0",
+                        alpha=0.25, lw=0)
+        ax.set_ylabel(name.replace("/", "\n").replace("_", " "), fontsize=7)
+        _step_axis(ax)
+    for ax in axes.flat[len(items):]:
+        ax.set_visible(False)
+    fig.suptitle(f"mean and 95% t-interval over seeds {summary['seeds']}")
     return fig

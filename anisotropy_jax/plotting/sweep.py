@@ -166,9 +166,34 @@ def query_key_figure(runs: Mapping[str, Run]):
     return _finish(fig, axes, "Queries and keys vs common bias")
 
 
+def categorical_figure(runs: Mapping[str, Run]):
+    """Is the sharpening categorical? Normalised entropy, query agreement, query-key information
+    and row cosine vs s, one colour per run (the `:control` variant puts the biased inputs and
+    the norm-matched control side by side). Dotted: agreement 1/L and information ln L of a
+    one-to-one pattern."""
+    fig, axes = new_figure(2, 2)
+    panels = (("attention_entropy_normalized", "attention entropy / ln L"),
+              ("attention_query_agreement", "query agreement (share on the modal argmax key)"),
+              ("attention_query_key_information", "query-key information (nats)"),
+              ("attention_row_cosine", "row cosine (distinct queries)"))
+    for i, (prefix, ls, run) in enumerate(_runs_iter(runs)):
+        for ax, (name, _) in zip(np.ravel(axes), panels):
+            _curve(ax, run, name, prefix.rstrip(": ") or name, f"C{i}", ls)
+    seq_len = next(iter(runs.values())).get("seq_len")
+    for ax, (name, ylabel) in zip(np.ravel(axes), panels):
+        ax.set_ylabel(ylabel, fontsize=8)
+        _x_axis(ax, runs)
+        if seq_len and name == "attention_query_agreement":
+            ax.axhline(1 / seq_len, color="k", ls=":", lw=1, label="1/L (one-to-one)")
+        if seq_len and name == "attention_query_key_information":
+            ax.axhline(math.log(seq_len), color="k", ls=":", lw=1, label="ln L (one-to-one)")
+    return _finish(fig, axes, "Categorical or merely sharp attention vs s")
+
+
 FIGURES = {
     "cosine": cosine_figure,
     "norms": norms_figure,
     "attention": attention_figure,
     "query_key": query_key_figure,
+    "categorical": categorical_figure,
 }

@@ -16,6 +16,8 @@ Variants (`--config=experiments/configs/bias_sweep.py:VARIANT`):
   temperature     logit temperature τ in 0.5, 1, 2 into shared figures
   dense_1024      1,024 bias norms (0 and 1,023 log-spaced in [2^-2, 2^12]), B = 32, 1 seed:
                   the memory check (chunk_size bounds the points in flight)
+  control         biased inputs x = z + s·u and the norm-matched control x = z·√(1 + s²/d) into
+                  shared figures (compare_field = inputs; same weights, seeds and grid)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
 line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
 """
@@ -24,7 +26,7 @@ import ml_collections
 from anisotropy_jax.config import DEFAULT_BIAS_NORMS  # 0, 0.25 … 4096 (defined once, there)
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 VARIANTS = ("smoke", "pre_ln", "lecun", "attention_only", "post_vs_pre", "init_std",
-            "temperature", "dense_1024")
+            "temperature", "dense_1024", "control")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -47,13 +49,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.batch_size = 16                # B sequences per grid point
     config.seq_len = 128                  # L tokens per sequence (>= 2)
     config.bias_norms = DEFAULT_BIAS_NORMS  # swept s, each finite and >= 0
+    config.inputs = "biased"              # 'biased' x = z + s·u | 'norm_matched' x = z·√(1 + s²/d)
     config.num_seeds = 3                  # independent (weights, z, u) draws; shared by every s
     config.seed = 0                       # base PRNG seed (seed i = fold_in(key(seed), i))
     config.precision = "highest"          # matmuls: 'highest' | 'default' | 'bfloat16'
     config.chunk_size = 8                 # grid points in flight over all devices (0 = all)
     config.reuse_projections = True       # post/no LN: z·W, u·W once per seed and chunk
     config.points_per_step = 0            # points vmapped at once (0 = auto: CPU 1, GPU all)
-    config.compare_field = ""             # a model field to vary into shared figures ('' = none)
+    config.compare_field = ""             # a model field (or 'inputs') to vary into shared figures
     config.compare_values = ()            # its values, one sweep each (same seeds and grid)
 
     for variant in (arg or "").split("+"):
@@ -81,6 +84,8 @@ def _apply_variant(config: ml_collections.ConfigDict, variant: str) -> None:
         config.compare_field, config.compare_values = "init_std", (0.01, 0.02, 0.05)
     elif variant == "temperature":
         config.compare_field, config.compare_values = "logit_temperature", (0.5, 1.0, 2.0)
+    elif variant == "control":
+        config.compare_field, config.compare_values = "inputs", ("biased", "norm_matched")
     elif variant == "dense_1024":
         config.bias_norms, config.batch_size, config.num_seeds = DENSE_1024_BIAS_NORMS, 32, 1
     else:

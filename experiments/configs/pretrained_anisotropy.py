@@ -1,17 +1,18 @@
 """Config of experiments/pretrained_anisotropy.py: layer-wise anisotropy and drift of a pretrained
-BERT checkpoint against its untrained re-initialisation (docs/PRETRAINED.md).
+checkpoint of any registered family (BERT, GPT-2, GPT-NeoX, Llama, ...; a Hugging Face directory
+or a GGUF file) against its untrained re-initialisation (docs/PRETRAINED.md).
 
 Default: the packaged all-MiniLM-L6-v2 on 1000 Shakespeare sentences (about 3 min on 2 CPU cores):
 
   python experiments/pretrained_anisotropy.py \
       --config=experiments/configs/pretrained_anisotropy.py --workdir=runs/pretrained_minilm
 
-Any local Hugging Face BERT checkpoint (config.json, model.safetensors, tokenizer.json) and any
+Any local checkpoint (config.json, model.safetensors, tokenizer.json; or a .gguf) and any
 UTF-8 text file (paragraphs separated by blank lines, cut into sentences):
 
   python experiments/pretrained_anisotropy.py \
-      --config=experiments/configs/pretrained_anisotropy.py --workdir=runs/my_bert \
-      --config.model_dir=/path/to/bert --config.text_file=corpus.txt \
+      --config=experiments/configs/pretrained_anisotropy.py --workdir=runs/my_model \
+      --config.model_dir=/path/to/model --config.text_file=corpus.txt \
       --config.num_sentences=2000 --config.save_hidden_states=True
 
 Smoke run (seconds; 16 sentences, 8 per batch, 1000 sampled pairs):

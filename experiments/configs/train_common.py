@@ -4,11 +4,12 @@ LayerNorm epsilon of its model family).
 
 Variants (the `:arg` suffix of the config path):
   :smoke  tiny model, 40 steps, under a minute on 2 CPU cores (CI)
+  :small  d = 128, 4 layers, 300 steps: the seeded CPU runs of docs/TRAINING.md (a few minutes)
   :gpu    sized for one H100 (a few minutes)
 """
 import ml_collections
 
-VARIANTS = ("default", "smoke", "gpu")
+VARIANTS = ("default", "smoke", "small", "gpu")
 
 
 def get_config(arg, objective: str, layer_norm_eps: float) -> ml_collections.ConfigDict:
@@ -65,6 +66,10 @@ def get_config(arg, objective: str, layer_norm_eps: float) -> ml_collections.Con
         c.optim.learning_rate, c.optim.warmup_steps = 3e-3, 5
         c.steps, c.checkpoint_every, c.eval_batch_size = 40, 20, 8
         c.analysis.batch_size = 8
+    elif variant == "small":
+        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 128, 4, 512, 4
+        c.optim.warmup_steps = 30
+        c.steps, c.checkpoint_every = 300, 100
     elif variant == "gpu":
         c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 384, 6, 1536, 6
         c.model.precision = "default"

@@ -6,6 +6,7 @@ Run (defaults: about 15 minutes on 2 CPU cores, then the per-checkpoint analysis
   python experiments/qk_dynamics.py --workdir=runs/mlm      # re-run the analysis alone
 Variants (the `:arg` suffix):
   :smoke  tiny model, 40 steps, under a minute on 2 CPU cores (CI)
+  :small  d = 128, 4 layers, 300 steps (the seeded CPU runs; experiments/train_seeds.py)
   :gpu    sized for one H100 (a few minutes)
 Override any field with --config.FIELD=VALUE, e.g.
   --config.steps=2000 --config.model.tie_embeddings=False

@@ -3,17 +3,21 @@
 
   analysis  `run(workdir, analysis_config) -> DynamicsResult`: every readable checkpoint of the
             run on one fixed validation batch; the jitted per-checkpoint metrics
-  trends    the Spearman correlation of entropy with |q̄·k̄|/√Dh and the expected trends
+  trends    per checkpoint, Spearman ρ across heads of entropy with the key-dependent logit
+            term; the expected trends along the checkpoints
   report    dynamics.npz, figures, results.json (last), and the printed trend lines
+  seeds     several seeds of one configuration: per-checkpoint mean and 95% t-interval over
+            seeds (experiments/train_seeds.py)
 """
-from anisotropy_jax.studies.dynamics import report
+from anisotropy_jax.studies.dynamics import report, seeds
 from anisotropy_jax.studies.dynamics.analysis import (HEAD_METRICS, LAYER_METRICS,
                                                       DynamicsResult, analysis_tokens,
                                                       head_metrics, load_run_config,
                                                       make_analysis_fn, run)
 from anisotropy_jax.studies.dynamics.report import format_report, write
-from anisotropy_jax.studies.dynamics.trends import expected_trends, spearman_entropy_vs_qk
+from anisotropy_jax.studies.dynamics.trends import (entropy_correlations_across_heads,
+                                                    expected_trends)
 
 __all__ = ["HEAD_METRICS", "LAYER_METRICS", "DynamicsResult", "analysis_tokens",
-           "expected_trends", "format_report", "head_metrics", "load_run_config",
-           "make_analysis_fn", "report", "run", "spearman_entropy_vs_qk", "write"]
+           "entropy_correlations_across_heads", "expected_trends", "format_report", "head_metrics", "load_run_config",
+           "make_analysis_fn", "report", "run", "seeds", "write"]

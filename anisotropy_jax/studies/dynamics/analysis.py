@@ -4,11 +4,17 @@ anisotropy along training (docs/SCIENCE.md, "The training-dynamics experiment").
 For every saved checkpoint, on one fixed validation batch of clean text (no MLM masking):
   per layer and head (arrays (S, layers, H), S checkpoints):
     mean_query_norm ‖q̄‖, mean_key_norm ‖k̄‖, mean_query_key_cosine cos(q̄, k̄),
-    mean_query_key_dot q̄·k̄/√Dh, query_norm, key_norm (mean ‖q_i‖, ‖k_j‖),
+    mean_query_key_dot_softmax_invariant q̄·k̄/√Dh (one constant added to every logit of a query:
+    the softmax cancels it), key_term_std, key_term_share, logit_std (the key-dependent term
+    q̄·(k_j − k̄)/√Dh, which the softmax does see: `metrics.logit_terms`), query_norm, key_norm
+    (mean ‖q_i‖, ‖k_j‖),
     attention_entropy (nats), attention_entropy_normalized (÷ ln of the number of visible keys),
     attention_max, first_position_mass — from the attention logits (`metrics.attention_statistics`),
     averaged over the batch and over the queries that see more than one key (a causal head's first
     query has no choice; it is excluded everywhere, `metrics.mean_over_queries`);
+    attention_query_agreement, attention_row_cosine, attention_query_key_information (the
+    categorical-attention statistics of each sequence's attention matrix,
+    `metrics.categorical_attention_statistics`, averaged over the batch);
   per hidden state (arrays (S, layers + 1); index 0 = the embedding output, i = output of block
     i − 1; for clm the last one is the input of the final LayerNorm):
     average_cosine (all pairs), cross_sequence_cosine, within_sequence_cosine, drift_norm,
@@ -18,8 +24,9 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     output_raw, output_centered), over the rows of the byte ids that occur in the corpus (plus
     MASK for mlm; the other rows never get a gradient), and over all rows (input_all_rows_raw …);
   clm only: the final LayerNorm's input vs output (average/cross-sequence cosine, IsoScore, drift).
-Across checkpoints (`trends`): the Spearman correlation of the normalised entropy with |q̄·k̄/√Dh|
-and the expected trends of docs/SCIENCE.md with their numbers.
+Per checkpoint (`correlation`): the Spearman correlation across the heads of that checkpoint of
+the normalised entropy with the key-dependent term (and with the softmax-invariant |q̄·k̄|/√Dh);
+along the checkpoints (`trends`): the expected trends of docs/SCIENCE.md with their numbers.
 
 `run` reads the run's config.json, metrics.jsonl, eval.jsonl and checkpoints; it writes nothing.
 """
@@ -38,14 +45,19 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, data as data_lib, metrics
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, TransformerConfig
+from anisotropy_jax.metrics.logit_terms import mean_query_key_terms
 from anisotropy_jax.models.attention import attention_mask
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies import training
-from anisotropy_jax.studies.dynamics.trends import expected_trends, spearman_entropy_vs_qk
+from anisotropy_jax.studies.dynamics.trends import (entropy_correlations_across_heads,
+                                                    expected_trends)
 
-HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine", "mean_query_key_dot",
-                "query_norm", "key_norm", "attention_entropy", "attention_entropy_normalized",
-                "attention_max", "first_position_mass")
+HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
+                "mean_query_key_dot_softmax_invariant", "key_term_std", "key_term_share",
+                "logit_std", "query_norm", "key_norm", "attention_entropy",
+                "attention_entropy_normalized", "attention_max", "first_position_mass",
+                "attention_query_agreement", "attention_row_cosine",
+                "attention_query_key_information")
 LAYER_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
                  "drift_norm", "relative_drift", "isoscore")
 
@@ -62,7 +74,7 @@ class DynamicsResult:
       layers: {name in LAYER_METRICS: (S, layers + 1)}.
       embeddings: {"input_raw", …, "output_all_rows_centered": (S,)}.
       final_norm: clm only, {"before_<name>", "after_<name>": (S,)}; else None.
-      correlation: `trends.spearman_entropy_vs_qk` (S ≥ 3), else None.
+      correlation: `trends.entropy_correlations_across_heads` (S ≥ 3), else None.
       trends: `trends.expected_trends` (S ≥ 3), else None.
       loss_steps, loss: (T,) the training loss per step (metrics.jsonl).
       val_steps, val_loss: (E,) the validation loss at the checkpoints (eval.jsonl).
@@ -108,10 +120,17 @@ def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
     stats = metrics.attention_statistics(logits_BxHxLxL, mask)  # each (B, H, L)
     normalized_BxHxL = metrics.normalized_entropy(stats["entropy"], counts_L)
     out = dict(metrics.query_key_geometry(queries_BxLxHxDh, keys_BxLxHxDh))
+    # q̄·k̄ adds one constant to every logit of a query: the softmax cancels it.
+    out["mean_query_key_dot_softmax_invariant"] = out.pop("mean_query_key_dot")
+    out.update(mean_query_key_terms(queries_BxLxHxDh, keys_BxLxHxDh, logits_BxHxLxL, mask))
     out["attention_entropy"] = metrics.mean_over_queries(stats["entropy"], counts_L)
     out["attention_entropy_normalized"] = metrics.mean_over_queries(normalized_BxHxL, counts_L)
     out["attention_max"] = metrics.mean_over_queries(stats["max"], counts_L)
     out["first_position_mass"] = metrics.mean_over_queries(stats["sink"], counts_L)
+    categorical = metrics.categorical_attention_statistics(logits_BxHxLxL, mask,
+                                                           entropy=stats["entropy"])  # (B, H)
+    for name, value in categorical.items():
+        out[f"attention_{name}"] = jnp.mean(value, axis=0)
     return out
 
 
@@ -231,8 +250,7 @@ def run(workdir: str | os.PathLike, analysis: AnalysisConfig = AnalysisConfig(),
     steps_S = np.asarray(done)
     correlation = trends = None
     if len(done) >= 3:
-        correlation = spearman_entropy_vs_qk(stacked["heads"]["attention_entropy_normalized"],
-                                             stacked["heads"]["mean_query_key_dot"])
+        correlation = entropy_correlations_across_heads(stacked["heads"])
         trends = expected_trends(steps_S, stacked["heads"], stacked["layers"], correlation,
                                  config.objective)
     losses, evals = training.read_metrics(workdir), training.read_evals(workdir)

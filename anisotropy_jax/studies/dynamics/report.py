@@ -4,9 +4,9 @@
                 each group measures), training (first/final loss, validation curve), steps,
                 heads, layers, embeddings, final_norm (clm), correlation, trends — written last
   dynamics.npz  "steps", "<group>/<metric>" for heads, layers, embeddings, final_norm, and
-                "correlation/per_head"
-  figures/      loss.png, trajectories.png, anisotropy_heatmap.png, cosine_vs_entropy.png (≥ 3
-                checkpoints)
+                "correlation/<metric>/rho", "correlation/<metric>/p" (per checkpoint)
+  figures/      loss.png, trajectories.png, anisotropy_heatmap.png, entropy_vs_logit_terms.png
+                (≥ 3 checkpoints)
 """
 from __future__ import annotations
 
@@ -22,12 +22,20 @@ from anisotropy_jax.studies.dynamics.analysis import DynamicsResult
 
 OBJECTS = {
     "heads": "per checkpoint, layer, head: query/key geometry and attention sharpness on "
-             "a fixed validation batch (queries with one visible key excluded)",
+             "a fixed validation batch (queries with one visible key excluded); "
+             "mean_query_key_dot_softmax_invariant = mean q . mean k / sqrt(d_head) adds one "
+             "constant to every logit of a query (the softmax cancels it); key_term_std = std "
+             "over visible keys of mean q . (k_j - mean k) / sqrt(d_head), key_term_share = its "
+             "variance / the variance over visible keys of the logits (each averaged over "
+             "queries): the mean term the softmax does see (anisotropy_jax/metrics/logit_terms.py)",
     "layers": "per checkpoint and hidden state (0 = embedding output, i = block i-1 "
               "output): contextual-representation anisotropy",
     "embeddings": "partition isotropy of the input/output embedding matrices (rows of "
                   "byte ids present in the corpus; *_all_rows: every row)",
     "final_norm": "clm only: hidden states before/after the final LayerNorm",
+    "correlation": "per checkpoint: Spearman rho (and p) of normalised entropy with each logit "
+                   "term over the heads of all layers of that checkpoint (heads of one model, "
+                   "not independent models); checkpoints are never pooled",
 }
 _GROUPS = ("heads", "layers", "embeddings", "final_norm", "correlation", "trends")
 
@@ -43,8 +51,10 @@ def flatten_arrays(result: DynamicsResult) -> dict[str, np.ndarray]:
     for group in ("heads", "layers", "embeddings", "final_norm"):
         for name, value in (getattr(result, group) or {}).items():
             flat[f"{group}/{name}"] = np.asarray(value)
-    if result.correlation is not None:
-        flat["correlation/per_head"] = np.asarray(result.correlation["per_head"])
+    for name, value in (result.correlation or {}).items():
+        if isinstance(value, dict):
+            flat[f"correlation/{name}/rho"] = np.asarray(value["rho"])
+            flat[f"correlation/{name}/p"] = np.asarray(value["p"])
     return flat
 
 
@@ -63,8 +73,8 @@ def _write_figures(result: DynamicsResult, figures: pathlib.Path) -> None:
     results.save_figure(plots.trajectories_figure(view), figures / "trajectories.png")
     results.save_figure(plots.anisotropy_heatmap_figure(view), figures / "anisotropy_heatmap.png")
     if len(result.steps) >= 3:
-        results.save_figure(plots.cosine_vs_entropy_figure(view),
-                            figures / "cosine_vs_entropy.png")
+        results.save_figure(plots.entropy_vs_logit_terms_figure(view),
+                            figures / "entropy_vs_logit_terms.png")
 
 
 def write(result: DynamicsResult, workdir: str | pathlib.Path,
@@ -88,10 +98,17 @@ def write(result: DynamicsResult, workdir: str | pathlib.Path,
 
 
 def format_report(result: DynamicsResult) -> str:
-    """One line per expected trend: whether it holds, with its scalar numbers."""
+    """One line per expected trend: whether it holds, with its scalar numbers; then the
+    per-checkpoint correlation across heads."""
     lines = []
     for name, value in (result.trends or {}).items():
         if isinstance(value, dict) and "holds" in value:
-            numbers = {k: v for k, v in value.items() if k != "holds" and not isinstance(v, list)}
+            numbers = {k: v for k, v in value.items()
+                       if k != "holds" and not isinstance(v, (list, str))}
             lines.append(f"{name}: holds={value['holds']} {numbers}")
+    corr = result.correlation or {}
+    for name, value in corr.items():
+        if isinstance(value, dict):
+            rhos = " ".join(f"{s}:{r:+.2f}" for s, r in zip(result.steps, value["rho"]))
+            lines.append(f"spearman(entropy, {name}) across {corr['n']} heads, by step: {rhos}")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
-"""Across checkpoints: the Spearman correlation of attention entropy with |q̄·k̄/√Dh| and the
-expected trends of docs/SCIENCE.md ("The training-dynamics experiment"), each with its numbers.
-Host-side numpy (scipy for the rank correlation)."""
+"""Within each checkpoint, the Spearman correlation across heads of attention entropy with the
+key-dependent logit term (and, for comparison, the softmax-invariant |q̄·k̄|/√Dh); along the
+checkpoints, the expected trends of docs/SCIENCE.md ("The training-dynamics experiment"), each
+with its numbers. Host-side numpy (scipy for the rank correlation)."""
 from __future__ import annotations
 
 import warnings
@@ -8,34 +9,34 @@ from typing import Any
 
 import numpy as np
 
+from anisotropy_jax.metrics.correlation import spearman
 
-def spearman_entropy_vs_qk(entropy_SxNxH: np.ndarray, qk_dot_SxNxH: np.ndarray) -> dict[str, Any]:
-    """Spearman ρ of the normalised entropy with |q̄·k̄/√Dh| over checkpoints.
 
-    `pooled`: over every (checkpoint, layer, head) point; `per_head` (layers, H): over the
-    checkpoints of each head; `per_head_median`. NaN where a series is constant (scipy's
-    convention, kept). Needs ≥ 3 checkpoints.
+CORRELATED = ("key_term_std", "key_term_share", "mean_query_key_dot_softmax_invariant")
+UNITS = ("the heads of all layers of one checkpoint: units of one model, not independent models; "
+         "p tests the association across those heads")
+
+
+def entropy_correlations_across_heads(heads: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per checkpoint, Spearman ρ of the normalised entropy with each of CORRELATED (absolute
+    value for the softmax-invariant q̄·k̄) over the layers × heads of that checkpoint.
+
+    Steps are never pooled (both series trend with the step). Returns {"units", "n",
+    <name>: {"rho": (S,), "p": (S,), "p_method": [S]}}; NaN where a series is constant.
     """
-    from scipy import stats  # optional heavy dependency, only needed here
-
-    entropy = np.asarray(entropy_SxNxH, np.float64)
-    qk = np.abs(np.asarray(qk_dot_SxNxH, np.float64))
-    if entropy.shape[0] < 3:
-        raise ValueError(f"a correlation over checkpoints needs >= 3 checkpoints, "
-                         f"got {entropy.shape[0]}")
-    pooled = stats.spearmanr(entropy.reshape(-1), qk.reshape(-1))
-    per_head = np.full(entropy.shape[1:], np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant series → NaN, reported as such
-        for idx in np.ndindex(*entropy.shape[1:]):
-            per_head[idx] = stats.spearmanr(entropy[(slice(None),) + idx],
-                                            qk[(slice(None),) + idx]).statistic
-    finite = per_head[np.isfinite(per_head)]
-    return {"pooled": float(pooled.statistic), "pooled_p": float(pooled.pvalue),
-            "n_pooled": int(entropy.size), "per_head": per_head,
-            "per_head_median": float(np.median(finite)) if finite.size else float("nan"),
-            "per_head_fraction_negative": float(np.mean(finite < 0)) if finite.size else
-            float("nan")}
+    entropy = np.asarray(heads["attention_entropy_normalized"], np.float64)
+    out: dict[str, Any] = {"units": UNITS, "n": int(np.prod(entropy.shape[1:]))}
+    for name in CORRELATED:
+        other = np.abs(np.asarray(heads[name], np.float64))
+        rows = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a constant series → NaN, reported as such
+            for step in range(entropy.shape[0]):
+                rows.append(spearman(entropy[step].reshape(-1), other[step].reshape(-1)))
+        out[name] = {"rho": np.array([r["rho"] for r in rows]),
+                     "p": np.array([r["p"] for r in rows]),
+                     "p_method": [r["p_method"] for r in rows]}
+    return out
 
 
 def _head_trends(heads: dict, objective: str) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def _head_trends(heads: dict, objective: str) -> dict[str, Any]:
         return float(np.mean(fn(heads[name][index])))
 
     out = {}
-    for name in ("mean_query_norm", "mean_key_norm"):
+    for name in ("mean_query_norm", "mean_key_norm", "key_term_std"):
         a, b = head_mean(name, first), head_mean(name, last)
         out[f"{name}_grows"] = {"first": a, "last": b, "holds": b > a}
     a, b = head_mean("mean_query_key_cosine", first, np.abs), head_mean(
@@ -69,14 +70,17 @@ def expected_trends(steps: np.ndarray, heads: dict, layers: dict, correlation: d
                     objective: str) -> dict[str, Any]:
     """docs/SCIENCE.md's expected trends, each with the numbers at the first and last checkpoint
     and whether it holds in this run (`holds` is a plain comparison, no significance test, except
-    the correlation: ρ < 0 and p < 0.05)."""
+    the correlation across the heads of the last checkpoint: ρ < 0 and p < 0.05, p over heads
+    of one model)."""
     first, last = 0, -1
     num_layers = heads["mean_query_norm"].shape[1]
     out = _head_trends(heads, objective)
-    out["entropy_anticorrelates_with_abs_qk"] = {
-        "spearman_pooled": correlation["pooled"], "p": correlation["pooled_p"],
-        "per_head_median": correlation["per_head_median"],
-        "holds": correlation["pooled"] < 0 and correlation["pooled_p"] < 0.05}
+    rho, p = correlation["key_term_std"]["rho"], correlation["key_term_std"]["p"]
+    out["entropy_anticorrelates_with_key_term_across_heads"] = {
+        "rho_last": float(rho[last]), "p_last": float(p[last]), "units": correlation["units"],
+        "rho_last_softmax_invariant": float(
+            correlation["mean_query_key_dot_softmax_invariant"]["rho"][last]),
+        "holds": bool(rho[last] < 0 and p[last] < 0.05)}
     inter = slice(1, num_layers)  # outputs of blocks 0 .. n-2: neither the input nor the last
     if num_layers >= 2:
         cross = layers["cross_sequence_cosine"]

@@ -1,15 +1,17 @@
-"""Layer-wise anisotropy and drift of pretrained BERT checkpoints against their untrained
-re-initialisation (docs/SCIENCE.md, "Pretrained models"; docs/PRETRAINED.md).
+"""Layer-wise anisotropy and drift of pretrained checkpoints (any family of models/registry.py)
+against their untrained re-initialisation (docs/SCIENCE.md, "Pretrained models"; docs/PRETRAINED.md).
 
   text      sentences (a text file or the Shakespeare speeches), the tokenizer with padding off,
             `encode`, length-bucketed padded batches (`make_batches`)
   analysis  `validate(config) -> Inputs` (every check, before any compilation),
             `run(config) -> PretrainedResult`: hidden states, per-layer metrics, correlations,
             the untrained baseline
+  embeddings  partition isotropy of the input/output embeddings (raw, centred, gain-scaled)
   report    `write(result, workdir, provenance)` (config.json, sentences.txt, report.txt,
             figures, npz, results.json last) and `format_report(result)`
 
-The checkpoint itself (config mapping, weights, forward) is `anisotropy_jax.models.bert`.
+The checkpoint itself (config mapping, weights, forward) is `anisotropy_jax.models.registry` and
+the family modules it finds.
 """
 from anisotropy_jax.studies.pretrained.analysis import (PretrainedModel, PretrainedResult,
                                                         load_model, run, validate)

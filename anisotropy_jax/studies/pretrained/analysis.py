@@ -1,13 +1,16 @@
-"""Layer-wise anisotropy and drift of a pretrained BERT checkpoint and of its re-initialisation.
+"""Layer-wise anisotropy and drift of a pretrained checkpoint of any registered family
+(`anisotropy_jax.models.registry`: BERT, GPT-2, GPT-NeoX, Llama, ...) and of its re-initialisation.
 
 `validate(config)` checks every input and loads the checkpoint, tokenizer and sentences, with a
 one-line ConfigError naming the field ("model_dir: ...", "text_file: ...", "max_length: ..."),
 before anything is compiled. `run(config)` then runs the sentences through the trained weights and
-through the same architecture re-initialised as Hugging Face does (N(0, initializer_range²)
-weights and embeddings, zero biases, LayerNorm γ = 1, β = 0), and measures per hidden state
-(layer 0 = embedding output, layer i = output of layer i) the metrics of docs/SCIENCE.md with
-`anisotropy_jax.metrics`, and the drift/anisotropy correlations across layers. Nothing is written
-here (`report.write` does).
+through the same architecture re-initialised as Hugging Face does (the family's `init_params`:
+N(0, initializer_range²) weights and embeddings, zero biases, norm gains 1), and measures per
+hidden state (`state_labels`: 0 = embedding output, i = output of layer i, and for families with
+a final norm one more state after it) the metrics of docs/SCIENCE.md with `anisotropy_jax.metrics`,
+the drift/anisotropy correlations across layers, and the partition isotropy of the input and
+output embeddings (`studies/pretrained/embeddings.py`). Nothing is written here (`report.write`
+does).
 """
 from __future__ import annotations
 
@@ -21,8 +24,9 @@ import jax
 import numpy as np
 
 from anisotropy_jax import corpus, metrics
-from anisotropy_jax.config import PretrainedConfig, TransformerConfig, require
-from anisotropy_jax.models import bert
+from anisotropy_jax.config import PretrainedConfig, require
+from anisotropy_jax.models import bert, registry
+from anisotropy_jax.studies.pretrained import embeddings
 from anisotropy_jax.studies.pretrained import text as text_lib
 
 # max_length 0 means the model's max_position_embeddings, capped here (BERT's 512 would only
@@ -55,14 +59,16 @@ Progress = Callable[[Iterable, str], Iterable]  # (batches, run name) → wrappe
 
 @dataclasses.dataclass(frozen=True)
 class PretrainedModel:
-    """A loaded checkpoint: Flax config and parameters, the tokenizer, what was not used."""
+    """A loaded checkpoint: its family module (models/registry.py), the family's config and
+    parameters, the tokenizer, what was not used."""
 
     model_dir: pathlib.Path
     hf_config: dict[str, Any]
-    config: TransformerConfig
+    config: Any
     params: dict[str, Any]
     unused_tensors: list[str]
     tokenizer: Any = None
+    family: Any = bert
 
     @property
     def num_parameters(self) -> int:
@@ -70,24 +76,37 @@ class PretrainedModel:
 
     @property
     def pad_id(self) -> int:
-        return bert.pad_token_id(self.hf_config)
+        return self.family.pad_token_id(self.hf_config)
+
+    @property
+    def shape(self) -> dict[str, Any]:
+        """The family's `summary`: num_layers, d_model, num_heads, d_ff, vocab_size, max_len."""
+        return self.family.summary(self.config)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.family.state_labels(self.config))
 
 
 def load_model(model_dir: str | pathlib.Path, max_length: int | None = None,
                precision: str = "highest") -> PretrainedModel:
-    """A local BERT checkpoint and its tokenizer (truncating at `max_length` tokens, default the
-    model's max_position_embeddings). Raises PretrainedError (one line) naming what is missing
-    or unsupported. Nothing is compiled."""
+    """A local checkpoint of any registered family (a Hugging Face directory, or a GGUF file /
+    a directory holding one) and its tokenizer (truncating at `max_length` tokens, default the
+    model's max_position_embeddings). Raises PretrainedError (one line) naming the file that is
+    missing, unreadable or unsupported. Nothing is compiled."""
     model_dir = pathlib.Path(model_dir)
-    config = bert.transformer_config(bert.read_hf_config(model_dir), precision=precision,
-                                     source=str(model_dir / bert.CONFIG_FILE))
-    length = config.max_len if max_length is None else int(max_length)
-    if not 2 <= length <= config.max_len:
-        raise bert.PretrainedError(f"max_length {length} outside [2, {config.max_len}] "
+    family, config, _ = registry.read_config(model_dir, precision)
+    max_len = family.summary(config)["max_len"]
+    length = max_len if max_length is None else int(max_length)
+    if not 2 <= length <= max_len:
+        raise bert.PretrainedError(f"max_length {length} outside [2, {max_len}] "
                                    "(max_position_embeddings)")
-    tokenizer = text_lib.load_tokenizer(model_dir, length)
-    config, params, hf_config, unused = bert.load(model_dir, precision)
-    return PretrainedModel(model_dir, hf_config, config, params, unused, tokenizer)
+    if registry.gguf.find_gguf(model_dir) is None:  # tokenizer.json checked before the weights
+        text_lib.load_tokenizer(model_dir, length)
+    loaded = registry.load(model_dir, precision)
+    tokenizer = text_lib.load_tokenizer(model_dir, length, loaded.tokenizer_json)
+    return PretrainedModel(model_dir, loaded.hf_config, loaded.config, loaded.params,
+                           loaded.unused_tensors, tokenizer, loaded.family)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,11 +138,11 @@ def validate(config: PretrainedConfig) -> Inputs:
     candidates = text_lib.candidate_sentences(text, source, config.min_words, config.max_words)
     model_dir = resolve_model_dir(config.model_dir)
     try:
-        model_config = bert.transformer_config(bert.read_hf_config(model_dir), config.precision,
-                                               source=str(model_dir / bert.CONFIG_FILE))
-        max_length = config.max_length or min(DEFAULT_MAX_LENGTH, model_config.max_len)
-        require(max_length <= model_config.max_len, "max_length",
-                f"{max_length} > max_position_embeddings {model_config.max_len}")
+        family, model_config, _ = registry.read_config(model_dir, config.precision)
+        max_len = family.summary(model_config)["max_len"]
+        max_length = config.max_length or min(DEFAULT_MAX_LENGTH, max_len)
+        require(max_length <= max_len, "max_length",
+                f"{max_length} > max_position_embeddings {max_len}")
         model = load_model(model_dir, max_length, config.precision)
     except bert.PretrainedError as e:
         raise bert.PretrainedError(f"model_dir: {e}") from None
@@ -257,8 +276,9 @@ def layer_metrics(hidden: HiddenStates, key: jax.Array, num_pairs: int = 10_000,
 
 def correlations(layer_values: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     """Spearman and Pearson correlation (with p-values) of drift_norm and relative_drift with
-    each cosine of CORRELATED_COSINES across hidden states (metrics.drift_anisotropy_correlation).
-    Keys like "drift_norm_vs_average_cosine"."""
+    each cosine of CORRELATED_COSINES across hidden states (metrics.drift_anisotropy_correlation:
+    exact p = 2/n! at |ρ| = 1). The layers of one model are not independent units: the p-values
+    describe rank agreement along one network. Keys like "drift_norm_vs_average_cosine"."""
     out = {}
     for drift in ("drift_norm", "relative_drift"):
         for cosine in CORRELATED_COSINES:
@@ -272,8 +292,10 @@ def correlations(layer_values: dict[str, list[float]]) -> dict[str, dict[str, fl
 
 @dataclasses.dataclass(frozen=True)
 class PretrainedResult:
-    """What a run measured. `metrics[run][name]` and the correlations are per run ("trained",
-    and "untrained" with the baseline); `layers` = [0 … L] (0 = embedding output)."""
+    """What a run measured. `metrics[run][name]`, the correlations and `embeddings[run]`
+    (partition isotropy, studies/pretrained/embeddings.py) are per run ("trained", and
+    "untrained" with the baseline); `layers` = [0 … S-1] indexes the hidden states named by
+    model["state_labels"] (0 = embedding output; with a final norm the last is after it)."""
 
     config: PretrainedConfig
     model: dict[str, Any]        # architecture, parameter count, unused tensors, baseline init
@@ -284,23 +306,23 @@ class PretrainedResult:
     timing: dict[str, float]
     sentences: list[str]
     hidden_states: dict[str, HiddenStates]
+    embeddings: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
 def _model_summary(model: PretrainedModel) -> dict[str, Any]:
-    config = model.config
     return {
         "model_dir": str(model.model_dir),
         "model_type": model.hf_config.get("model_type"),
         "architectures": model.hf_config.get("architectures"),
         "name_or_path": model.hf_config.get("_name_or_path"),
-        "num_layers": config.num_layers,
-        "d_model": config.block.d_model,
-        "num_heads": config.block.num_heads,
-        "d_ff": config.block.d_ff,
+        "family": model.family.__name__,
+        "causal": bool(model.family.CAUSAL),
+        **model.shape,
+        "state_labels": list(model.labels),
         "num_parameters": model.num_parameters,
         "unused_tensors": model.unused_tensors,
-        "untrained_init": f"normal(0, {config.block.init_std}^2) kernels and embeddings, "
-                          "zero biases, LayerNorm 1/0",
+        **({"gguf_file": model.hf_config["gguf_file"], "gguf_file_type":
+            model.hf_config.get("gguf_file_type")} if "gguf_file" in model.hf_config else {}),
     }
 
 
@@ -334,30 +356,33 @@ def analyze(model: PretrainedModel, sentences: Sequence[str], config: Pretrained
     start = time.perf_counter()
     encoded = text_lib.encode(model.tokenizer, sentences)
     batches = text_lib.make_batches(encoded, config.batch_size, config.length_multiple,
-                                    model.pad_id, model.config.max_len)
+                                    model.pad_id, model.shape["max_len"])
     timing["tokenize_seconds"] = time.perf_counter() - start
-    forward = bert.hidden_states_fn(model.config)
+    forward = model.family.hidden_states_fn(model.config)
     key_init, key_pairs = jax.random.split(jax.random.key(config.seed))
     runs = {"trained": model.params}
     if config.untrained_baseline:
-        runs["untrained"] = bert.init_untrained_params(model.config, key_init)
-    values, corr, hidden = {}, {}, {}
+        runs["untrained"] = model.family.init_params(model.config, key_init)
+    values, corr, hidden, embedding_values = {}, {}, {}, {}
     for name, params in runs.items():
         start = time.perf_counter()
         wrap = None if progress is None else (lambda it, _n=name: progress(it, _n))
-        hidden[name] = collect_hidden_states(forward, params, batches, model.config.vocab_size,
-                                             wrap)
+        hidden[name] = collect_hidden_states(forward, params, batches,
+                                             model.shape["vocab_size"], wrap)
         timing[f"{name}_forward_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         values[name] = layer_metrics(hidden[name], key_pairs, config.num_pairs,
                                      config.include_special_tokens)
         timing[f"{name}_metrics_seconds"] = time.perf_counter() - start
         corr[name] = correlations(values[name])
+        embedding_values[name] = embeddings.embedding_isotropy(
+            model.family.embedding_matrices(params, model.config))
     data = _data_summary(encoded, batches, hidden["trained"], config.include_special_tokens)
     return PretrainedResult(config=config, model=_model_summary(model),
-                            layers=list(range(model.config.num_layers + 1)), metrics=values,
+                            layers=list(range(len(model.labels))), metrics=values,
                             correlations=corr, data=data, timing=timing,
-                            sentences=list(sentences), hidden_states=hidden)
+                            sentences=list(sentences), hidden_states=hidden,
+                            embeddings=embedding_values)
 
 
 def run(config: PretrainedConfig, inputs: Inputs | None = None,

@@ -8,7 +8,8 @@
   hidden_states[_untrained].npz   with config.save_hidden_states: layer_0 … layer_L, each (N, D)
                      float32 in (sentence, position) order, plus token_ids, sentence_index,
                      position, special
-  results.json       LAST: provenance, config, model, layers, metrics, correlations, data, timing
+  results.json       LAST: provenance, config, model (with state_labels), layers, metrics,
+                     correlations, embeddings (partition isotropy), data, timing
 """
 from __future__ import annotations
 
@@ -36,17 +37,24 @@ def summary(result: PretrainedResult, provenance: dict[str, Any] | None = None
     """The results.json dict (also what `plotting.pretrained` takes)."""
     return {"provenance": provenance, "config": dataclasses.asdict(result.config),
             "model": result.model, "layers": result.layers, "metrics": result.metrics,
-            "correlations": result.correlations, "data": result.data, "timing": result.timing}
+            "correlations": result.correlations, "embeddings": result.embeddings,
+            "data": result.data, "timing": result.timing}
 
 
 def format_report(result: PretrainedResult, names: Sequence[str] = TABLE_METRICS) -> str:
     """The per-layer table and the correlations as plain text (what the script prints)."""
     lines = []
+    labels = result.model.get("state_labels") or [str(i) for i in result.layers]
     for run, values in result.metrics.items():
-        lines.append(f"[{run}] layer 0 = embedding output")
-        lines.append("layer " + " ".join(f"{SHORT_NAMES.get(n, n):>11}" for n in names))
+        lines.append(f"[{run}] state 0 = embedding output"
+                     + ("; last = after the final norm" if labels[-1] == "final_norm" else ""))
+        lines.append("state       " + " ".join(f"{SHORT_NAMES.get(n, n):>11}" for n in names))
         for layer in result.layers:
-            lines.append(f"{layer:>5} " + " ".join(f"{values[n][layer]:>11.4f}" for n in names))
+            lines.append(f"{labels[layer]:<11} " + " ".join(f"{values[n][layer]:>11.4f}"
+                                                           for n in names))
+        if run in result.embeddings:
+            lines.append("  partition isotropy: " + ", ".join(
+                f"{k} {v:.4g}" for k, v in result.embeddings[run].items()))
         for pair, c in result.correlations[run].items():
             lines.append(f"  {pair}: spearman {c['spearman']:+.3f} (p={c['spearman_p']:.3g}), "
                          f"pearson {c['pearson']:+.3f} (p={c['pearson_p']:.3g}), n={c['n']}")

@@ -61,8 +61,11 @@ def candidate_sentences(text: str, source: str, min_words: int, max_words: int) 
 # --------------------------------------------------------------------------------------------
 # Tokenizer
 
-def load_tokenizer(model_dir: str | pathlib.Path, max_length: int):
-    """The tokenizer of tokenizer.json with padding OFF and truncation at `max_length` tokens.
+def load_tokenizer(model_dir: str | pathlib.Path, max_length: int,
+                   tokenizer_json: str | None = None):
+    """The tokenizer of tokenizer.json (or of `tokenizer_json`, a JSON string such as the one
+    `models.gguf.tokenizer_json` builds) with padding OFF and truncation at `max_length` tokens.
+    Its post-processor (special tokens such as [CLS]/[SEP] or BOS) applies as `tokenizers` does.
 
     (The packaged MiniLM tokenizer pads to 128 unless told not to; padding here is done by
     `make_batches`, with the attention mask passed on.)
@@ -70,12 +73,15 @@ def load_tokenizer(model_dir: str | pathlib.Path, max_length: int):
     from tokenizers import Tokenizer  # optional dependency: extra "pretrained"
 
     path = pathlib.Path(model_dir) / TOKENIZER_FILE
-    if not path.is_file():
+    if tokenizer_json is None and not path.is_file():
         raise PretrainedError(f"{model_dir}: missing {TOKENIZER_FILE} (needed to tokenize text)")
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer = (Tokenizer.from_str(tokenizer_json) if tokenizer_json is not None
+                     else Tokenizer.from_file(str(path)))
     except Exception as e:  # tokenizers raises its own exception types for a corrupt file
-        raise PretrainedError(f"{path}: cannot load tokenizer ({type(e).__name__}: {e})") from None
+        where = path if tokenizer_json is None else model_dir
+        raise PretrainedError(f"{where}: cannot load tokenizer ({type(e).__name__}: {e})"
+                              ) from None
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=int(max_length))
     return tokenizer

@@ -1,12 +1,14 @@
-"""The sweep's shared attention input projection: x = z + s·u gives x·W + b = (z·W + b) + s·(u·W).
+"""The sweep's inputs and its shared attention input projection: x = z + s·u gives
+x·W + b = (z·W + b) + s·(u·W); the norm-matched control x = z·c, c = √(1 + s²/d), gives c·(z·W) + b.
 
 Where attention sees x itself (post-LN or no LN), its input projection is affine in the bias norm
 s, so each seed's z·W and u·W are computed once per chunk and every point's projection is an
 element-wise update instead of a (B·L, D) × (D, 3D) matmul (a quarter of a BERT-base block's
 FLOPs). The block receives it through `models.attention.PrecomputedQKV`; `AffineProjection`
 implements that protocol, and the fused kernel then forms q + s·(u·W_q) on chip
-(`models.fused_attention`, "affine inputs"). The model never sees s as a bias norm: only an
-affine projection's coefficient. Tested equal to the literal block in tests/test_sweep.py.
+(`models.fused_attention`, "affine inputs"); `ScaledProjection` is the control's (assembled, then
+used like a stored projection). The model never sees s as a bias norm: only a projection. Both
+are tested equal to the literal block in tests/test_sweep.py.
 """
 from __future__ import annotations
 
@@ -41,6 +43,39 @@ class AffineProjection(NamedTuple):
         return AffineQKV(self.base_BxLx3D, self.slope_3D, self.bias_norm)
 
 
+class ScaledProjection(NamedTuple):
+    """qkv = scale·(z·W) + b for the norm-matched control (a `PrecomputedQKV` with no affine
+    form in the bias norm: the fused kernel receives q, k, v as computed here)."""
+
+    qkv_z_BxLx3D: Array
+    bias_3D: Array | None
+    scale: Array
+
+    def assemble(self) -> Array:
+        qkv = jnp.asarray(self.scale, jnp.float32) * self.qkv_z_BxLx3D
+        return qkv if self.bias_3D is None else qkv + self.bias_3D[None, None, :]
+
+    def affine_form(self) -> None:
+        return None
+
+
+def norm_matched_scale(bias_norm: Array, d_model: int) -> Array:
+    """c = √(1 + s²/d): z·c has the expected squared norm d + s² of z + s·u (float32; overflows
+    to inf only where s² does)."""
+    s = jnp.asarray(bias_norm, jnp.float32)
+    return jnp.sqrt(1.0 + (s / d_model) * s)
+
+
+def sweep_inputs(kind: str, z_BxLxD: Array, u_D: Array, bias_norm: Array) -> Array:
+    """The block input of one grid point: 'biased' x = z + s·u, 'norm_matched' x = z·√(1 + s²/d)
+    (`config.sweep.INPUTS`)."""
+    if kind == "biased":
+        return inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
+    if kind == "norm_matched":
+        return z_BxLxD * norm_matched_scale(bias_norm, z_BxLxD.shape[-1]).astype(z_BxLxD.dtype)
+    raise ValueError(f"inputs: unknown inputs {kind!r}")
+
+
 class ProjectedSeed(NamedTuple):
     """One seed's attention input projection, split along x = z + s·u (float32, no bias)."""
 
@@ -70,15 +105,21 @@ def project_seed(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array) ->
 
 
 def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_norm: Array,
-             projected: ProjectedSeed | None = None) -> tuple[Array, dict[str, Array]]:
-    """(output, probes) of the block on x = z + s·u; with `projected` (see `project_seed`) the
-    attention input projection is assembled from it instead of recomputed."""
-    x_BxLxD = inputs.biased_inputs(z_BxLxD, u_D, bias_norm)
+             projected: ProjectedSeed | None = None,
+             kind: str = "biased") -> tuple[Array, dict[str, Array]]:
+    """(output, probes) of the block on the inputs of `kind` (`sweep_inputs`); with `projected`
+    (see `project_seed`) the attention input projection is assembled from it instead of
+    recomputed."""
+    x_BxLxD = sweep_inputs(kind, z_BxLxD, u_D, bias_norm)
     precomputed = None
     if projected is not None:
         base_BxLx3D = projected.qkv_z_BxLx3D  # shared by every s of the seed (unbatched)
         _, bias_3D = stored_qkv(params["params"]["attention"])
-        if bias_3D is not None:
-            base_BxLx3D = base_BxLx3D + bias_3D[None, None, :]
-        precomputed = AffineProjection(base_BxLx3D, projected.qkv_u_3D, bias_norm)
+        if kind == "norm_matched":
+            scale = norm_matched_scale(bias_norm, block.d_model)
+            precomputed = ScaledProjection(base_BxLx3D, bias_3D, scale)
+        else:
+            if bias_3D is not None:
+                base_BxLx3D = base_BxLx3D + bias_3D[None, None, :]
+            precomputed = AffineProjection(base_BxLx3D, projected.qkv_u_3D, bias_norm)
     return TransformerBlock(block).apply(params, x_BxLxD, precomputed_qkv=precomputed)

@@ -1,7 +1,8 @@
 """The untrained-block bias sweep over its (seed × s) grid (docs/SCIENCE.md, "The untrained-block
 experiment"): `run(config) -> SweepResult`.
 
-For every grid point (seed i, bias norm s_j) the block of seed i runs on x = z_i + s_j·u_i and its
+For every grid point (seed i, bias norm s_j) the block of seed i runs on x = z_i + s_j·u_i (or the
+control's z_i·√(1 + s_j²/d), `SweepConfig.inputs`) and its
 probes are reduced *on device* to the metrics of the results contract (`points.reduce_probes`);
 only scalars (and per-head vectors) come back to the host. Weights, z and u are drawn once per seed and shared
 by every s of that seed.
@@ -119,10 +120,12 @@ def grid_computation(point: Callable, block: BlockConfig, reuse_projections: boo
 
 
 def chunk_computation(block: BlockConfig, with_metrics: bool = True,
-                      reuse_projections: bool = True, points_per_step: int = 0) -> Callable:
+                      reuse_projections: bool = True, points_per_step: int = 0,
+                      inputs: str = "biased") -> Callable:
     """The library's per-chunk function: `point_metrics` (or the bare `point_forward`) over a
-    chunk of the grid (`grid_computation`)."""
-    point = functools.partial(point_metrics if with_metrics else point_forward, block)
+    chunk of the grid (`grid_computation`), on the sweep inputs of kind `inputs`."""
+    point = functools.partial(point_metrics if with_metrics else point_forward, block,
+                              kind=inputs)
     return grid_computation(point, block, reuse_projections, points_per_step)
 
 
@@ -151,11 +154,13 @@ def jit_chunk(fn: Callable, mesh: Mesh) -> Callable:
 
 @functools.lru_cache(maxsize=32)
 def make_chunk_fn(block: BlockConfig, mesh: Mesh, with_metrics: bool = True,
-                  reuse_projections: bool = True, points_per_step: int = 0) -> Callable:
+                  reuse_projections: bool = True, points_per_step: int = 0,
+                  inputs: str = "biased") -> Callable:
     """The jitted, sharded per-chunk computation (cached per static configuration);
     points_per_step 0 = auto for the mesh's platform (`default_points_per_step`)."""
     width = points_per_step or default_points_per_step(mesh.devices.flat[0].platform)
-    return jit_chunk(chunk_computation(block, with_metrics, reuse_projections, width), mesh)
+    return jit_chunk(chunk_computation(block, with_metrics, reuse_projections, width, inputs),
+                     mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +290,7 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
     """
     mesh = grid_mesh() if mesh is None else mesh
     fn = (make_chunk_fn(config.block, mesh, with_metrics, config.reuse_projections,
-                        config.points_per_step) if chunk_fn is None else chunk_fn)
+                        config.points_per_step, config.inputs) if chunk_fn is None else chunk_fn)
     norms = np.asarray(config.bias_norms, np.float32)
     num_bias, num_seeds = len(norms), config.num_seeds
     layout = chunk_layout(num_seeds, num_bias, config.chunk_size, mesh.size)

@@ -1,5 +1,6 @@
-"""One grid point of the bias sweep: the block on x = z + s·u and the on-device reduction of its
-probes to the metrics of the results contract (README "The main job"; docs/BIAS_SWEEP.md)."""
+"""One grid point of the bias sweep: the block on x = z + s·u (or the norm-matched control) and the
+on-device reduction of its probes to the metrics of the results contract (README "The main job";
+docs/BIAS_SWEEP.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -9,7 +10,9 @@ import jax.numpy as jnp
 
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models.attention import attention_mask
+from anisotropy_jax.models.attention import attention_logits, attention_mask
+from anisotropy_jax.models.fused_attention import logit_scale
+from anisotropy_jax.models.layers import matmul_settings
 from anisotropy_jax.studies.sweep.affine import ProjectedSeed, block_at
 
 Array = jax.Array
@@ -23,13 +26,22 @@ SCALAR_METRICS = (
     "attention_entropy", "attention_entropy_normalized", "attention_max", "attention_sink_mass",
     "query_norm", "key_norm", "mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
     "mean_query_key_abs_cosine", "mean_query_key_dot",
+    "attention_query_agreement", "attention_row_cosine", "attention_query_key_information",
+    "attention_rounding_bound",
 )
+# Categorical attention (docs/SCIENCE.md "Categorical attention"): per (sequence, head) matrix,
+# averaged over the batch per head, then over heads.
+CATEGORICAL_METRICS = ("attention_query_agreement", "attention_row_cosine",
+                       "attention_query_key_information")
+# A point's attention statistics count as reliable while the rounding bound stays below this
+# (an absolute error in H/ln L, max p or sink mass; see `rounding_bound`).
+RELIABLE_ROUNDING_BOUND = 1e-2
 # Metrics that need two sequences (B ≥ 2); absent from the results when batch_size = 1.
 CROSS_SEQUENCE_METRICS = ("attention_output_cross_sequence_cosine", "output_cross_sequence_cosine")
 # Per-head vectors (H,) per grid point, kept for the npz file.
 PER_HEAD_METRICS = ("attention_entropy_normalized", "attention_max", "query_norm", "key_norm",
                     "mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
-                    "mean_query_key_dot")
+                    "mean_query_key_dot") + CATEGORICAL_METRICS
 
 
 def _attention_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
@@ -52,6 +64,62 @@ def _attention_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[
         "per_head/attention_entropy_normalized": norm_entropy_h,
         "per_head/attention_max": max_h,
     }
+
+
+def _categorical_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
+    """Query agreement, row cosine and query-key information per head (mean over the batch) and
+    over heads, from the logits, weights and entropy probes (one extra pass over the weights).
+    The fused kernel (attention_impl='pallas') writes no logits or weights: the logits are then
+    recomputed here from the queries and keys probes (the same q·k/(√Dh·τ), one extra
+    (B, H, L, L) product per point) and the weights from them."""
+    logits, weights = probes.get("attn_logits"), probes.get("attn_weights")
+    if logits is None:
+        logits = attention_logits(probes["queries"], probes["keys"],
+                                  logit_scale(block.d_head, block.logit_temperature),
+                                  matmul_settings(block)[1])
+    mask = attention_mask(logits.shape[-1], block.causal, None)
+    stats = metrics.categorical_attention_statistics(logits, mask, probabilities=weights,
+                                                     entropy=probes["attn_entropy"])
+    out = {}
+    for name in CATEGORICAL_METRICS:
+        per_head = jnp.mean(stats[name.removeprefix("attention_")], axis=0)  # (B, H) → (H,)
+        out[name], out[f"per_head/{name}"] = jnp.mean(per_head), per_head
+    return out
+
+
+def rounding_bound(probes: Mapping[str, Array], block: BlockConfig) -> Array:
+    """A bound on how far float32 rounding can move the point's attention statistics (mean over
+    batch, heads and counted queries), in units of H/ln L and of probability.
+
+    Every logit ℓ_ij = q_i·k_j·c (c = 1/(√Dh·τ)) is computed from rounded inputs, projections and
+    a rounded dot product; each step errs by about one float32 epsilon relative to the vectors
+    involved, so |Δℓ_ij| ≲ δ_i = 2·eps·‖q_i‖·max_j‖k_j‖·c (Cauchy-Schwarz; at huge s the
+    key-independent s²·q(u)·k(u) term makes ‖q‖‖k‖ ≫ the logit differences that the softmax
+    sees). Logit errors of at most δ change every probability ratio by at most e^{±2δ}, so the
+    mass off the argmax key, 1 − p_max, and with it p_max, the sink mass and (to first order)
+    the normalised entropy move by at most (e^{2δ} − 1)(1 − p_max + H/ln n), capped at 1 per
+    query. Sharp rows are thus robust to large δ; soft rows are not. It bounds what the computed
+    rows can be off by; it cannot see a row that rounding made one-hot (checked against float64
+    in tests/test_sweep.py). Uses only the queries, keys, entropy and max probes, so it exists
+    with the fused kernel too. Non-finite statistics make it non-finite (and the run stops).
+    """
+    seq_len = probes["resid_pre"].shape[1]
+    mask = attention_mask(seq_len, block.causal, None)
+    counts_Lq = metrics.visible_key_counts((seq_len, seq_len), None if mask is None else mask[0, 0])
+    scale = logit_scale(block.d_head, block.logit_temperature)
+    key_max_BxH = jnp.max(metrics.vector_norms(probes["keys"]), axis=1)
+    query_BxHxLq = jnp.transpose(metrics.vector_norms(probes["queries"]), (0, 2, 1))
+    eps = float(jnp.finfo(jnp.float32).eps)
+    delta_BxHxLq = 2 * eps * scale * query_BxHxLq * key_max_BxH[..., None]
+    entropy_BxHxLq = metrics.normalized_entropy(probes["attn_entropy"], counts_Lq)
+    soft_BxHxLq = (jnp.maximum(1.0 - probes["attn_max"], 0.0)  # ≥ 0 despite rounding
+                   + jnp.maximum(entropy_BxHxLq, 0.0))
+    bound = jnp.minimum(1.0, jnp.expm1(2 * jnp.minimum(delta_BxHxLq, 40.0)) * soft_BxHxLq)
+    # Statistics outside their range (seen at s ≈ 1e6 on a d = 32 block): as unreliable as can be.
+    in_range = ((jnp.abs(entropy_BxHxLq - 0.5) <= 0.5 + 1e-3)
+                & (jnp.abs(probes["attn_max"] - 0.5) <= 0.5 + 1e-3))
+    bound = jnp.where(in_range, bound, 1.0)
+    return jnp.mean(metrics.mean_over_queries(bound, counts_Lq))
 
 
 def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
@@ -78,6 +146,8 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
         "output_relative_drift": metrics.relative_drift(y),
         "mean_query_key_abs_cosine": jnp.mean(jnp.abs(qk["mean_query_key_cosine"])),
         **_attention_metrics(probes, block),
+        **_categorical_metrics(probes, block),
+        "attention_rounding_bound": rounding_bound(probes, block),
     }
     if x.shape[0] >= 2:
         out["attention_output_cross_sequence_cosine"] = (
@@ -94,17 +164,20 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
 
 
 def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
-                  bias_norm: Array, projected: ProjectedSeed | None = None) -> dict[str, Array]:
-    """Forward of the block on x = z + s·u and the metric reduction, for one grid point."""
-    _, probes = block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
+                  bias_norm: Array, projected: ProjectedSeed | None = None,
+                  kind: str = "biased") -> dict[str, Array]:
+    """Forward of the block on the inputs of `kind` (x = z + s·u by default) and the metric
+    reduction, for one grid point."""
+    _, probes = block_at(block, params, z_BxLxD, u_D, bias_norm, projected, kind)
     return reduce_probes(probes, block)
 
 
 def point_forward(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
-                  bias_norm: Array, projected: ProjectedSeed | None = None) -> dict[str, Array]:
+                  bias_norm: Array, projected: ProjectedSeed | None = None,
+                  kind: str = "biased") -> dict[str, Array]:
     """The bare forward (no metrics) for benchmarks and bookkeeping tests: one cheap scalar per
     point, {"output_checksum": Σ_i y_i · y_0}, so that the output is used (not pruned), nothing
     large leaves the device, and (unlike Σ y, which a post-LN block makes 0) it depends on the
     point."""
-    y_BxLxD, _ = block_at(block, params, z_BxLxD, u_D, bias_norm, projected)
+    y_BxLxD, _ = block_at(block, params, z_BxLxD, u_D, bias_norm, projected, kind)
     return {"output_checksum": jnp.sum(y_BxLxD * y_BxLxD[:1, :1, :])}

@@ -2,8 +2,9 @@
 atomically), results.npz, figures/*.png, and the printed table with the closed forms.
 
 results.json holds `provenance`, `config`, and for the first sweep `bias_norms`, `metrics`
-({name: {"mean", "std", "per_seed"}}), `closed_forms` and `trends`; `runs` holds the same for
-every sweep of a comparison, by label. results.npz holds (seeds, s) per metric and
+({name: {"mean", "std", "per_seed"}}), `closed_forms`, `trends` and `reliable` (per s: whether
+float32 rounding leaves the attention statistics within `points.RELIABLE_ROUNDING_BOUND`); `runs`
+holds the same for every sweep of a comparison, by label. results.npz holds (seeds, s) per metric and
 (seeds, s, heads) per head, under "<label>__<metric>" and "<label>__per_head__<metric>".
 """
 from __future__ import annotations
@@ -12,10 +13,12 @@ import pathlib
 import re
 from typing import Any, Mapping
 
+import numpy as np
+
 from anisotropy_jax import results
 from anisotropy_jax.config import SweepConfig
 from anisotropy_jax.plotting import sweep as sweep_plots
-from anisotropy_jax.studies.sweep import theory
+from anisotropy_jax.studies.sweep import points, theory
 from anisotropy_jax.studies.sweep.grid import ChunkProgress, SweepResult
 
 
@@ -33,13 +36,35 @@ def progress_printer(label: str):
     return progress
 
 
+def reliable_points(result: SweepResult) -> list[bool]:
+    """Per s: the rounding bound of every seed ≤ `points.RELIABLE_ROUNDING_BOUND` (docs/BIAS_SWEEP.md
+    "Large bias norms"); all True for a run without metrics."""
+    bound = result.per_seed.get("attention_rounding_bound")
+    if bound is None:
+        return [True] * len(result.bias_norms)
+    return (np.asarray(bound).max(axis=0) <= points.RELIABLE_ROUNDING_BOUND).tolist()
+
+
+def unreliable_warning(run: Mapping[str, Any]) -> str | None:
+    """The warning naming a run summary's unreliable points, or None."""
+    bad = [s for s, ok in zip(run["bias_norms"], run["reliable"]) if not ok]
+    if not bad:
+        return None
+    return (f"warning: [{run['label']}] float32 rounding may move the attention statistics by more "
+            f"than {points.RELIABLE_ROUNDING_BOUND:g} at s = {', '.join(f'{s:g}' for s in bad)} "
+            f"(reliable: false in results.json; docs/BIAS_SWEEP.md, \"Large bias norms\")")
+
+
 def run_summary(label: str, result: SweepResult) -> dict:
     """One sweep's entry of results.json."""
     cfg = result.config
     return {
         "label": label,
         "sweep_config": cfg,
+        "inputs": cfg.inputs,
         "bias_norms": result.bias_norms.tolist(),
+        "reliable": reliable_points(result),
+        "reliable_rounding_bound": points.RELIABLE_ROUNDING_BOUND,
         "seq_len": cfg.seq_len,
         "d_model": cfg.block.d_model,
         "metrics": theory.summarize(result.per_seed),
@@ -67,6 +92,7 @@ def format_table(run: Mapping[str, Any]) -> str:
                ("attn xseq", m.get("attention_output_cross_sequence_cosine", {}).get("mean")),
                ("H/lnL", m["attention_entropy_normalized"]["mean"]),
                ("max p", m["attention_max"]["mean"]),
+               ("agree", m.get("attention_query_agreement", {}).get("mean")),
                ("|q|", m["query_norm"]["mean"]),
                ("F2", forms.get("query_norm", {}).get("predicted")),
                ("cos(q̄,k̄)", m["mean_query_key_cosine"]["mean"]),
@@ -85,7 +111,8 @@ def format_table(run: Mapping[str, Any]) -> str:
     for name, t in run["trends"].items():
         lines.append(f"  {name} {t['direction']} from {t['first']:.4g} to {t['last']:.4g} "
                      f"({t['fraction_of_steps_in_direction']:.0%} of the steps of s)")
-    return "\n".join(lines)
+    warning = unreliable_warning(run)
+    return "\n".join(lines + ([warning] if warning else []))
 
 
 def _safe_name(label: str) -> str:
@@ -116,6 +143,7 @@ def write(runs: Mapping[str, SweepResult], workdir: pathlib.Path,
         "metrics": first["metrics"],
         "closed_forms": first["closed_forms"],
         "trends": first["trends"],
+        "reliable": first["reliable"],
         "runs": summaries,
     }
     for name, make in sweep_plots.FIGURES.items():

@@ -35,14 +35,18 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
     s = 0, ln L − ½ v (L−1)/L with logit variance v = (σ_w² d)² / τ² (sample variance over L keys);
     F4 attention-output cross-sequence cosine s²/(s² + d/L) (assumes near-uniform attention);
     post-LN output norm √d. F2–F4 assume the plain softmax attention with zero linear biases;
-    F3 and F4 also a non-causal block.
+    F3 and F4 also a non-causal block. The norm-matched control (inputs='norm_matched') has no
+    common direction: its F1 and F4 are 0 at every s (F2, F3 and the output norm are unchanged).
     """
     block = config.block
     s = np.asarray(bias_norms, np.float64)
     d, dh, seq_len = block.d_model, block.d_head, config.seq_len
     var_w = kernel_variance(block)
+    biased = config.inputs == "biased"
     forms: dict[str, dict[str, Any]] = {
-        "input_cosine": {"formula": "F1: s^2/(s^2+d)", "predicted": s ** 2 / (s ** 2 + d)},
+        "input_cosine": {"formula": "F1: s^2/(s^2+d)", "predicted": s ** 2 / (s ** 2 + d)}
+        if biased else {"formula": "F1, control (no common direction): 0",
+                        "predicted": np.zeros_like(s)},
     }
     if block.attention == "softmax":
         # Pre-LN feeds LN(x) ≈ (z + s·u)/√(1 + s²/d) to the projections: its norm stays ≈ √d.
@@ -59,7 +63,8 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
             "predicted": np.where(s == 0, entropy0, np.nan)}
         forms["attention_output_cross_sequence_cosine"] = {
             "formula": "F4 (near-uniform attention): s^2/(s^2+d/L)",
-            "predicted": s ** 2 / (s ** 2 + d / seq_len)}
+            "predicted": s ** 2 / (s ** 2 + d / seq_len)} if biased else {
+            "formula": "F4, control (no common direction): 0", "predicted": np.zeros_like(s)}
     if block.norm_position == "post":
         forms["output_norm"] = {"formula": "post-LN: sqrt(d)",
                                 "predicted": np.full_like(s, math.sqrt(d))}
@@ -90,7 +95,8 @@ def compare_with_closed_forms(config: SweepConfig, bias_norms: Any,
     return out
 
 
-TREND_METRICS = ("attention_entropy_normalized", "attention_max", "output_cosine",
+TREND_METRICS = ("attention_entropy_normalized", "attention_max", "attention_query_agreement",
+                 "attention_query_key_information", "output_cosine",
                  "output_cross_sequence_cosine", "mean_query_key_abs_cosine")
 
 

@@ -1,0 +1,133 @@
+"""Configuration of the depth study (docs/DEPTH.md): stacks of independently initialised blocks at
+initialisation, on x = z + s·u, over architectures × widths × bias norms × seeds, with the
+metrics after every layer."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
+                                        require_int)
+from anisotropy_jax.config.model import BlockConfig
+from anisotropy_jax.config.sweep import _as_bias_norms
+
+# post: BERT (x ← LN(x + α·Attn(x)), x ← LN(x + α·MLP(x))); pre: GPT-2 (x ← x + α·Attn(LN x),
+# x ← x + α·MLP(LN x)); attention_only: no LayerNorm, no MLP, x ← skip·x + α·Attn(x)
+# (skip = 0: the pure attention of Dong, Cordonnier & Loukas 2021).
+ARCHITECTURES = ("post", "pre", "attention_only")
+# stacked: every layer's parameters drawn first (num_layers × P floats per seed in flight) and
+# scanned over; per_layer: each layer's parameters drawn inside the scan from its key (P floats).
+WEIGHT_MODES = ("stacked", "per_layer")
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthConfig:
+    """A depth sweep.
+
+    Attributes:
+      block: the template block (init, init_std, layer_norm_eps, attention, temperature, causal,
+        use_bias, precision); its d_model, num_heads, d_ff, norm_position and use_mlp are set per
+        (architecture, width).
+      architectures: stacks to run, from ARCHITECTURES.
+      widths: residual widths D; num_heads = D / head_dim, d_ff = ff_ratio · D.
+      head_dim: Dh of every width.
+      ff_ratio: MLP hidden width / D.
+      num_layers: depth N of every stack; metrics after every layer give every depth ≤ N (layer l
+        of a seed is the same whatever N, so a shallower stack is a prefix of a deeper one).
+      branch_scale: α multiplying every residual branch (attention and MLP outputs).
+      scale_with_depth: α = branch_scale / √(2·num_layers) (GPT-2's output-projection scaling).
+      attention_only_skip: the skip weight of 'attention_only' (0 = no residual connection).
+      batch_size, seq_len, bias_norms, num_seeds, seed: the inputs x = z + s·u, as the bias sweep.
+      chunk_size: grid points (seed × s) in flight over all devices; 0 = a whole (arch, width).
+      weights: WEIGHT_MODES; 'per_layer' never holds more than one layer's parameters.
+      points_per_step: points vmapped at once inside a chunk; 0 = auto (1 on CPU, all on GPU).
+    """
+
+    block: BlockConfig = BlockConfig()
+    architectures: tuple[str, ...] = ARCHITECTURES
+    widths: tuple[int, ...] = (768,)
+    head_dim: int = 64
+    ff_ratio: int = 4
+    num_layers: int = 12
+    branch_scale: float = 1.0
+    scale_with_depth: bool = False
+    attention_only_skip: float = 0.0
+    batch_size: int = 16
+    seq_len: int = 128
+    bias_norms: tuple[float, ...] = (0.0, 4.0, 16.0, 64.0)
+    num_seeds: int = 3
+    seed: int = 0
+    chunk_size: int = 8
+    weights: str = "per_layer"
+    points_per_step: int = 0
+
+    def __post_init__(self):
+        require(isinstance(self.block, BlockConfig), "model",
+                f"expected a BlockConfig, got {type(self.block).__name__}")
+        for name, minimum in (("head_dim", 1), ("ff_ratio", 1), ("num_layers", 1),
+                              ("batch_size", 1), ("seq_len", 2), ("num_seeds", 1), ("seed", 0),
+                              ("chunk_size", 0), ("points_per_step", 0)):
+            require_int(getattr(self, name), name, minimum)
+        require(isinstance(self.architectures, tuple) and len(self.architectures) > 0
+                and all(a in ARCHITECTURES for a in self.architectures)
+                and len(set(self.architectures)) == len(self.architectures), "architectures",
+                f"must be distinct values of {ARCHITECTURES}, got {self.architectures!r}")
+        require(isinstance(self.widths, tuple) and len(self.widths) > 0
+                and len(set(self.widths)) == len(self.widths), "widths",
+                f"must be a non-empty tuple of distinct integers, got {self.widths!r}")
+        for w in self.widths:
+            require(isinstance(w, int) and not isinstance(w, bool) and w >= self.head_dim
+                    and w % self.head_dim == 0, "widths",
+                    f"{w!r} is not a positive multiple of head_dim={self.head_dim}")
+        for name in ("branch_scale", "attention_only_skip"):
+            value = getattr(self, name)
+            require(isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value) and value >= 0, name,
+                    f"must be a finite number >= 0, got {value!r}")
+        require_bool(self.scale_with_depth, "scale_with_depth")
+        require(self.weights in WEIGHT_MODES, "weights",
+                f"unknown mode {self.weights!r}; choose one of {WEIGHT_MODES}")
+        require(isinstance(self.bias_norms, tuple), "bias_norms",
+                f"must be a non-empty tuple of floats, got {self.bias_norms!r}")
+        object.__setattr__(self, "bias_norms", _as_bias_norms(self.bias_norms))
+
+    @property
+    def alpha(self) -> float:
+        """The residual branch multiplier α."""
+        if self.scale_with_depth:
+            return float(self.branch_scale) / math.sqrt(2 * self.num_layers)
+        return float(self.branch_scale)
+
+    def block_for(self, architecture: str, width: int) -> BlockConfig:
+        """The block of one (architecture, width)."""
+        return self.block.replace(
+            d_model=width, num_heads=width // self.head_dim, d_ff=self.ff_ratio * width,
+            norm_position="none" if architecture == "attention_only" else architecture,
+            use_mlp=architecture != "attention_only")
+
+    def replace(self, **changes: Any) -> "DepthConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def depth_config_from_mapping(fields: Mapping[str, Any]) -> DepthConfig:
+    """Validates an experiment config (e.g. a ConfigDict) into a DepthConfig: `model` holds the
+    template block's fields, `precision` is top level (as in the bias sweep)."""
+    rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
+    model_fields = dict(rest.pop("model", {}))
+    require("precision" not in model_fields, "model.precision",
+            "set the top-level `precision` instead")
+    for name in ("d_model", "num_heads", "d_ff", "norm_position", "use_mlp"):
+        require(name not in model_fields, f"model.{name}",
+                "set per stack by widths / head_dim / ff_ratio / architectures")
+    if "precision" in rest:
+        model_fields["precision"] = rest.pop("precision")
+    if "block" in rest:
+        raise ConfigError("block: unknown field; the block's fields go under `model`")
+    block = from_mapping(BlockConfig, model_fields, "model.")
+    if "bias_norms" in rest:
+        rest["bias_norms"] = _as_bias_norms(rest["bias_norms"])
+    for name in ("widths", "architectures"):
+        if isinstance(rest.get(name), list):
+            rest[name] = tuple(rest[name])
+    return from_mapping(DepthConfig, rest, block=block)

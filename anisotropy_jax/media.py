@@ -1,0 +1,238 @@
+"""Offline images and audio → arrays for the vision and speech models (docs/MODALITIES.md).
+
+Images (PNG/JPEG, Pillow): converted to RGB, then preprocessed as the model directory's
+preprocessor_config.json says, the way `transformers`' PIL image processors (ViTImageProcessor,
+BitImageProcessor: `use_fast=False`) do it: resize (shortest edge, aspect kept, or to height ×
+width) with the configured PIL filter, centre crop, rescale by 1/255, normalise by mean/std →
+(N, 3, H, W) float32. Without a preprocessor_config.json, DINOv2's (`DEFAULT_IMAGE`).
+
+Audio (WAV, stdlib `wave`): 8/16/24/32-bit PCM, channels averaged, scaled to [-1, 1), resampled
+to the model's rate with a polyphase filter (scipy.signal.resample_poly).
+
+Every file of a folder is checked before anything is computed; a bad one gives a one-line
+`MediaError` naming the file (unreadable image, not a WAV file, unsupported sample rate or sample
+width), as does an empty folder.
+
+Defaults that need no download: `skimage_sample_images()` (photographs shipped inside the
+scikit-image wheel, used as files only) and `synthesize_speech(lines, folder)` (espeak-ng,
+offline text to speech).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import pathlib
+import shutil
+import subprocess
+import wave
+from typing import Any, Sequence
+
+import numpy as np
+
+from anisotropy_jax.config import ConfigError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+AUDIO_SUFFIXES = (".wav",)
+RATE_RANGE = (8000, 192000)  # Hz accepted for resampling
+PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
+SKIMAGE_PHOTOS = ("astronaut.png", "brick.png", "camera.png", "cell.png", "chelsea.png",
+                  "coffee.png", "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg",
+                  "ihc.png", "moon.png", "motorcycle_left.png", "page.png", "retina.jpg",
+                  "rocket.jpg")
+
+
+class MediaError(ConfigError):
+    """An input file or folder cannot be used; the one-line message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePreprocessing:
+    """The fields of a preprocessor_config.json that matter (transformers' names)."""
+
+    shortest_edge: int | None = 256
+    height: int | None = None
+    width: int | None = None
+    resample: int = 3
+    crop: tuple[int, int] | None = (224, 224)
+    rescale_factor: float = 1 / 255
+    image_mean: tuple[float, ...] = (0.485, 0.456, 0.406)
+    image_std: tuple[float, ...] = (0.229, 0.224, 0.225)
+
+
+DEFAULT_IMAGE = ImagePreprocessing()  # facebook/dinov2-small's BitImageProcessor
+
+
+def image_preprocessing(model_dir: str | pathlib.Path | None) -> ImagePreprocessing:
+    """From `model_dir`/preprocessor_config.json, or DEFAULT_IMAGE when there is none."""
+    path = None if model_dir is None else pathlib.Path(model_dir) / "preprocessor_config.json"
+    if path is None or not path.is_file():
+        return DEFAULT_IMAGE
+    try:
+        cfg: dict[str, Any] = json.loads(path.read_text())
+        size = cfg.get("size") or {}
+        size = {"height": size, "width": size} if isinstance(size, int) else size
+        crop = cfg.get("crop_size") or {}
+        crop = {"height": crop, "width": crop} if isinstance(crop, int) else crop
+        resize = cfg.get("do_resize", True)
+        return ImagePreprocessing(
+            shortest_edge=size.get("shortest_edge") if resize else None,
+            height=size.get("height") if resize else None,
+            width=size.get("width") if resize else None,
+            resample=int(cfg.get("resample", 2)),
+            crop=(crop["height"], crop["width"]) if cfg.get("do_center_crop") else None,
+            rescale_factor=float(cfg.get("rescale_factor", 1 / 255)) if cfg.get(
+                "do_rescale", True) else 1.0,
+            image_mean=tuple(cfg.get("image_mean", (0.0,) * 3)) if cfg.get(
+                "do_normalize", True) else (0.0,) * 3,
+            image_std=tuple(cfg.get("image_std", (1.0,) * 3)) if cfg.get(
+                "do_normalize", True) else (1.0,) * 3)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise MediaError(f"{path}: unreadable preprocessor config ({e})") from None
+
+
+def list_files(folder: str | pathlib.Path, suffixes: Sequence[str], what: str
+               ) -> list[pathlib.Path]:
+    """The files of `folder` with one of `suffixes` (sorted); MediaError if none or no folder."""
+    folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise MediaError(f"{folder}: inputs folder does not exist")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in suffixes)
+    if not files:
+        raise MediaError(f"{folder}: no {what} ({', '.join(suffixes)}) in the folder")
+    return files
+
+
+def _open_rgb(path: pathlib.Path):
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image.convert("RGB")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise MediaError(f"{path}: cannot read image ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())})") from None
+
+
+def _resize_crop(image, prep: ImagePreprocessing):
+    from PIL import Image
+
+    w, h = image.size
+    if prep.shortest_edge:
+        short, long = (w, h) if w <= h else (h, w)
+        new_long = int(prep.shortest_edge * long / short)
+        size = (prep.shortest_edge, new_long) if w <= h else (new_long, prep.shortest_edge)
+        image = image.resize(size, getattr(Image.Resampling, PIL_FILTERS[prep.resample]))
+    elif prep.height and prep.width:
+        image = image.resize((prep.width, prep.height),
+                             getattr(Image.Resampling, PIL_FILTERS[prep.resample]))
+    array = np.asarray(image)
+    if prep.crop:
+        ch, cw = prep.crop
+        h, w = array.shape[:2]
+        if ch > h or cw > w:  # transformers pads with zeros to the crop size first
+            array = np.pad(array, (((max(ch - h, 0) + 1) // 2, max(ch - h, 0) // 2),
+                                   ((max(cw - w, 0) + 1) // 2, max(cw - w, 0) // 2), (0, 0)))
+            h, w = array.shape[:2]
+        top, left = (h - ch) // 2, (w - cw) // 2
+        array = array[top:top + ch, left:left + cw]
+    return array
+
+
+def load_images(paths: Sequence[str | pathlib.Path], prep: ImagePreprocessing = DEFAULT_IMAGE
+                ) -> np.ndarray:
+    """Image files → (N, 3, H, W) float32, preprocessed (module docstring). Every file is opened
+    before any is processed; all must give the same size (use a crop or a fixed size)."""
+    images = [_open_rgb(pathlib.Path(p)) for p in paths]
+    arrays = [_resize_crop(image, prep) for image in images]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise MediaError(f"{paths[0]}: images of different sizes after preprocessing {shapes}; "
+                         "the preprocessor config needs a crop or a fixed size")
+    mean = np.asarray(prep.image_mean, np.float32)
+    std = np.asarray(prep.image_std, np.float32)
+    batch = np.stack(arrays).astype(np.float32) * np.float32(prep.rescale_factor)
+    return ((batch - mean) / std).transpose(0, 3, 1, 2).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Audio
+
+def _read_wav(path: pathlib.Path) -> tuple[np.ndarray, int]:
+    try:
+        with wave.open(str(path), "rb") as f:
+            rate, width, channels = f.getframerate(), f.getsampwidth(), f.getnchannels()
+            frames = f.readframes(f.getnframes())
+    except (wave.Error, EOFError, OSError) as e:
+        raise MediaError(f"{path}: not a readable WAV file ({' '.join(str(e).split())})") from None
+    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+        raise MediaError(f"{path}: unsupported sample rate {rate} Hz (supported: "
+                         f"{RATE_RANGE[0]}-{RATE_RANGE[1]} Hz)")
+    if width == 1:
+        samples = (np.frombuffer(frames, np.uint8).astype(np.float64) - 128) / 128
+    elif width == 3:
+        raw = np.frombuffer(frames, np.uint8).reshape(-1, 3)
+        ints = raw[:, 0].astype(np.int32) | raw[:, 1].astype(np.int32) << 8 | (
+            raw[:, 2].astype(np.int8).astype(np.int32) << 16)
+        samples = ints / 2.0 ** 23
+    elif width in (2, 4):
+        samples = np.frombuffer(frames, f"<i{width}").astype(np.float64) / 2.0 ** (8 * width - 1)
+    else:
+        raise MediaError(f"{path}: unsupported sample width {width} bytes")
+    samples = samples[:samples.size // channels * channels].reshape(-1, channels).mean(axis=1)
+    if samples.size == 0:
+        raise MediaError(f"{path}: WAV file has no samples")
+    return samples, rate
+
+
+def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
+    """Polyphase resampling rate → target (scipy.signal.resample_poly, Kaiser window)."""
+    if rate == target:
+        return samples
+    from scipy.signal import resample_poly
+
+    g = math.gcd(rate, target)
+    return resample_poly(samples, target // g, rate // g)
+
+
+def load_audio(paths: Sequence[str | pathlib.Path], rate: int) -> list[np.ndarray]:
+    """WAV files → one float32 waveform per file at `rate` Hz. Every file is read and checked
+    before any is resampled."""
+    read = [_read_wav(pathlib.Path(p)) for p in paths]
+    return [resample(samples, r, rate).astype(np.float32) for samples, r in read]
+
+
+# --------------------------------------------------------------------------------------------
+# Offline defaults
+
+def skimage_sample_images() -> list[pathlib.Path]:
+    """The photographs of scikit-image's bundled data folder (`SKIMAGE_PHOTOS`), found without
+    importing scikit-image. MediaError when it is not installed."""
+    spec = importlib.util.find_spec("skimage")
+    if spec is None or not spec.submodule_search_locations:
+        raise MediaError("scikit-image: not installed; its sample photographs are the default "
+                         "images (pip install scikit-image==0.26.0) or pass an inputs folder")
+    data = pathlib.Path(list(spec.submodule_search_locations)[0]) / "data"
+    return [data / name for name in SKIMAGE_PHOTOS if (data / name).is_file()]
+
+
+def synthesize_speech(lines: Sequence[str], folder: str | pathlib.Path, voice: str = "en-us",
+                      words_per_minute: int = 150) -> list[pathlib.Path]:
+    """One WAV per line, spoken by espeak-ng (offline; 22,050 Hz mono 16-bit), into `folder`
+    as line_000.wav, …; files already there are reused. MediaError if espeak-ng is absent."""
+    binary = shutil.which("espeak-ng")
+    if binary is None:
+        raise MediaError("espeak-ng: not found; install it (apt-get install espeak-ng) or pass "
+                         "an inputs folder of WAV files")
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, line in enumerate(lines):
+        path = folder / f"line_{i:03d}.wav"
+        if not path.is_file():
+            subprocess.run([binary, "-v", voice, "-s", str(words_per_minute), "-w", str(path),
+                            line], check=True, capture_output=True)
+        paths.append(path)
+    return paths

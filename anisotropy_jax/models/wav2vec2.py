@@ -1,0 +1,269 @@
+"""wav2vec 2.0 and HuBERT: convolutional feature encoder, feature projection, positional
+convolution and a post-LN or pre-LN ("stable layer norm") Transformer, as `transformers`
+Wav2Vec2Model / HubertModel in inference mode (no masking, no dropout).
+
+  waveform (B, T) → conv layers (kernel k_i, stride s_i, GELU; GroupNorm with one group per channel
+  after the first conv when feat_extract_norm='group', LayerNorm over channels after every conv
+  when 'layer') → (B, frames, C) → [LayerNorm] → Linear to D → + GELU(grouped weight-normed
+  conv over time, 'same' padding, one output dropped for an even kernel) → post-LN: LayerNorm,
+  then post-LN blocks | pre-LN: pre-LN blocks, then a final LayerNorm.
+
+HuBERT differs only in `feat_proj_layer_norm` (the LayerNorm before the projection may be absent).
+Weight norm w = g·v/‖v‖ (norm over the output and input channels, per kernel tap, dim=2) is
+folded at load time. Every hidden state equals `transformers` within 1e-4 (random init, both LN
+placements and both feature norms): tests/test_families_speech.py. Real wav2vec 2.0 / HuBERT
+weights are not reachable offline here (docs/MODALITIES.md).
+
+Hidden states (`state_labels`): post-LN: the embeddings after the encoder LayerNorm, then every
+layer (as Hugging Face); pre-LN: the embeddings x + pos, every layer's raw output, then the final
+LayerNorm (Hugging Face's last entry).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import pathlib
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.models import bert
+from anisotropy_jax.models.block import TransformerBlock
+from anisotropy_jax.models.layers import dense, gelu_exact, kernel_init, layer_norm
+from anisotropy_jax.models.modality_common import Weights, conv1d, detect_prefix
+
+Array = jax.Array
+PretrainedError = bert.PretrainedError
+MODEL_TYPES = ("wav2vec2", "hubert")
+CAUSAL = False
+MODALITY = "audio"  # inputs: raw waveform (B, T) at 16 kHz (media.load_audio)
+
+
+@dataclasses.dataclass(frozen=True)
+class Wav2Vec2Config:
+    block: BlockConfig
+    num_layers: int
+    conv_dim: tuple[int, ...]
+    conv_kernel: tuple[int, ...]
+    conv_stride: tuple[int, ...]
+    conv_bias: bool = False
+    feat_extract_norm: str = "group"
+    feat_proj_layer_norm: bool = True
+    pos_kernel: int = 128
+    pos_groups: int = 16
+    stable_layer_norm: bool = False
+    model_type: str = "wav2vec2"
+
+
+class FeatureEncoder(nn.Module):
+    config: Wav2Vec2Config
+
+    @nn.compact
+    def __call__(self, wave_BxT: Array) -> Array:
+        cfg = self.config
+        x = wave_BxT.astype(jnp.float32)[:, None, :]
+        eps_cfg = dataclasses.replace(cfg.block, layer_norm_eps=1e-5)
+        for i, (c, k, s) in enumerate(zip(cfg.conv_dim, cfg.conv_kernel, cfg.conv_stride)):
+            w = self.param(f"conv_{i}_kernel", kernel_init(cfg.block), (c, x.shape[1], k),
+                           jnp.float32)
+            b = (self.param(f"conv_{i}_bias", nn.initializers.zeros, (c,), jnp.float32)
+                 if cfg.conv_bias else None)
+            x = conv1d(x, w, b, stride=s)
+            if cfg.feat_extract_norm == "layer":
+                x = layer_norm(eps_cfg, f"conv_{i}_norm")(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+            elif i == 0:  # GroupNorm, one group per channel: normalise each channel over time
+                mean = x.mean(axis=2, keepdims=True)
+                var = ((x - mean) ** 2).mean(axis=2, keepdims=True)
+                scale = self.param("conv_0_norm_scale", nn.initializers.ones, (c,), jnp.float32)
+                bias = self.param("conv_0_norm_bias", nn.initializers.zeros, (c,), jnp.float32)
+                x = (x - mean) * jax.lax.rsqrt(var + 1e-5) * scale[None, :, None] \
+                    + bias[None, :, None]
+            x = gelu_exact(x)
+        return x.transpose(0, 2, 1)  # (B, frames, C)
+
+
+class Wav2Vec2Encoder(nn.Module):
+    """waveform (B, T) → (final_hidden (B, frames, D), probes {"features", "embeddings",
+    "blocks", "final_norm_in" (pre-LN), "final_hidden"})."""
+
+    config: Wav2Vec2Config
+
+    @nn.compact
+    def __call__(self, wave_BxT: Array) -> tuple[Array, dict[str, Any]]:
+        cfg, blk = self.config, self.config.block
+        features = FeatureEncoder(cfg, name="feature_encoder")(wave_BxT)
+        x = layer_norm(blk, "projection_norm")(features) if cfg.feat_proj_layer_norm else features
+        x = dense(blk, blk.d_model, "projection")(x).astype(jnp.float32)
+        w = self.param("pos_conv_kernel", kernel_init(blk),
+                       (blk.d_model, blk.d_model // cfg.pos_groups, cfg.pos_kernel), jnp.float32)
+        b = self.param("pos_conv_bias", nn.initializers.zeros, (blk.d_model,), jnp.float32)
+        pos = conv1d(x.transpose(0, 2, 1), w, b, padding=cfg.pos_kernel // 2,
+                     groups=cfg.pos_groups)
+        pos = gelu_exact(pos[:, :, :x.shape[1]]).transpose(0, 2, 1)  # even kernel: drop one
+        x = x + pos
+        if not cfg.stable_layer_norm:
+            x = layer_norm(blk, "encoder_norm")(x)
+        probes: dict[str, Any] = {"features": features, "embeddings": x, "blocks": []}
+        for layer in range(cfg.num_layers):
+            x, block_probes = TransformerBlock(blk, name=f"block_{layer}")(x)
+            probes["blocks"].append(block_probes)
+        if cfg.stable_layer_norm:
+            probes["final_norm_in"] = x
+            x = layer_norm(blk, "encoder_norm")(x)
+        probes["final_hidden"] = x
+        return x, probes
+
+
+@functools.lru_cache(maxsize=8)
+def hidden_states_fn(config: Wav2Vec2Config) -> Callable[..., Array]:
+    """jit(params, waveform (B, T), token_types=None, mask=None) → (S, B, frames, D), S =
+    len(state_labels(config))."""
+    module = Wav2Vec2Encoder(config)
+
+    @jax.jit
+    def forward(params, wave, token_types=None, mask=None):
+        del token_types, mask
+        _, probes = module.apply(params, wave)
+        states = [probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"]]
+        if config.stable_layer_norm:
+            states.append(probes["final_hidden"])
+        return jnp.stack(states)
+
+    return forward
+
+
+def state_labels(config: Wav2Vec2Config) -> tuple[str, ...]:
+    labels = ("embeddings",) + tuple(f"layer_{i + 1}" for i in range(config.num_layers))
+    return labels + (("final_norm",) if config.stable_layer_norm else ())
+
+
+def apply_fn(config: Wav2Vec2Config) -> Callable[..., Any]:
+    module = Wav2Vec2Encoder(config)
+    return lambda params, wave, mask=None: module.apply(params, wave)
+
+
+def init_params(config: Wav2Vec2Config, key: Array) -> dict[str, Any]:
+    """Kernels N(0, init_std²) (Hugging Face uses kaiming-normal convs and a N(0, 2/(k·D)) weight-
+    normed positional conv; this baseline keeps one documented init), biases 0, norms 1/0."""
+    wave = jnp.zeros((1, int(np.prod(config.conv_stride)) * 4 + sum(config.conv_kernel)))
+    return jax.jit(Wav2Vec2Encoder(config).init)(key, wave)
+
+
+def embedding_matrices(params: dict[str, Any], config: Wav2Vec2Config) -> dict[str, Any]:
+    """No vocabulary: "input" is the feature projection's (C, D) kernel."""
+    p = params["params"]
+    final = p["encoder_norm"]["scale"] if config.stable_layer_norm else None
+    return {"input": np.asarray(p["projection"]["kernel"]), "output": None,
+            "final_norm_scale": None if final is None else np.asarray(final)}
+
+
+def summary(config: Wav2Vec2Config) -> dict[str, Any]:
+    blk = config.block
+    return {"model_type": config.model_type, "modality": MODALITY,
+            "num_layers": config.num_layers, "d_model": blk.d_model, "num_heads": blk.num_heads,
+            "d_ff": blk.d_ff, "vocab_size": None, "max_len": None,
+            "norm_position": blk.norm_position, "feat_extract_norm": config.feat_extract_norm,
+            "untrained_init": "kernels N(0, init_std^2) (convs included), biases 0, norms 1/0"}
+
+
+def pad_token_id(hf_config: dict[str, Any]) -> int:
+    del hf_config
+    return 0
+
+
+def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str = "config.json"
+                   ) -> Wav2Vec2Config:
+    model_type = hf.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise PretrainedError(f"{source}: model_type={model_type!r} is not one of {MODEL_TYPES}")
+    acts = (hf.get("hidden_act", "gelu"), hf.get("feat_extract_activation", "gelu"))
+    if acts != ("gelu", "gelu") or hf.get("feat_extract_norm", "group") not in ("group", "layer"):
+        raise PretrainedError(f"{source}: unsupported hidden_act/feat_extract_activation {acts} "
+                              f"or feat_extract_norm={hf.get('feat_extract_norm')!r}")
+    stable = bool(hf.get("do_stable_layer_norm", False))
+    try:
+        block = BlockConfig(
+            d_model=int(hf["hidden_size"]), num_heads=int(hf["num_attention_heads"]),
+            d_ff=int(hf["intermediate_size"]), norm_position="pre" if stable else "post",
+            init="bert", init_std=float(hf.get("initializer_range", 0.02)),
+            layer_norm_eps=float(hf.get("layer_norm_eps", 1e-5)), precision=precision)
+        return Wav2Vec2Config(
+            block=block, num_layers=int(hf["num_hidden_layers"]),
+            conv_dim=tuple(int(c) for c in hf["conv_dim"]),
+            conv_kernel=tuple(int(c) for c in hf["conv_kernel"]),
+            conv_stride=tuple(int(c) for c in hf["conv_stride"]),
+            conv_bias=bool(hf.get("conv_bias", False)),
+            feat_extract_norm=hf.get("feat_extract_norm", "group"),
+            feat_proj_layer_norm=bool(hf.get("feat_proj_layer_norm", True)),
+            pos_kernel=int(hf.get("num_conv_pos_embeddings", 128)),
+            pos_groups=int(hf.get("num_conv_pos_embedding_groups", 16)),
+            stable_layer_norm=stable, model_type=model_type)
+    except KeyError as e:
+        raise PretrainedError(f"{source}: missing required key {e.args[0]!r}") from None
+    except ValueError as e:
+        raise PretrainedError(f"{source}: {e}") from None
+
+
+def _feature_params(w: Weights, config: Wav2Vec2Config) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i in range(len(config.conv_dim)):
+        base = f"feature_extractor.conv_layers.{i}."
+        out[f"conv_{i}_kernel"] = w.get(base + "conv.weight")
+        if config.conv_bias:
+            out[f"conv_{i}_bias"] = w.get(base + "conv.bias")
+        if config.feat_extract_norm == "layer":
+            out[f"conv_{i}_norm"] = w.norm(base + "layer_norm", config.conv_dim[i])
+        elif i == 0:
+            out["conv_0_norm_scale"] = w.get(base + "layer_norm.weight")
+            out["conv_0_norm_bias"] = w.get(base + "layer_norm.bias")
+    return out
+
+
+def _weight_normed(w: Weights, base: str) -> np.ndarray:
+    """g·v/‖v‖ with the norm over dims (0, 1) per tap (torch weight_norm, dim=2)."""
+    names = [(base + "parametrizations.weight.original0", base + "parametrizations.weight.original1"),
+             (base + "weight_g", base + "weight_v")]
+    g_name, v_name = next((n for n in names if w.has(n[0])), names[0])
+    g, v = w.get(g_name), w.get(v_name)
+    return g * v / np.sqrt((v.astype(np.float64) ** 2).sum(axis=(0, 1), keepdims=True)).astype(
+        np.float32)
+
+
+def convert(tensors: dict[str, np.ndarray], config: Wav2Vec2Config,
+            source: str = bert.WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
+    w = Weights(tensors, detect_prefix(tensors, "feature_extractor.conv_layers.0.conv.weight",
+                                       ("", "wav2vec2.", "hubert.")))
+    d = config.block.d_model
+    params: dict[str, Any] = {
+        "feature_encoder": _feature_params(w, config),
+        "projection": w.linear("feature_projection.projection"),
+        "pos_conv_kernel": _weight_normed(w, "encoder.pos_conv_embed.conv."),
+        "pos_conv_bias": w.get("encoder.pos_conv_embed.conv.bias", (d,)),
+        "encoder_norm": w.norm("encoder.layer_norm", d)}
+    if config.feat_proj_layer_norm:
+        params["projection_norm"] = w.norm("feature_projection.layer_norm", config.conv_dim[-1])
+    for i in range(config.num_layers):
+        hf = f"encoder.layers.{i}."
+        params[f"block_{i}"] = {
+            "attention_norm": w.norm(hf + "layer_norm", d),
+            "attention": {n: w.linear(hf + f"attention.{p}_proj")
+                          for n, p in (("query", "q"), ("key", "k"), ("value", "v"), ("out", "out"))},
+            "mlp_norm": w.norm(hf + "final_layer_norm", d),
+            "mlp": {"fc_in": w.linear(hf + "feed_forward.intermediate_dense"),
+                    "fc_out": w.linear(hf + "feed_forward.output_dense")}}
+    unused = w.check(source)
+    return {"params": jax.tree.map(jnp.asarray, params)}, unused
+
+
+def load(model_dir: str | pathlib.Path, precision: str = "highest"
+         ) -> tuple[Wav2Vec2Config, dict[str, Any], dict[str, Any], list[str]]:
+    model_dir = pathlib.Path(model_dir)
+    hf = bert.read_hf_config(model_dir)
+    config = config_from_hf(hf, precision, source=str(model_dir / bert.CONFIG_FILE))
+    params, unused = convert(bert.load_state_dict(model_dir), config,
+                             source=str(model_dir / bert.WEIGHTS_FILE))
+    return config, params, hf, unused

@@ -1,0 +1,13 @@
+"""The depth study (docs/DEPTH.md): untrained stacks of independently initialised layers on
+x = z + s·u, metrics after every layer, over architectures × widths × bias norms × seeds.
+
+  stack    one layer (post-LN, pre-LN, attention-only; branches scaled by α), the scan over
+           layers and the per-layer metrics (the bias sweep's, plus effective rank, rank-1
+           residual and RMS norm)
+  grid     `run(config) -> DepthResult`: chunked, sharded over devices and processes, resumable
+  theory   closed forms beside the data: pre-LN norm growth, pure-attention collapse order
+  report   chunk store, results.json/npz, figures, the printed table
+"""
+from anisotropy_jax.studies.depth.grid import DepthResult, StackResult, run
+
+__all__ = ["DepthResult", "StackResult", "run"]

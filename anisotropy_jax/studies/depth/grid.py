@@ -1,0 +1,270 @@
+"""The depth sweep over architectures × widths × (seed × s) chunks: `run(config) -> DepthResult`.
+
+For every (architecture, width) one chunk function is compiled (`make_chunk_fn`); the (seed × s)
+grid is cut as the bias sweep cuts it (`studies.sweep.grid.chunk_layout`: s axis first, rounded
+to the device count) and the s axis of every chunk is sharded over all devices of all processes
+(`shard_map`: each device runs its own bias norms through the whole stack; nothing crosses
+devices). Weights, z and u of a seed are drawn on the device from its key (`inputs.seed_keys`,
+the bias sweep's seeds), so only keys and bias norms travel.
+
+Resumable: a `store` (report.ChunkStore) is asked for every chunk first; a chunk it holds is
+loaded, not computed, and every computed chunk is handed to it at once (it writes atomically).
+With several processes (jax.distributed) every process computes every chunk together; process 0
+decides which chunks are done (its answer is broadcast) and only its result is complete.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import time
+from typing import Any, Callable, Mapping
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from anisotropy_jax import inputs
+from anisotropy_jax.config import DepthConfig
+from anisotropy_jax.studies.depth.stack import StackLayer, stack_metrics
+from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
+                                               grid_mesh, place)
+
+GRID_AXIS = "grid"
+# A stream this small is float32 noise (denormals below 1.2e-38): reported, never averaged in.
+UNDERFLOW_RMS = 1e-30
+HANG_ENV = "ANISOTROPY_JAX_TEST_DEPTH_HANG_AFTER_CHUNKS"  # tests: park after computing N chunks
+
+
+def stack_layer(config: DepthConfig, architecture: str, width: int) -> StackLayer:
+    return StackLayer(config.block_for(architecture, width), architecture, config.alpha,
+                      config.attention_only_skip)
+
+
+def chunk_computation(config: DepthConfig, architecture: str, width: int,
+                      points_per_step: int) -> Callable:
+    """f(key_data (S, 2) uint32, s (C,)) → {name: (S, C, ...)}: "input/<m>" (S, C) for the input,
+    every other name (S, C, num_layers, ...) after every layer. Seeds run one after another."""
+    layer = stack_layer(config, architecture, width)
+    b, seq = config.batch_size, config.seq_len
+
+    def one_seed(key_data, bias_norms_C):
+        split = inputs.split_seed_key(jax.random.wrap_key_data(key_data))
+        z_BxLxD = inputs.gaussian_tokens(split.tokens, b, seq, width)
+        u_D = inputs.random_unit_vector(split.direction, width)
+        first, per_layer = stack_metrics(layer, config.num_layers, config.weights,
+                                         points_per_step, split.params, z_BxLxD, u_D,
+                                         bias_norms_C)
+        out = {f"input/{k}": v for k, v in first.items()}
+        return out | {k: jax.numpy.moveaxis(v, 0, 1) for k, v in per_layer.items()}
+
+    def chunk(key_data_Sx2, bias_norms_C):
+        return jax.lax.map(lambda k: one_seed(k, bias_norms_C), key_data_Sx2)
+
+    return chunk
+
+
+@functools.lru_cache(maxsize=32)
+def make_chunk_fn(config: DepthConfig, architecture: str, width: int, mesh: Mesh) -> Callable:
+    """The jitted chunk function with the s axis sharded over `mesh` (cached)."""
+    pps = config.points_per_step or default_points_per_step(mesh.devices.flat[0].platform)
+    fn = chunk_computation(config, architecture, width, pps)
+    per_device = jax.shard_map(fn, mesh=mesh, in_specs=(P(), P(GRID_AXIS)),
+                               out_specs=P(None, GRID_AXIS), check_vma=False)
+    return jax.jit(per_device, in_shardings=(NamedSharding(mesh, P()),
+                                             NamedSharding(mesh, P(GRID_AXIS))),
+                   out_shardings=NamedSharding(mesh, P(None, GRID_AXIS)))
+
+
+@dataclasses.dataclass
+class StackResult:
+    """One (architecture, width): `inputs[m]` (seeds, s); `per_layer[m]` (seeds, s, layers);
+    `per_head[m]` (seeds, s, layers, heads)."""
+
+    architecture: str
+    width: int
+    inputs: dict[str, np.ndarray]
+    per_layer: dict[str, np.ndarray]
+    per_head: dict[str, np.ndarray]
+
+
+@dataclasses.dataclass
+class DepthResult:
+    config: DepthConfig
+    stacks: dict[str, StackResult]  # by stack_name(architecture, width)
+    layout: ChunkLayout
+    num_devices: int
+    num_processes: int
+    chunks_computed: int
+    chunks_loaded: int
+    seconds: float
+    complete: bool  # False on processes other than 0 when chunks were loaded from the store
+
+
+def stack_name(architecture: str, width: int) -> str:
+    return f"{architecture}_d{width}"
+
+
+def chunk_name(architecture: str, width: int, seeds: tuple[int, int],
+               bias: tuple[int, int]) -> str:
+    """A chunk's file stem: stack, seed range and bias-index range (inclusive)."""
+    return (f"{stack_name(architecture, width)}/seeds{seeds[0]:04d}-{seeds[1]:04d}"
+            f"_bias{bias[0]:04d}-{bias[1]:04d}")
+
+
+def _fetch(tree: Any) -> Any:
+    """Device arrays → numpy, gathering other processes' shards when there are several."""
+    def fetch(a):
+        if getattr(a, "is_fully_addressable", True):
+            return np.asarray(a)
+        from jax.experimental import multihost_utils
+        return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+    return jax.tree.map(fetch, tree)
+
+
+def _check_finite(chunk: Mapping[str, np.ndarray], name: str, seeds, norms) -> None:
+    for metric, values in chunk.items():
+        bad = ~np.isfinite(values)
+        if bad.any():
+            idx = np.argwhere(bad)[0]
+            where = f", layer {idx[2] + 1}" if values.ndim > 2 else ""
+            raise FloatingPointError(
+                f"depth sweep: metric {metric!r} is not finite ({values[tuple(idx)]}) in stack "
+                f"{name.split('/')[0]}{where}, s={norms[idx[1]]:g}, seed={seeds[idx[0]]}")
+    rms = chunk.get("residual_rms")
+    if rms is not None and (rms < UNDERFLOW_RMS).any():
+        idx = np.argwhere(rms < UNDERFLOW_RMS)[0]
+        raise FloatingPointError(
+            f"depth sweep: the residual stream of stack {name.split('/')[0]} underflows float32 "
+            f"(RMS token norm {rms[tuple(idx)]:.3g}) at layer {idx[2] + 1}, s={norms[idx[1]]:g}, "
+            f"seed={seeds[idx[0]]}: each layer shrinks it; use fewer layers, a larger init or "
+            f"attention_only_skip > 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkPlan:
+    architecture: str
+    width: int
+    seeds: np.ndarray  # real seed indices of the chunk
+    padded_seeds: np.ndarray  # seeds_per_chunk indices (the last seed repeated)
+    lo: int  # bias-index range [lo, hi)
+    hi: int
+
+    @property
+    def name(self) -> str:
+        return chunk_name(self.architecture, self.width, (int(self.seeds[0]), int(self.seeds[-1])),
+                          (self.lo, self.hi - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthProgress:
+    index: int  # 1-based
+    total: int
+    name: str
+    seconds: float
+    loaded: bool  # taken from the store, not computed
+
+
+def plan_chunks(config: DepthConfig, layout: ChunkLayout) -> list[ChunkPlan]:
+    """Every chunk of every (architecture, width), in the order they run."""
+    plan, num_seeds, num_bias = [], config.num_seeds, len(config.bias_norms)
+    for arch in config.architectures:
+        for width in config.widths:
+            for sb in range(layout.num_seed_blocks):
+                idx = np.arange(sb * layout.seeds_per_chunk, (sb + 1) * layout.seeds_per_chunk)
+                for bb in range(layout.num_bias_blocks):
+                    lo = bb * layout.bias_per_chunk
+                    plan.append(ChunkPlan(arch, width, idx[idx < num_seeds],
+                                          np.minimum(idx, num_seeds - 1), lo,
+                                          min(lo + layout.bias_per_chunk, num_bias)))
+    return plan
+
+
+def _done_flags(plan: list[ChunkPlan], store: Any) -> np.ndarray:
+    """Which chunks the store holds, as process 0 sees it (broadcast to every process)."""
+    flags = np.array([store is not None and jax.process_index() == 0 and store.has(c.name)
+                      for c in plan], np.int32)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        flags = np.asarray(multihost_utils.broadcast_one_to_all(flags))
+    return flags.astype(bool)
+
+
+def _compute(config: DepthConfig, c: ChunkPlan, mesh: Mesh, key_data: np.ndarray,
+             norms: np.ndarray, bias_per_chunk: int) -> dict[str, np.ndarray]:
+    fn = make_chunk_fn(config, c.architecture, c.width, mesh)
+    s_chunk = np.full((bias_per_chunk,), norms[c.hi - 1], np.float32)  # padding repeats the last
+    s_chunk[: c.hi - c.lo] = norms[c.lo:c.hi]
+    out = _fetch(fn(place(key_data[c.padded_seeds], NamedSharding(mesh, P())),
+                    place(s_chunk, NamedSharding(mesh, P(GRID_AXIS)))))
+    out = {k: v[: len(c.seeds), : c.hi - c.lo] for k, v in out.items()}
+    _check_finite(out, c.name, c.seeds, norms[c.lo:c.hi])
+    return out
+
+
+def _put(stacks: dict[str, StackResult], config: DepthConfig, c: ChunkPlan,
+         arrays: Mapping[str, np.ndarray]) -> None:
+    """Copies one chunk's values into its stack's whole-grid arrays."""
+    name = stack_name(c.architecture, c.width)
+    stack = stacks.setdefault(name, StackResult(c.architecture, c.width, {}, {}, {}))
+    shape = (config.num_seeds, len(config.bias_norms))
+    for key, values in arrays.items():
+        if key.startswith("input/"):
+            target, key = stack.inputs, key.removeprefix("input/")
+        elif key.startswith("per_head/"):
+            target, key = stack.per_head, key.removeprefix("per_head/")
+        else:
+            target = stack.per_layer
+        if key not in target:
+            target[key] = np.full(shape + values.shape[2:], np.nan, values.dtype)
+        target[key][c.seeds[0]: c.seeds[-1] + 1, c.lo:c.hi] = values
+
+
+def _hang_if_asked(computed: int) -> None:
+    if computed == int(os.environ.get(HANG_ENV, "-1")):
+        print(f"{HANG_ENV}: hanging after {computed} computed chunks", flush=True)
+        while True:
+            time.sleep(1.0)
+
+
+def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
+        progress: Callable[[DepthProgress], None] | None = None) -> DepthResult:
+    """Runs every (architecture, width) chunk by chunk; see the module docstring.
+
+    Args:
+      config: the sweep.
+      mesh: devices to shard the s axis over (default: all devices of all processes).
+      store: holds finished chunks (`has(name)`, `load(name)`, `save(name, arrays)`), or None.
+      progress: called after every chunk with a `DepthProgress`.
+    Raises:
+      FloatingPointError: a metric is not finite (names the metric, stack, layer, s and seed).
+    """
+    start = time.perf_counter()
+    mesh = grid_mesh() if mesh is None else mesh
+    norms = np.asarray(config.bias_norms, np.float32)
+    layout = chunk_layout(config.num_seeds, len(norms), config.chunk_size, mesh.size)
+    key_data = np.asarray(jax.random.key_data(inputs.seed_keys(config.seed, config.num_seeds)))
+    plan = plan_chunks(config, layout)
+    done = _done_flags(plan, store)
+    writer = jax.process_index() == 0
+    stacks: dict[str, StackResult] = {}
+    computed = 0
+    for index, (c, is_done) in enumerate(zip(plan, done), start=1):
+        t0 = time.perf_counter()
+        if is_done:
+            arrays = store.load(c.name) if writer else None
+        else:
+            arrays = _compute(config, c, mesh, key_data, norms, layout.bias_per_chunk)
+            computed += 1
+            if store is not None and writer:
+                store.save(c.name, arrays)
+        if arrays is not None:
+            _put(stacks, config, c, arrays)
+        if progress is not None:
+            progress(DepthProgress(index, len(plan), c.name, time.perf_counter() - t0,
+                                   bool(is_done)))
+        if not is_done:
+            _hang_if_asked(computed)
+    return DepthResult(config, stacks, layout, mesh.size, jax.process_count(), computed,
+                       int(done.sum()), time.perf_counter() - start,
+                       complete=writer or not done.any())

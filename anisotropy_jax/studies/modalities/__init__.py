@@ -1,0 +1,79 @@
+"""Per-layer anisotropy of the vision and speech families on offline inputs (docs/MODALITIES.md).
+
+`measure(...)` runs a loaded model (registry interface: `hidden_states_fn`, `state_labels`,
+`init_params`) and its untrained re-initialisation on images or audio and returns the per-layer
+average cosine similarity over all tokens of all inputs (tokens = patches and prefix tokens,
+spatial positions of a CNN stage, or 20 ms audio frames), optionally over a token mask (Whisper:
+only the frames that cover speech, not the 30 s padding). `default_images` and
+`default_speech` build the offline inputs. The pretrained study can call these for
+`--config.inputs=DIR`.
+"""
+from __future__ import annotations
+
+import math
+import pathlib
+from types import ModuleType
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from anisotropy_jax import corpus, media, metrics
+
+WHISPER_SAMPLES_PER_TOKEN = 320  # hop 160 × conv stride 2 at 16 kHz: one token per 20 ms
+
+
+def default_images(model_dir: str | pathlib.Path | None = None,
+                   inputs: str | pathlib.Path | None = None) -> np.ndarray:
+    """(N, 3, H, W): the images of `inputs` (or scikit-image's photographs), preprocessed per
+    `model_dir`/preprocessor_config.json (media.image_preprocessing)."""
+    paths = (media.skimage_sample_images() if inputs is None
+             else media.list_files(inputs, media.IMAGE_SUFFIXES, "images"))
+    return media.load_images(paths, media.image_preprocessing(model_dir))
+
+
+def default_speech(folder: str | pathlib.Path, num: int = 16, seed: int = 0,
+                   inputs: str | pathlib.Path | None = None, rate: int = 16000
+                   ) -> list[np.ndarray]:
+    """Waveforms at `rate`: the WAV files of `inputs`, or `num` Shakespeare sentences (5–20
+    words, seeded) spoken by espeak-ng into `folder`."""
+    if inputs is None:
+        sentences = corpus.split_sentences(corpus.shakespeare_speeches(), min_words=5,
+                                           max_words=20)
+        paths = media.synthesize_speech(corpus.sample_sentences(sentences, num, seed), folder)
+    else:
+        paths = media.list_files(inputs, media.AUDIO_SUFFIXES, "audio files")
+    return media.load_audio(paths, rate)
+
+
+def whisper_speech_mask(waveforms: Sequence[np.ndarray], num_tokens: int) -> np.ndarray:
+    """(B, T) bool: encoder tokens whose 20 ms cover the waveform (the rest is zero padding)."""
+    lengths = [min(num_tokens, math.ceil(w.size / WHISPER_SAMPLES_PER_TOKEN)) for w in waveforms]
+    return np.arange(num_tokens)[None, :] < np.asarray(lengths)[:, None]
+
+
+def layer_cosines(states: Any, mask_BxL: np.ndarray | None = None) -> list[float]:
+    """Average cosine of every state (B, L, D) over all its tokens (those of the mask if given;
+    a state with another token count, e.g. pooled features, ignores the mask)."""
+    out = []
+    for state in states:
+        state = np.asarray(state)
+        mask = mask_BxL if mask_BxL is not None and mask_BxL.shape == state.shape[:2] else None
+        out.append(float(metrics.average_cosine_similarity(state, mask)))
+    return out
+
+
+def measure(family: ModuleType, config: Any, params: Any, inputs: np.ndarray, seed: int = 0,
+            mask_BxL: np.ndarray | None = None, batch_size: int = 4) -> dict[str, Any]:
+    """{"labels", "trained", "untrained"}: per-state average cosine of the model and of its
+    re-initialisation (`family.init_params(config, key(seed))`), batches of `batch_size`."""
+    forward = family.hidden_states_fn(config)
+    untrained = family.init_params(config, jax.random.key(seed))
+    result: dict[str, Any] = {"labels": list(family.state_labels(config))}
+    for name, p in (("trained", params), ("untrained", untrained)):
+        if p is None:
+            continue
+        chunks = [forward(p, inputs[i:i + batch_size]) for i in range(0, len(inputs), batch_size)]
+        states = [np.concatenate([np.asarray(c[k]) for c in chunks]) for k in range(len(chunks[0]))]
+        result[name] = layer_cosines(states, mask_BxL)
+    return result

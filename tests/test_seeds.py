@@ -1,0 +1,93 @@
+"""Statistics over independent units: Spearman's exact p at |ρ| = 1, Student-t intervals over
+seeds (closed form and coverage), and the aggregation of several seeds' analyses."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.metrics import correlation
+from anisotropy_jax.studies.dynamics import seeds
+
+
+def test_spearman_exact_p_at_rho_one_equals_the_permutation_count():
+    x = np.array([0.3, 0.1, 0.9, 0.5, 0.7])
+    got = correlation.spearman(x, 2 * x + 1)
+    # Brute force: the share of the 5! orderings of y whose |ρ| reaches the observed 1.
+    rhos = [stats.spearmanr(x, np.array(p)).statistic for p in itertools.permutations(x)]
+    want = np.mean(np.abs(rhos) >= 1 - 1e-12)
+    assert got["rho"] == pytest.approx(1.0) and got["p"] == pytest.approx(want)
+    assert want == pytest.approx(2 / math.factorial(5))
+    assert got["p_method"] == correlation.EXACT_P_METHOD
+    assert correlation.spearman(x, -x)["p"] == pytest.approx(2 / 120)
+    # Below |ρ| = 1, or with ties, scipy's approximation is kept and labelled.
+    y = np.array([0.2, 0.1, 0.5, 0.9, 0.7])
+    got = correlation.spearman(x, y)
+    assert got["p"] == pytest.approx(stats.spearmanr(x, y).pvalue)
+    assert got["p_method"] == correlation.SCIPY_P_METHOD
+    tied = correlation.spearman([1, 1, 2, 3], [1, 1, 2, 3])
+    assert tied["p_method"] == correlation.SCIPY_P_METHOD
+    assert correlation.drift_anisotropy_correlation(x, x)["spearman_p"] == pytest.approx(2 / 120)
+
+
+def test_t_interval_closed_form_and_coverage():
+    got = correlation.t_interval([1.0, 2.0, 3.0])
+    half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)  # s = 1
+    assert (got["mean"], got["low"], got["high"], got["n"]) == pytest.approx(
+        (2.0, 2.0 - half, 2.0 + half, 3))
+    # Coverage of the true mean for normal samples of 3: 95% within Monte-Carlo error (5σ).
+    draws = np.random.default_rng(0).normal(1.5, 2.0, size=(3, 20000))
+    ci = correlation.t_interval(draws, axis=0)
+    coverage = np.mean((ci["low"] <= 1.5) & (1.5 <= ci["high"]))
+    assert abs(coverage - 0.95) < 5 * math.sqrt(0.95 * 0.05 / 20000), coverage
+    with pytest.raises(ValueError, match="at least 2"):
+        correlation.t_interval([1.0])
+    test = correlation.one_sample_t_test([1.0, 2.0, 3.0])
+    assert test["t"] == pytest.approx(2.0 / (1.0 / math.sqrt(3)))
+
+
+def _run(seed, offset, steps=(0, 1, 4)):
+    s = len(steps)
+    growth = np.arange(s, dtype=float)[:, None, None] * np.ones((s, 2, 3))
+    heads = {"attention_entropy_normalized": 1.0 - 0.1 * growth - offset,
+             "key_term_std": growth + offset,
+             "mean_query_key_cosine": -(0.1 * growth + offset)}
+    return {"config": {"train": {"seed": seed}}, "steps": list(steps), "heads": heads,
+            "layers": {"cross_sequence_cosine": np.full((s, 4), 0.5 + offset)},
+            "embeddings": {"input_centered": np.full(s, 0.9), "output_centered": np.full(s, 0.8)},
+            "correlation": {"units": "heads", "n": 6,
+                            "key_term_std": {"rho": [np.nan, -1.0, -0.5 - offset], "p": [1] * 3}},
+            "training": {"val_loss": [[st, 5.0 - st - offset] for st in steps]}}
+
+
+def test_aggregate_over_seeds():
+    offsets = [0.0, 0.1, 0.3]
+    summary = seeds.aggregate([_run(i, o) for i, o in enumerate(offsets)])
+    assert summary["seeds"] == [0, 1, 2] and summary["steps"] == [0, 1, 4]
+    q = summary["quantities"]
+    want = correlation.t_interval(np.array(offsets)[:, None] + np.arange(3.0)[None], axis=0)
+    for key in ("mean", "low", "high"):
+        np.testing.assert_allclose(q["heads_mean/key_term_std"][key], want[key])
+    np.testing.assert_allclose(q["heads_mean/abs_mean_query_key_cosine"]["mean"],
+                               np.mean(offsets) + 0.1 * np.arange(3))  # |cos|, not cos
+    np.testing.assert_allclose(q["intermediate_cross_sequence_cosine"]["mean"],
+                               0.5 + np.mean(offsets))
+    np.testing.assert_allclose(q["val_loss"]["mean"], 5.0 - np.array([0, 1, 4]) - np.mean(offsets))
+    # The change first → last is the same (+2) in every seed: zero spread, interval collapses.
+    change = summary["changes_first_to_last"]["heads_mean/key_term_std"]
+    assert change["mean"] == pytest.approx(2.0) and change["high"] == pytest.approx(2.0)
+    assert "spearman_across_heads/key_term_std" not in summary["changes_first_to_last"]  # NaN
+    table = seeds.format_table(summary)
+    assert "| heads_mean/key_term_std | 0.133 [" in table and "3 seeds" in table
+    with pytest.raises(ValueError, match="seed 1 has checkpoints"):
+        seeds.aggregate([_run(0, 0.0), _run(1, 0.0, steps=(0, 2, 4))])
+    with pytest.raises(ValueError, match="at least 2"):
+        seeds.aggregate([_run(0, 0.0)])
+
+
+@pytest.mark.parametrize("bad", [["0"], ["0", "0"], ["-1", "2"], ["a", "b"]])
+def test_parse_seeds_names_the_flag(bad):
+    with pytest.raises(ConfigError, match="^seeds: "):
+        seeds.parse_seeds(bad)
