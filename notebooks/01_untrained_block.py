@@ -21,7 +21,12 @@
 # sharper: all queries come to prefer the same keys. This notebook runs the library's bias sweep
 # (`anisotropy_jax.studies.sweep`) on one BERT-base layer at initialisation, prints the closed
 # forms of docs/SCIENCE.md beside the measurements, and shows attention maps as the bias norm
-# grows. Everything computed here is a library call; the notebook holds no logic of its own.
+# grows. Beside every biased input x = z + s·u runs its norm-matched control x = z·√(1 + s²/d)
+# (the same expected norm, no common direction; docs/SCIENCE.md "The control"), with the same
+# weights, seeds and grid: what the control also shows is an effect of the norm, not of the
+# bias. The categorical metrics then ask whether the sharpening is *categorical* (every query
+# on the same keys: query agreement → 1, query-key information → 0) or merely sharp.
+# Everything computed here is a library call; the notebook holds no logic of its own.
 #
 # Set `ANISOTROPY_JAX_SMOKE=1` for a tiny, seconds-long run (CI executes it that way).
 
@@ -41,57 +46,100 @@ if importlib.util.find_spec("anisotropy_jax") is None:
 import jax
 import numpy as np
 import treescope
+from IPython.display import Markdown
 
-from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax import cli
+from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.models.block import TransformerBlock
 from anisotropy_jax.plotting import attention as attention_plots, sweep as sweep_plots
 from anisotropy_jax.studies import sweep
-from anisotropy_jax.studies.sweep import affine, grid, report
+from anisotropy_jax.studies.sweep import affine, grid, report, tables
 
+# %matplotlib inline
 SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
+cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
 print(jax.default_backend(), jax.devices())
 
 # %% [markdown]
-# ## The block and the grid
-# BERT-base post-LN, N(0, 0.02²) weights (smoke: a 64-wide block). The attention core is the
-# platform's default: the fused Pallas kernel on GPUs, XLA einsums on CPUs and TPUs.
+# ## The block, the grid and the control
+# BERT-base post-LN, N(0, 0.02²) weights (smoke: a 64-wide block). The two sweeps are the
+# `:control` variant of experiments/configs/bias_sweep.py: `compare_field='inputs'` over
+# 'biased' and 'norm_matched'. The attention core is the platform's default: the fused Pallas
+# kernel on GPUs, XLA einsums on CPUs and TPUs.
 
 # %%
 if SMOKE:
-    block = BlockConfig(d_model=64, num_heads=4, d_ff=128)
-    config = SweepConfig(block=block, batch_size=4, seq_len=16, num_seeds=2,
-                         bias_norms=(0.0, 1.0, 4.0, 16.0, 64.0, 256.0))
+    model = {"d_model": 64, "num_heads": 4, "d_ff": 128}
+    sizes = {"batch_size": 4, "seq_len": 16, "num_seeds": 2,
+             "bias_norms": (0.0, 1.0, 4.0, 16.0, 64.0, 256.0)}
 else:
-    block = BlockConfig()
-    config = SweepConfig(block=block)  # the README's main job: 30 bias norms × 3 seeds
-impl = fused_attention.default_impl(config.seq_len, block.d_head)
+    model, sizes = {}, {}  # the README's main job: BERT-base, 30 bias norms × 3 seeds
+impl = fused_attention.default_impl(sizes.get("seq_len", SweepConfig.seq_len),
+                                    BlockConfig(**model).d_head)
 print("attention core on this platform:", impl)
+sweeps = dict(sweep_configs_from_mapping({
+    "model": {**model, "attention_impl": impl}, **sizes,
+    "compare_field": "inputs", "compare_values": ("biased", "norm_matched")}))
+config = sweeps["inputs=biased"]
+block = config.block
+treescope.display(sweeps)
+
+# %% [markdown]
+# The block's parameters and the probes of one forward pass (shapes).
+
+# %%
 params = TransformerBlock(block).init(jax.random.key(0), np.zeros((1, 2, block.d_model)))
-treescope.render_to_text(jax.tree.map(lambda a: a.shape, params))
+treescope.display(jax.tree.map(np.shape, params))
+
+# %%
+probes = jax.eval_shape(TransformerBlock(block).apply, params,
+                        jax.ShapeDtypeStruct((2, config.seq_len, block.d_model), np.float32))[1]
+treescope.display(jax.tree.map(np.shape, probes))
 
 # %% [markdown]
-# ## The sweep and its closed forms
+# ## The sweeps and their closed forms
 
 # %%
-result = sweep.run(config)
-summary = report.run_summary("this notebook", result)
-print(report.format_table(summary))
+summaries = {label: report.run_summary(label, sweep.run(cfg)) for label, cfg in sweeps.items()}
+for summary in summaries.values():
+    print(report.format_table(summary))
 
 # %%
-sweep_plots.cosine_figure({"this notebook": summary})
+sweep_plots.cosine_figure(summaries)
 
 # %%
-sweep_plots.attention_figure({"this notebook": summary})
+sweep_plots.attention_figure(summaries)
 
 # %% [markdown]
-# ## Attention maps as the bias norm grows
-# The weights of one sequence for a few heads of seed 0, at a few bias norms. With post-LN the
-# maps turn into vertical stripes: every query attends to the same keys.
+# ## Categorical or merely sharp? Biased inputs against the norm-matched control
+# Query agreement: the share of queries whose argmax is the modal key (1/L for a one-to-one
+# pattern, 1 when all queries pick the same key); query-key information I(query; key) in nats
+# (ln L one-to-one, 0 when every row is the same); row cosine between the attention rows of
+# distinct queries. Mean ± sample std over seeds.
+
+# %%
+sweep_plots.categorical_figure(summaries)
+
+# %%
+Markdown(tables.control_table({"runs": summaries}))
+
+# %% [markdown]
+# ## Attention maps over bias norm × head
+# The weights of one sequence for a few heads of seed 0, at a few bias norms, for the biased
+# inputs and for the control (the plain XLA core: the fused kernel keeps no weights). With post-LN
+# the biased maps turn into vertical stripes: every query attends to the same keys.
 
 # %%
 state = grid.init_seeds(config)
 params0, z0, u0 = (jax.tree.map(lambda a: a[0], tree) for tree in state)
 shown = [s for s in config.bias_norms if s in (0.0, 16.0, 256.0)] or list(config.bias_norms[:3])
-maps = [affine.block_at(block, params0, z0, u0, s)[1]["attn_weights"][0] for s in shown]
-attention_plots.attention_maps(np.stack(maps), shown, heads=range(min(4, block.num_heads)))
+heads = range(min(4, block.num_heads))
+maps_block = block.replace(attention_impl="xla")
+maps = {kind: np.stack([affine.block_at(maps_block, params0, z0, u0, s, kind=kind)[1]
+                        ["attn_weights"][0] for s in shown])
+        for kind in ("biased", "norm_matched")}
+attention_plots.attention_maps(maps["biased"], shown, heads)
+
+# %%
+attention_plots.attention_maps(maps["norm_matched"], shown, heads)

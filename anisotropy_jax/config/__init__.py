@@ -12,6 +12,9 @@ from anisotropy_jax.config.depth import (ARCHITECTURES, WEIGHT_MODES, DepthConfi
 from anisotropy_jax.config.model import (ATTENTION_IMPLS, ATTENTIONS, INITS, NORM_POSITIONS,
                                          PRECISIONS, BlockConfig, TransformerConfig)
 from anisotropy_jax.config.pretrained import PretrainedConfig
+from anisotropy_jax.config.reproduce import (ModalitiesConfig, ReproduceConfig,
+                                             reproduce_config_from_mapping)
+from anisotropy_jax.config.series import SeriesConfig
 from anisotropy_jax.config.sweep import (DEFAULT_BIAS_NORMS, SweepConfig, default_label,
                                          sweep_configs_from_mapping)
 from anisotropy_jax.config.training import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAKESPEARE,
@@ -25,5 +28,6 @@ __all__ = [
     "ConfigError", "DataConfig", "ModelSpec", "OptimConfig", "PretrainedConfig", "SweepConfig",
     "TrainConfig", "TransformerConfig", "default_label", "from_mapping", "require",
     "require_bool", "require_choice", "require_int", "require_positive_float",
+    "ModalitiesConfig", "ReproduceConfig", "reproduce_config_from_mapping", "SeriesConfig",
     "sweep_configs_from_mapping", "train_config_from_mapping", "vocab_size",
 ]

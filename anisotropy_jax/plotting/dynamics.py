@@ -61,7 +61,7 @@ def trajectories_figure(analysis: dict[str, Any]):
     ncols = 4
     nrows = -(-(len(panels) + len(_LAYER_PANELS)) // ncols)
     fig, axes = new_figure(ncols=ncols, nrows=nrows, width=4.0, height=3.2)
-    num_layers = heads["mean_query_norm"].shape[1]
+    num_layers = np.shape(heads["mean_query_norm"])[1]  # arrays, or lists from results.json
     palette = _layer_colors(num_layers + 1)
     for ax, (name, label) in zip(axes.flat, panels):
         _head_panel(ax, steps, np.asarray(heads[name]), palette)  # (S, layers, H)

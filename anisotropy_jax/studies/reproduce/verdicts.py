@@ -1,0 +1,334 @@
+"""The verdict on each claim of docs/SCIENCE.md ("Claims and where they stand"), computed from the
+results.json dicts of the studies: pure functions, one per claim, each returning a `Verdict` with
+its criterion (printed beside it in the report) and the numbers it was decided on.
+
+A study that was not run is passed as None with the reason, and gives "not measured".
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
+VERDICTS = (HOLDS, FAILS, NOT_MEASURED)
+
+# Thresholds of the criteria (each printed in its criterion text).
+MODALITY_MARGIN = 0.1       # Godey 1: trained minus untrained average cosine
+DRIFT_RHO = 0.5             # Godey 2: Spearman ρ(drift, average cosine) across hidden states
+ENTROPY_FALLING_SHARE = 0.9  # Godey 3a: share of the steps of s where H/ln L falls
+AGREEMENT_MARGIN = 0.3      # Godey 3b: query agreement, bias minus control, at the largest s
+PYTHIA_ISOTROPY = 0.9       # Machina & Mercer a: centred partition isotropy I(W)
+COLLAPSED_RANK = 1.5        # depth: per-sequence effective rank of a collapsed sequence
+COLLAPSE_COSINE = 0.5       # depth b: average cosine at which collapse counts as anisotropy
+
+CLAIMS = {  # key: (row name, claim)
+    "godey_1": ("Godey 1", "anisotropy across modalities (vision, speech), not in CNNs"),
+    "godey_2": ("Godey 2", "drift correlates with anisotropy across layers, for some models"),
+    "godey_3a": ("Godey 3a", "a common bias sharpens attention in an untrained post-LN block"),
+    "godey_3b": ("Godey 3b", "that attention is categorical (same keys for all queries), "
+                             "not a norm effect"),
+    "godey_4a": ("Godey 4a", "mean query and mean key drift into alignment during training"),
+    "godey_4b": ("Godey 4b", "attention sharpens as the key-dependent mean term grows"),
+    "godey_4c": ("Godey 4c", "intermediate-layer anisotropy rises with training"),
+    "mm_a": ("Machina & Mercer a", "large Pythia models have isotropic embedding matrices"),
+    "mm_b": ("Machina & Mercer b", "the final LayerNorm is tuned for isotropy"),
+    "depth_a": ("Depth a", "untrained pure-attention stacks collapse to rank one with depth "
+                           "(Dong, Cordonnier & Loukas 2021)"),
+    "depth_b": ("Depth b", "that rank collapse is anisotropy"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    key: str
+    criterion: str
+    verdict: str
+    numbers: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return CLAIMS[self.key][0]
+
+    @property
+    def claim(self) -> str:
+        return CLAIMS[self.key][1]
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _not_measured(key: str, criterion: str, reason: str) -> Verdict:
+    return Verdict(key, criterion, NOT_MEASURED, (f"not measured: {reason}",))
+
+
+def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str]) -> Verdict:
+    """HOLDS when every unit passes (FAILS otherwise)."""
+    return Verdict(key, criterion, HOLDS if oks and all(oks) else FAILS, tuple(numbers))
+
+
+def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """{"models": {name: {"architecture": 'transformer'|'cnn', "labels", "trained"?,
+    "untrained"}}}: every trained Transformer beats its re-initialisation by the margin."""
+    crit = (f"holds if every trained vision/speech Transformer measured has, at some layer "
+            f"(layer_i), an average cosine ≥ its untrained re-initialisation's + "
+            f"{MODALITY_MARGIN}; the CNN half needs a trained CNN (none offline) and is not "
+            f"part of the verdict")
+    models = {} if modalities is None else modalities.get("models", {})
+    trained = {n: m for n, m in models.items()
+               if m.get("architecture") == "transformer" and m.get("trained") is not None}
+    if not trained:
+        return _not_measured("godey_1", crit, reason or "no trained vision/speech Transformer")
+    oks, numbers = [], []
+    for name, m in trained.items():
+        layers = [i for i, label in enumerate(m["labels"]) if label.startswith("layer_")]
+        gaps = [m["trained"][i] - m["untrained"][i] for i in layers]
+        best = int(np.argmax(gaps))
+        oks.append(gaps[best] >= MODALITY_MARGIN)
+        numbers.append(f"{name}: {m['labels'][layers[best]]} {_g(m['trained'][layers[best]])} "
+                       f"trained vs {_g(m['untrained'][layers[best]])} untrained")
+    for name, m in models.items():
+        if m.get("architecture") == "cnn":
+            numbers.append(f"{name} (untrained CNN, for reference): "
+                           f"{_g(min(m['untrained']))}–{_g(max(m['untrained']))}")
+    return _decide("godey_1", crit, oks, numbers)
+
+
+def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    """{model: pretrained results.json}: some trained model has ρ ≥ DRIFT_RHO."""
+    crit = (f"holds if at least one trained model has Spearman ρ(drift ‖μ‖, average cosine) ≥ "
+            f"{DRIFT_RHO} across its hidden states (layers of one network are not independent "
+            f"samples: ρ describes one network; the untrained ρ is shown beside it)")
+    if not pretrained:
+        return _not_measured("godey_2", crit, reason or "no pretrained model measured")
+    pair, rhos, numbers = "drift_norm_vs_average_cosine", [], []
+    for name, doc in pretrained.items():
+        c = doc["correlations"]
+        rho = float(c["trained"][pair]["spearman"])
+        rhos.append(rho)
+        base = c.get("untrained", {}).get(pair)
+        numbers.append(f"{name}: ρ = {_g(rho)} (n = {c['trained'][pair]['n']})"
+                       + (f", untrained {_g(base['spearman'])}" if base else ""))
+    ok = any(math.isfinite(r) and r >= DRIFT_RHO for r in rhos)
+    return Verdict("godey_2", crit, HOLDS if ok else FAILS, tuple(numbers))
+
+
+def _sweep_run(sweep: Mapping[str, Any], inputs: str) -> Mapping[str, Any] | None:
+    return next((r for r in sweep.get("runs", {}).values() if r.get("inputs") == inputs), None)
+
+
+def _mean(run: Mapping[str, Any], metric: str) -> np.ndarray:
+    return np.asarray(run["metrics"][metric]["mean"], np.float64)
+
+
+def godey_3a(sweep: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """Sweep results.json: post-LN H/ln L falls in ≥ ENTROPY_FALLING_SHARE of the steps of s."""
+    crit = (f"holds if the post-LN block's normalised entropy H/ln L (mean over seeds) falls in "
+            f"≥ {ENTROPY_FALLING_SHARE:.0%} of the steps of s from the smallest to the largest s "
+            f"and ends below its value at the smallest s")
+    run = None if sweep is None else _sweep_run(sweep, "biased")
+    if run is None:
+        return _not_measured("godey_3a", crit, reason or "no biased sweep")
+    if run["sweep_config"]["block"]["norm_position"] != "post":
+        return _not_measured("godey_3a", crit, "the sweep's block is not post-LN")
+    s, h = np.asarray(run["bias_norms"], np.float64), _mean(run, "attention_entropy_normalized")
+    order = np.argsort(s, kind="stable")
+    steps = np.diff(h[order])
+    share = float(np.mean(steps < 0)) if steps.size else 0.0
+    ok = steps.size > 0 and share >= ENTROPY_FALLING_SHARE and h[order][-1] < h[order][0]
+    numbers = (f"H/ln L {_g(h[order][0])} at s = {_g(s[order][0])} → {_g(h[order][-1])} at "
+               f"s = {_g(s[order][-1])}", f"falls in {share:.0%} of {steps.size} steps")
+    return Verdict("godey_3a", crit, HOLDS if ok else FAILS, numbers)
+
+
+def godey_3b(sweep: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """Sweep results.json with both runs: at the largest s the bias's query agreement exceeds
+    the control's by AGREEMENT_MARGIN while the control is at least as sharp."""
+    crit = (f"holds if at the largest s query agreement with the bias exceeds the norm-matched "
+            f"control's by ≥ {AGREEMENT_MARGIN} while the control's entropy H/ln L is at most "
+            f"the biased one's (sharp but not categorical = a norm effect)")
+    biased = None if sweep is None else _sweep_run(sweep, "biased")
+    control = None if sweep is None else _sweep_run(sweep, "norm_matched")
+    if biased is None or control is None:
+        return _not_measured("godey_3b", crit, reason or "the sweep has no norm-matched control")
+    i = int(np.argmax(biased["bias_norms"]))
+    ab, ac = (_mean(r, "attention_query_agreement")[i] for r in (biased, control))
+    hb, hc = (_mean(r, "attention_entropy_normalized")[i] for r in (biased, control))
+    ok = ab - ac >= AGREEMENT_MARGIN and hc <= hb
+    numbers = (f"s = {_g(biased['bias_norms'][i])}: agreement {_g(ab)} (bias) vs {_g(ac)} "
+               f"(control)", f"H/ln L {_g(hb)} (bias) vs {_g(hc)} (control)")
+    return Verdict("godey_3b", crit, HOLDS if ok else FAILS, numbers)
+
+
+def _interval(q: Mapping[str, Any], index: int | None = None) -> tuple[float, float, float]:
+    pick = (lambda v: float(v)) if index is None else (lambda v: float(np.ravel(v)[index]))
+    return pick(q["mean"]), pick(q["low"]), pick(q["high"])
+
+
+def _fmt_interval(m: float, lo: float, hi: float) -> str:
+    return f"{_g(m)} [{_g(lo)}, {_g(hi)}]"
+
+
+def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]] | None,
+                   quantity: str, label: str, reason: str) -> Verdict:
+    """HOLDS when, for every objective, the first → last change of `quantity` has a t-interval
+    over seeds above 0."""
+    if not training:
+        return _not_measured(key, crit, reason or "no training run")
+    oks, numbers = [], []
+    for objective, doc in training.items():
+        change = doc["changes_first_to_last"].get(quantity)
+        if change is None:
+            numbers.append(f"{objective}: {label} not available")
+            oks.append(False)
+            continue
+        m, lo, hi = _interval(change)
+        oks.append(lo > 0)
+        numbers.append(f"{objective} ({len(doc['seeds'])} seeds, steps {doc['steps'][0]} → "
+                       f"{doc['steps'][-1]}): {label} change {_fmt_interval(m, lo, hi)}")
+    if all(n.endswith("not available") for n in numbers):
+        return _not_measured(key, crit, "; ".join(numbers))
+    return _decide(key, crit, oks, numbers)
+
+
+def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = ("holds if, for every trained objective, the change of |cos(q̄, k̄)| (mean over "
+            "heads) from the first to the last checkpoint has a 95% t-interval over seeds above 0")
+    return _seeded_change("godey_4a", crit, training, "heads_mean/abs_mean_query_key_cosine",
+                          "|cos(q̄, k̄)|", reason)
+
+
+def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    """Key term grows (interval > 0) and, at the last checkpoint, ρ(entropy, key term) across
+    heads has a t-interval over seeds below 0."""
+    crit = ("holds if, for every trained objective, the key-dependent term q̄·δk/√Dh grows "
+            "(first → last change: 95% t-interval over seeds above 0) and at the last checkpoint "
+            "Spearman ρ(entropy, key term) across heads has a t-interval over seeds below 0")
+    grows = _seeded_change("godey_4b", crit, training, "heads_mean/key_term_std", "key term",
+                           reason)
+    if grows.verdict == NOT_MEASURED:
+        return grows
+    oks, numbers = [grows.verdict == HOLDS], list(grows.numbers)
+    for objective, doc in training.items():
+        q = doc["quantities"].get("spearman_across_heads/key_term_std")
+        if q is None:
+            oks.append(False)
+            numbers.append(f"{objective}: ρ across heads not available")
+            continue
+        m, lo, hi = _interval(q, -1)
+        oks.append(bool(hi < 0))
+        numbers.append(f"{objective}: ρ(entropy, key term) at step {doc['steps'][-1]} "
+                       f"{_fmt_interval(m, lo, hi)}")
+    return _decide("godey_4b", crit, oks, numbers)
+
+
+def godey_4c(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = ("holds if, for every trained objective, the change of the intermediate layers' "
+            "cross-sequence cosine from the first to the last checkpoint has a 95% t-interval "
+            "over seeds above 0")
+    return _seeded_change("godey_4c", crit, training, "intermediate_cross_sequence_cosine",
+                          "intermediate cross-sequence cosine", reason)
+
+
+def _embeddings(pretrained: Mapping[str, Mapping[str, Any]] | None, model_types=None,
+                causal=None) -> dict[str, Mapping[str, float]]:
+    out = {}
+    for name, doc in (pretrained or {}).items():
+        model = doc["model"]
+        if model_types is not None and model.get("model_type") not in model_types:
+            continue
+        if causal is not None and bool(model.get("causal")) != causal:
+            continue
+        out[name] = doc.get("embeddings", {}).get("trained", {})
+    return out
+
+
+def mm_a(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = (f"holds if every GPT-NeoX (Pythia) model measured has centred partition isotropy "
+            f"I(W) ≥ {PYTHIA_ISOTROPY} for its input and its output embedding")
+    found = _embeddings(pretrained, model_types=("gpt_neox",))
+    if not found:
+        return _not_measured("mm_a", crit, reason or "no GPT-NeoX (Pythia) checkpoint among the "
+                             "models measured (their object: none is installed)")
+    oks, numbers = [], []
+    for name, emb in found.items():
+        values = [emb[k] for k in ("input_centred", "output_centred") if k in emb]
+        oks.append(bool(values) and min(values) >= PYTHIA_ISOTROPY)
+        numbers.append(f"{name}: " + ", ".join(f"{k} {_g(v)}" for k, v in emb.items()))
+    return _decide("mm_a", crit, oks, numbers)
+
+
+def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = ("holds if, for every causal LM measured, the output embedding scaled by the final "
+            "norm's gain has a larger centred partition isotropy than the unscaled output "
+            "embedding (their object; their models were Pythia, those here are the installed "
+            "causal LMs)")
+    found = {n: e for n, e in _embeddings(pretrained, causal=True).items()
+             if "output_scaled_centred" in e and "output_centred" in e}
+    if not found:
+        return _not_measured("mm_b", crit, reason or "no causal LM with an output embedding and "
+                             "a final norm among the models measured")
+    oks, numbers = [], []
+    for name, emb in found.items():
+        oks.append(emb["output_scaled_centred"] > emb["output_centred"])
+        numbers.append(f"{name}: scaled {_g(emb['output_scaled_centred'])} vs unscaled "
+                       f"{_g(emb['output_centred'])}")
+    return _decide("mm_b", crit, oks, numbers)
+
+
+def _attention_only_at_zero(depth: Mapping[str, Any] | None
+                            ) -> tuple[dict[str, Mapping[str, Any]], int | None]:
+    if depth is None:
+        return {}, None
+    norms = [float(s) for s in depth["bias_norms"]]
+    stacks = {n: st for n, st in depth["stacks"].items()
+              if st.get("architecture") == "attention_only"}
+    return stacks, (norms.index(0.0) if 0.0 in norms else None)
+
+
+def depth_a(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    crit = (f"holds if, in every attention-only stack at s = 0, the mean per-sequence effective "
+            f"rank falls from its input value to ≤ {COLLAPSED_RANK} at the deepest layer")
+    stacks, i = _attention_only_at_zero(depth)
+    if not stacks or i is None:
+        return _not_measured("depth_a", crit, reason or "no attention-only stack at s = 0")
+    oks, numbers = [], []
+    for name, st in stacks.items():
+        rank = np.asarray(st["curves"]["effective_rank"]["mean"], np.float64)[i]
+        oks.append(bool(rank[-1] <= COLLAPSED_RANK < rank[0]))
+        numbers.append(f"{name}: effective rank {_g(rank[0])} (input) → {_g(rank[-1])} "
+                       f"(layer {rank.size - 1})")
+    return _decide("depth_a", crit, oks, numbers)
+
+
+def depth_b(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    crit = (f"holds if, in every attention-only stack at s = 0 whose deepest layer has collapsed "
+            f"(effective rank ≤ {COLLAPSED_RANK}), the average cosine over all token pairs there "
+            f"is ≥ {COLLAPSE_COSINE}")
+    stacks, i = _attention_only_at_zero(depth)
+    collapsed = {n: st for n, st in stacks.items() if i is not None and np.asarray(
+        st["curves"]["effective_rank"]["mean"], np.float64)[i][-1] <= COLLAPSED_RANK}
+    if not collapsed:
+        return _not_measured("depth_b", crit, reason or "no collapsed attention-only stack at s = 0")
+    oks, numbers = [], []
+    for name, st in collapsed.items():
+        cos = float(np.asarray(st["curves"]["average_cosine"]["mean"], np.float64)[i][-1])
+        cross = st.get("per_layer", {}).get("output_cross_sequence_cosine")
+        oks.append(cos >= COLLAPSE_COSINE)
+        numbers.append(f"{name}: average cosine {_g(cos)} at the deepest layer"
+                       + (f", cross-sequence {_g(np.asarray(cross)[i][-1])}" if cross else ""))
+    return _decide("depth_b", crit, oks, numbers)
+
+
+def all_verdicts(docs: Mapping[str, Any], reasons: Mapping[str, str]) -> list[Verdict]:
+    """Every claim, in CLAIMS order, from {study: results} (None where not run) and the reasons
+    of the studies not run."""
+    def args(study):
+        return docs.get(study), reasons.get(study, "")
+    return [godey_1(*args("modalities")), godey_2(*args("pretrained")),
+            godey_3a(*args("sweep")), godey_3b(*args("sweep")), godey_4a(*args("training")),
+            godey_4b(*args("training")), godey_4c(*args("training")), mm_a(*args("pretrained")),
+            mm_b(*args("pretrained")), depth_a(*args("depth")), depth_b(*args("depth"))]

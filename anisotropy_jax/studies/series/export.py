@@ -1,0 +1,173 @@
+"""A training run of experiments/train.py (orbax checkpoints) → a checkpoint series of Hugging
+Face directories (`step_N/`: config.json, model.safetensors, tokenizer.json), loadable by
+`models.registry` and analysable by the series study (docs/PRETRAINED.md, "Checkpoint series").
+
+The closest registered family, whose forward is then exactly ours:
+  mlm (post-LN encoder, embedding LayerNorm, exact GELU, learned positions, 257 ids: 256 bytes +
+      MASK) → "bert" (BertModel); a one-row token-type embedding of zeros stands in for the
+      missing segment embedding (adding 0 changes nothing).
+  clm (pre-LN causal LM, final LayerNorm, exact GELU, learned positions, 256 byte ids) → "gpt2"
+      with activation_function "gelu" (GPT-2's Conv1D weights are our (in, out) kernels; q, k, v
+      are concatenated into c_attn). An untied output projection is written as lm_head.weight
+      (GPT2LMHeadModel reads it with tie_word_embeddings false; this package's GPT-2 family
+      ignores it, so its embedding analysis then sees the input embedding only).
+The output bias of the LM head is not exported (no hidden state depends on it).
+
+tokenizer.json is byte-level: the GPT-2 byte↔unicode alphabet, a BPE with the 256 bytes as its
+vocabulary (id = byte value) and no merges, so any UTF-8 text maps to its bytes, as in training;
+mlm adds "[MASK]" = 256 as a special token. No [CLS]/[SEP]/BOS: the models never saw any.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Any, Iterable
+
+import jax
+import numpy as np
+
+from anisotropy_jax import checkpointing, results
+from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig
+from anisotropy_jax.studies import training
+
+
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's reversible byte → printable unicode character map (256 entries)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = dict(zip(keep, keep)), 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = 256 + extra
+            extra += 1
+    return {b: chr(c) for b, c in chars.items()}
+
+
+def byte_tokenizer_json(with_mask: bool) -> str:
+    """tokenizer.json text of the byte tokenizer (module docstring)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {char: byte for byte, char in byte_alphabet().items()}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    if with_mask:
+        tokenizer.add_special_tokens(["[MASK]"])
+        if tokenizer.token_to_id("[MASK]") != MASK_ID:
+            raise RuntimeError(f"[MASK] got id {tokenizer.token_to_id('[MASK]')}, not {MASK_ID}")
+    return tokenizer.to_str()
+
+
+def hf_config(config: TrainConfig) -> dict[str, Any]:
+    """config.json of the exported family (bert for mlm, gpt2 for clm)."""
+    model, seq_len = config.model, config.data.seq_len
+    if config.objective == "mlm":
+        return {"model_type": "bert", "architectures": ["BertModel"],
+                "hidden_size": model.d_model, "num_attention_heads": model.num_heads,
+                "num_hidden_layers": model.num_layers, "intermediate_size": model.d_ff,
+                "vocab_size": NUM_BYTES + 1, "max_position_embeddings": seq_len,
+                "type_vocab_size": 1, "layer_norm_eps": model.layer_norm_eps,
+                "hidden_act": "gelu", "initializer_range": model.init_std, "pad_token_id": 0,
+                "position_embedding_type": "absolute", "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0}
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": model.d_model,
+            "n_head": model.num_heads, "n_layer": model.num_layers, "n_inner": model.d_ff,
+            "vocab_size": NUM_BYTES, "n_positions": seq_len,
+            "layer_norm_epsilon": model.layer_norm_eps, "activation_function": "gelu",
+            "initializer_range": model.init_std, "pad_token_id": 0,
+            "tie_word_embeddings": model.tie_embeddings, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+            "attn_pdrop": 0.0}
+
+
+def _norm(p: dict, name: str) -> dict[str, np.ndarray]:
+    return {f"{name}.weight": p["scale"], f"{name}.bias": p["bias"]}
+
+
+def _linear(p: dict, name: str) -> dict[str, np.ndarray]:
+    """Flax (in, out) kernel → torch Linear (out, in) weight."""
+    return {f"{name}.weight": p["kernel"].T, f"{name}.bias": p["bias"]}
+
+
+def bert_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
+    """Our mlm parameters ({"token_embedding", ...}) → BertModel tensors (models/bert.py)."""
+    d = config.model.d_model
+    out = {"embeddings.word_embeddings.weight": params["token_embedding"]["embedding"],
+           "embeddings.position_embeddings.weight": params["position_embedding"]["embedding"],
+           "embeddings.token_type_embeddings.weight": np.zeros((1, d), np.float32),
+           **_norm(params["embedding_norm"], "embeddings.LayerNorm")}
+    for i in range(config.model.num_layers):
+        p, hf = params[f"block_{i}"], f"encoder.layer.{i}."
+        for name in ("query", "key", "value"):
+            out.update(_linear(p["attention"][name], hf + f"attention.self.{name}"))
+        out.update(_linear(p["attention"]["out"], hf + "attention.output.dense"))
+        out.update(_norm(p["attention_norm"], hf + "attention.output.LayerNorm"))
+        out.update(_linear(p["mlp"]["fc_in"], hf + "intermediate.dense"))
+        out.update(_linear(p["mlp"]["fc_out"], hf + "output.dense"))
+        out.update(_norm(p["mlp_norm"], hf + "output.LayerNorm"))
+    return out
+
+
+def gpt2_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
+    """Our clm parameters → GPT2LMHeadModel tensors (Conv1D weights are (in, out))."""
+    out = {"transformer.wte.weight": params["token_embedding"]["embedding"],
+           "transformer.wpe.weight": params["position_embedding"]["embedding"],
+           **_norm(params["final_norm"], "transformer.ln_f")}
+    for i in range(config.model.num_layers):
+        p, hf = params[f"block_{i}"], f"transformer.h.{i}."
+        att = p["attention"]
+        out[hf + "attn.c_attn.weight"] = np.concatenate(
+            [att[n]["kernel"] for n in ("query", "key", "value")], axis=1)
+        out[hf + "attn.c_attn.bias"] = np.concatenate(
+            [att[n]["bias"] for n in ("query", "key", "value")])
+        out[hf + "attn.c_proj.weight"], out[hf + "attn.c_proj.bias"] = (
+            att["out"]["kernel"], att["out"]["bias"])
+        out.update(_norm(p["attention_norm"], hf + "ln_1"))
+        out.update(_norm(p["mlp_norm"], hf + "ln_2"))
+        for ours, theirs in (("fc_in", "c_fc"), ("fc_out", "c_proj")):
+            out[hf + f"mlp.{theirs}.weight"] = p["mlp"][ours]["kernel"]
+            out[hf + f"mlp.{theirs}.bias"] = p["mlp"][ours]["bias"]
+    out["lm_head.weight"] = (params["token_embedding"]["embedding"] if config.model.tie_embeddings
+                             else params["output"]["kernel"].T)
+    return out
+
+
+def write_checkpoint(params: dict, config: TrainConfig, out: pathlib.Path) -> pathlib.Path:
+    """One exported directory (config.json, model.safetensors, tokenizer.json), atomically per
+    file. `params` is the "params" tree of our Transformer."""
+    from safetensors.numpy import save_file  # optional dependency: extra "pretrained"
+
+    host = jax.tree.map(lambda a: np.asarray(a, np.float32), jax.device_get(params))
+    tensors = (bert_tensors if config.objective == "mlm" else gpt2_tensors)(host, config)
+    tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    with results.atomic_path(out / "model.safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})
+    with results.atomic_path(out / "tokenizer.json") as tmp:
+        tmp.write_text(byte_tokenizer_json(config.objective == "mlm"), encoding="utf-8")
+    results.write_json(out / "config.json", hf_config(config))  # last: marks it complete
+    return out
+
+
+def export_training_run(workdir: str | os.PathLike, out_dir: str | os.PathLike,
+                        steps: Iterable[int] | None = None) -> list[pathlib.Path]:
+    """Writes every readable checkpoint (or those of `steps`) of the run in `workdir` as
+    `out_dir/step_N/`. Returns the directories written, by ascending step. FileNotFoundError
+    naming the folder when the run has no config.json or no checkpoints."""
+    workdir, out_dir = pathlib.Path(workdir), pathlib.Path(out_dir)
+    config = training.read_train_config(workdir)
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=device),
+                            training.abstract_state(config)[0])
+    written = []
+    with checkpointing.manager(workdir / "checkpoints", read_only=True) as mngr:
+        wanted = checkpointing.saved_steps(mngr) if steps is None else sorted(steps)
+        if not wanted:
+            raise FileNotFoundError(f"{workdir / 'checkpoints'}: no checkpoints to export")
+        for step, state in checkpointing.iterate_readable(mngr, abstract, wanted):
+            written.append(write_checkpoint(state["params"]["params"], config,
+                                            out_dir / f"step_{step}"))
+    (out_dir / "export.json").write_text(json.dumps(
+        {"source_workdir": str(workdir), "objective": config.objective,
+         "steps": [int(p.name.split("_")[1]) for p in written]}, indent=1) + "\n")
+    return written

