@@ -16,24 +16,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from anisotropy_jax.metrics.geometry import log_partition_functions
 from anisotropy_jax.metrics.norms import as_points
 
 Array = jax.Array
 _HI = jax.lax.Precision.HIGHEST
 
 
-def _log_partition(w_NxD: Array) -> tuple[Array, Array]:
-    """(log Z(c), log Z(−c)), each (D,), for c over the eigenvectors of WᵀW as eigh returns them."""
-    gram_DxD = jnp.einsum("nd,ne->de", w_NxD, w_NxD, precision=_HI)
-    _, vecs_DxD = jnp.linalg.eigh(gram_DxD)
-    proj_NxD = jnp.einsum("nd,de->ne", w_NxD, vecs_DxD, precision=_HI)
-    return jax.nn.logsumexp(proj_NxD, axis=0), jax.nn.logsumexp(-proj_NxD, axis=0)
-
-
 def partition_isotropy_conventions(w: Array) -> dict[str, Array]:
     """{"one_sign", "sign_free"}: partition isotropy of w (N, D) in both conventions (module
     docstring); in (0, 1], 1 = isotropic. Centre w first for the centred variant."""
-    plus, minus = _log_partition(as_points(w))
+    plus, minus = log_partition_functions(w)
     both = jnp.concatenate([plus, minus])
     return {"one_sign": jnp.exp(jnp.min(plus) - jnp.max(plus)),
             "sign_free": jnp.exp(jnp.min(both) - jnp.max(both))}

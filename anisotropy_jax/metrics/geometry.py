@@ -210,13 +210,19 @@ def partition_isotropy(w: Array) -> Array:
     is then a property of W alone. Computed in log space (logsumexp), so it never overflows;
     in (0, 1], 1 = isotropic. Centre w first for the "centred" variant.
     """
+    log_z = jnp.concatenate(log_partition_functions(w))
+    return jnp.exp(jnp.min(log_z) - jnp.max(log_z))
+
+
+def log_partition_functions(w: Array) -> tuple[Array, Array]:
+    """(log Z(c), log Z(−c)), each (D,), Z(c) = Σ_i exp(w_i·c), for c over the eigenvectors of
+    WᵀW as `eigh` returns them (w (N, D), rows = vectors). The one implementation behind
+    `partition_isotropy` and the one-sign convention of `metrics.embedding_isotropy`."""
     w_NxD = as_points(w)
     gram_DxD = jnp.einsum("nd,ne->de", w_NxD, w_NxD, precision=jax.lax.Precision.HIGHEST)
     _, vecs_DxD = jnp.linalg.eigh(gram_DxD)
     proj_NxD = jnp.einsum("nd,de->ne", w_NxD, vecs_DxD, precision=jax.lax.Precision.HIGHEST)
-    log_z = jnp.concatenate([jax.nn.logsumexp(proj_NxD, axis=0),
-                             jax.nn.logsumexp(-proj_NxD, axis=0)])
-    return jnp.exp(jnp.min(log_z) - jnp.max(log_z))
+    return jax.nn.logsumexp(proj_NxD, axis=0), jax.nn.logsumexp(-proj_NxD, axis=0)
 
 
 def _singular_values_squared(x_NxD: Array, center: bool) -> Array:
