@@ -83,7 +83,7 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 120) -> pathlib.Pa
 
     path = pathlib.Path(path)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches=None if fig.get_layout_engine() else "tight")
     plt.close(fig)
     return path
 

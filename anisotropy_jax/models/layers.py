@@ -44,6 +44,19 @@ def matmul_settings(config: BlockConfig) -> tuple[Any, jax.lax.Precision]:
     raise ValueError(f"model.precision: unknown precision {config.precision!r}")
 
 
+# XLA's GPU compiler autotunes Triton GEMM tilings for every matmul shape at compile time. For the
+# sweep's full-metric chunk on one H100 that search was most of the first call: 20.5 s at
+# 'highest' with it, 1.9 s without (4.8 s → 2.1 s at TF32), cuBLAS GEMMs instead of Triton ones
+# (docs/PERFORMANCE.md, "Compilation"; raw logs in docs/benchmarks/compile_options_h100/).
+GPU_COMPILER_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
+
+
+def compiler_options(platform: str) -> dict[str, Any] | None:
+    """XLA options for jitting a study's chunk on `platform` ('gpu'/'cuda': no Triton GEMM
+    autotuning, see GPU_COMPILER_OPTIONS; None elsewhere: CPUs and TPUs keep XLA's defaults)."""
+    return dict(GPU_COMPILER_OPTIONS) if platform in ("gpu", "cuda") else None
+
+
 def dense(config: BlockConfig, features: int, name: str) -> nn.Dense:
     dtype, precision = matmul_settings(config)
     return nn.Dense(features, use_bias=config.use_bias, kernel_init=kernel_init(config),

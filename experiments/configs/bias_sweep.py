@@ -45,6 +45,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.model.causal = False           # causal mask (decoder-style)
     config.model.use_mlp = True           # False = the attention sublayer alone
     config.model.use_bias = True          # linear biases (initialised to 0)
+    config.model.attention_impl = "xla"   # 'xla' (einsums) | 'pallas' (fused GPU kernel)
 
     config.batch_size = 16                # B sequences per grid point
     config.seq_len = 128                  # L tokens per sequence (>= 2)

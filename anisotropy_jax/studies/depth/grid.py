@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
 from anisotropy_jax.config import DepthConfig
+from anisotropy_jax.models import layers
 from anisotropy_jax.studies.depth.stack import StackLayer, stack_metrics
 from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
                                                grid_mesh, place)
@@ -73,7 +74,8 @@ def make_chunk_fn(config: DepthConfig, architecture: str, width: int, mesh: Mesh
                                out_specs=P(None, GRID_AXIS), check_vma=False)
     return jax.jit(per_device, in_shardings=(NamedSharding(mesh, P()),
                                              NamedSharding(mesh, P(GRID_AXIS))),
-                   out_shardings=NamedSharding(mesh, P(None, GRID_AXIS)))
+                   out_shardings=NamedSharding(mesh, P(None, GRID_AXIS)),
+                   compiler_options=layers.compiler_options(mesh.devices.flat[0].platform))
 
 
 @dataclasses.dataclass

@@ -40,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig
+from anisotropy_jax.models import layers
 from anisotropy_jax.models.block import init_block_params
 from anisotropy_jax.studies.sweep.affine import can_reuse_projections, project_seed
 from anisotropy_jax.studies.sweep.points import point_forward, point_metrics
@@ -149,7 +150,8 @@ def jit_chunk(fn: Callable, mesh: Mesh) -> Callable:
                                out_specs=P(None, GRID_AXIS), check_vma=False)
     return jax.jit(per_device, in_shardings=(replicated, replicated, replicated,
                                              NamedSharding(mesh, P(GRID_AXIS))),
-                   out_shardings=NamedSharding(mesh, P(None, GRID_AXIS)))
+                   out_shardings=NamedSharding(mesh, P(None, GRID_AXIS)),
+                   compiler_options=layers.compiler_options(mesh.devices.flat[0].platform))
 
 
 @functools.lru_cache(maxsize=32)
