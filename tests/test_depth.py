@@ -5,6 +5,7 @@ is a prefix of a deep one, the closed forms at small sizes, and every bad field 
 Compile budget: one module-level run of the three architectures on both fake CPU devices (three
 metric-reducing compilations) serves most tests; the rest compile one architecture each.
 """
+import dataclasses
 import math
 import time
 
@@ -216,6 +217,27 @@ def test_report_summaries_and_pre_ln_band(result, tmp_path):
     assert "pure_attention_collapse" in doc["stacks"]["attention_only_d16"]["theory"]
     assert (tmp_path / "results.json").exists() and (tmp_path / "figures" / "theory.png").exists()
     assert "d(cos>=.9)" in report.format_table(doc)
+
+
+def test_a_stack_past_float32_range_keeps_its_earlier_layers_and_warns():
+    # σ_w = 3 at width 16: each attention-only layer multiplies the norm by ~(3·√16)² = 144, so
+    # the logits leave float32's range within a dozen layers.
+    cfg = dataclasses.replace(CONFIG, architectures=("attention_only",), num_layers=12,
+                              block=BlockConfig(init="bert", init_std=3.0))
+    with pytest.warns(RuntimeWarning, match="leaves float32's range at layer"):
+        res = depth.run(cfg)
+    st = res.stacks["attention_only_d16"]
+    first = st.inputs["range_exceeded_layer"]  # (seeds, s)
+    assert first.shape == (cfg.num_seeds, len(cfg.bias_norms)) and (first > 1).all()
+    for key in ("output_cosine", "effective_rank", "residual_rms"):
+        for i, j in np.ndindex(first.shape):
+            values = st.per_layer[key][i, j]
+            assert np.isfinite(values[: first[i, j] - 1]).all()
+            assert np.isnan(values[first[i, j] - 1:]).all()
+    # the layers before the cut are the untouched prefix: a 3-layer run gives the same numbers
+    short = depth.run(dataclasses.replace(cfg, num_layers=3)).stacks["attention_only_d16"]
+    np.testing.assert_array_equal(short.per_layer["output_cosine"],
+                                  st.per_layer["output_cosine"][:, :, :3])
 
 
 # --------------------------------------------------------------------------------------------

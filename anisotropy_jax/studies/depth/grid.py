@@ -14,10 +14,12 @@ decides which chunks are done (its answer is broadcast) and only its result is c
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
 import time
+import warnings
 from typing import Any, Callable, Mapping
 
 import jax
@@ -124,23 +126,46 @@ def _fetch(tree: Any) -> Any:
     return jax.tree.map(fetch, tree)
 
 
-def _check_finite(chunk: Mapping[str, np.ndarray], name: str, seeds, norms) -> None:
+def _first_out_of_range_layer(chunk: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(S, C): 1 + the first layer where a metric is not finite or the residual stream's RMS
+    token norm is below UNDERFLOW_RMS, 0 where every layer is in float32's range."""
+    per_layer = [v for k, v in chunk.items() if not k.startswith("input/")]
+    bad_SxCxN = np.zeros(per_layer[0].shape[:3], bool)
+    for v in per_layer:
+        bad_SxCxN |= ~np.isfinite(v).reshape(v.shape[:3] + (-1,)).all(axis=-1)
+    if "residual_rms" in chunk:
+        bad_SxCxN |= chunk["residual_rms"] < UNDERFLOW_RMS
+    return np.where(bad_SxCxN.any(axis=2), bad_SxCxN.argmax(axis=2) + 1, 0).astype(np.int32)
+
+
+def _mask_out_of_range(chunk: dict[str, np.ndarray], name: str, seeds, norms
+                       ) -> dict[str, np.ndarray]:
+    """Stacks whose residual stream leaves float32's range (e.g. attention-only stacks, whose norm
+    grows or shrinks geometrically with depth) keep their layers up to that point: every metric
+    from the first such layer on becomes NaN, "input/range_exceeded_layer" (S, C) records the
+    layer (0 = never) and a warning names the first point. A non-finite input raises."""
     for metric, values in chunk.items():
-        bad = ~np.isfinite(values)
-        if bad.any():
-            idx = np.argwhere(bad)[0]
-            where = f", layer {idx[2] + 1}" if values.ndim > 2 else ""
+        if metric.startswith("input/") and not np.isfinite(values).all():
+            idx = np.argwhere(~np.isfinite(values))[0]
             raise FloatingPointError(
-                f"depth sweep: metric {metric!r} is not finite ({values[tuple(idx)]}) in stack "
-                f"{name.split('/')[0]}{where}, s={norms[idx[1]]:g}, seed={seeds[idx[0]]}")
-    rms = chunk.get("residual_rms")
-    if rms is not None and (rms < UNDERFLOW_RMS).any():
-        idx = np.argwhere(rms < UNDERFLOW_RMS)[0]
-        raise FloatingPointError(
-            f"depth sweep: the residual stream of stack {name.split('/')[0]} underflows float32 "
-            f"(RMS token norm {rms[tuple(idx)]:.3g}) at layer {idx[2] + 1}, s={norms[idx[1]]:g}, "
-            f"seed={seeds[idx[0]]}: each layer shrinks it; use fewer layers, a larger init or "
-            f"attention_only_skip > 0")
+                f"depth sweep: input metric {metric!r} is not finite in stack "
+                f"{name.split('/')[0]}, s={norms[idx[1]]:g}, seed={seeds[idx[0]]}")
+    first_SxC = _first_out_of_range_layer(chunk)
+    if first_SxC.any():
+        i, j = np.argwhere(first_SxC)[0]
+        warnings.warn(f"depth sweep: stack {name.split('/')[0]} leaves float32's range at layer "
+                      f"{first_SxC[i, j]} (s={norms[j]:g}, seed={seeds[i]}; "
+                      f"{int((first_SxC > 0).sum())} point(s) of this chunk): its metrics from "
+                      f"there on are NaN", RuntimeWarning, stacklevel=2)
+        for metric, values in chunk.items():
+            if metric.startswith("input/"):
+                continue
+            layer_N = np.arange(1, values.shape[2] + 1)
+            cut_SxCxN = (first_SxC[:, :, None] > 0) & (layer_N >= first_SxC[:, :, None])
+            cut = cut_SxCxN.reshape(cut_SxCxN.shape + (1,) * (values.ndim - 3))
+            chunk[metric] = np.where(cut, np.nan, values).astype(values.dtype)
+    chunk["input/range_exceeded_layer"] = first_SxC
+    return chunk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,16 +217,33 @@ def _done_flags(plan: list[ChunkPlan], store: Any) -> np.ndarray:
     return flags.astype(bool)
 
 
-def _compute(config: DepthConfig, c: ChunkPlan, mesh: Mesh, key_data: np.ndarray,
+def precompile(config: DepthConfig, pending: list[ChunkPlan], mesh: Mesh, layout: ChunkLayout,
+               key_data: np.ndarray) -> dict[str, Callable]:
+    """The chunk function of every stack with pending chunks, compiled ahead in parallel threads
+    (XLA compiles without the GIL): a grid of several stacks pays about one compilation instead of
+    one per stack. Keyed by `stack_name`."""
+    keys = jax.ShapeDtypeStruct((layout.seeds_per_chunk,) + key_data.shape[1:], key_data.dtype,
+                                sharding=NamedSharding(mesh, P()))
+    s = jax.ShapeDtypeStruct((layout.bias_per_chunk,), np.float32,
+                             sharding=NamedSharding(mesh, P(GRID_AXIS)))
+    stacks = sorted({(c.architecture, c.width) for c in pending})
+
+    def compile_one(stack):
+        return make_chunk_fn(config, *stack, mesh).lower(keys, s).compile()
+
+    workers = max(1, min(len(stacks), (os.cpu_count() or 2) // 2))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return {stack_name(*stack): fn for stack, fn in zip(stacks, pool.map(compile_one, stacks))}
+
+
+def _compute(fn: Callable, c: ChunkPlan, mesh: Mesh, key_data: np.ndarray,
              norms: np.ndarray, bias_per_chunk: int) -> dict[str, np.ndarray]:
-    fn = make_chunk_fn(config, c.architecture, c.width, mesh)
     s_chunk = np.full((bias_per_chunk,), norms[c.hi - 1], np.float32)  # padding repeats the last
     s_chunk[: c.hi - c.lo] = norms[c.lo:c.hi]
     out = _fetch(fn(place(key_data[c.padded_seeds], NamedSharding(mesh, P())),
                     place(s_chunk, NamedSharding(mesh, P(GRID_AXIS)))))
     out = {k: v[: len(c.seeds), : c.hi - c.lo] for k, v in out.items()}
-    _check_finite(out, c.name, c.seeds, norms[c.lo:c.hi])
-    return out
+    return _mask_out_of_range(out, c.name, c.seeds, norms[c.lo:c.hi])
 
 
 def _put(stacks: dict[str, StackResult], config: DepthConfig, c: ChunkPlan,
@@ -218,7 +260,8 @@ def _put(stacks: dict[str, StackResult], config: DepthConfig, c: ChunkPlan,
         else:
             target = stack.per_layer
         if key not in target:
-            target[key] = np.full(shape + values.shape[2:], np.nan, values.dtype)
+            fill = np.nan if np.issubdtype(values.dtype, np.floating) else 0
+            target[key] = np.full(shape + values.shape[2:], fill, values.dtype)
         target[key][c.seeds[0]: c.seeds[-1] + 1, c.lo:c.hi] = values
 
 
@@ -239,7 +282,8 @@ def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
       store: holds finished chunks (`has(name)`, `load(name)`, `save(name, arrays)`), or None.
       progress: called after every chunk with a `DepthProgress`.
     Raises:
-      FloatingPointError: a metric is not finite (names the metric, stack, layer, s and seed).
+      FloatingPointError: an input metric is not finite (names the metric, stack, s and seed);
+        layers past float32's range are NaN, with a warning (`_mask_out_of_range`).
     """
     start = time.perf_counter()
     mesh = grid_mesh() if mesh is None else mesh
@@ -249,6 +293,8 @@ def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
     plan = plan_chunks(config, layout)
     done = _done_flags(plan, store)
     writer = jax.process_index() == 0
+    compiled = precompile(config, [c for c, d in zip(plan, done) if not d], mesh, layout,
+                          key_data)
     stacks: dict[str, StackResult] = {}
     computed = 0
     for index, (c, is_done) in enumerate(zip(plan, done), start=1):
@@ -256,7 +302,8 @@ def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
         if is_done:
             arrays = store.load(c.name) if writer else None
         else:
-            arrays = _compute(config, c, mesh, key_data, norms, layout.bias_per_chunk)
+            fn = compiled[stack_name(c.architecture, c.width)]
+            arrays = _compute(fn, c, mesh, key_data, norms, layout.bias_per_chunk)
             computed += 1
             if store is not None and writer:
                 store.save(c.name, arrays)

@@ -108,6 +108,8 @@ def stack_summary(config: DepthConfig, stack: StackResult) -> dict[str, Any]:
                    for name, v in curves.items()},
         "per_layer": {name: v.mean(axis=0) for name, v in stack.per_layer.items()},
         "depth_to_cosine_0.9": _threshold_depths(curves["average_cosine"]),
+        # (seeds, s): 1 + the first layer past float32's range (metrics NaN from there), 0 = none
+        "range_exceeded_layer": stack.inputs.get("range_exceeded_layer"),
         "theory": _theory(config, stack),
     }
 
