@@ -219,7 +219,8 @@ def test_report_summaries_and_pre_ln_band(result, tmp_path):
     assert "d(cos>=.9)" in report.format_table(doc)
 
 
-def test_a_stack_past_float32_range_keeps_its_earlier_layers_and_warns():
+def test_a_stack_past_float32_range_keeps_its_earlier_layers_and_warns(tmp_path):
+    from anisotropy_jax import results
     # σ_w = 3 at width 16: each attention-only layer multiplies the norm by ~(3·√16)² = 144, so
     # the logits leave float32's range within a dozen layers.
     cfg = dataclasses.replace(CONFIG, architectures=("attention_only",), num_layers=12,
@@ -234,6 +235,8 @@ def test_a_stack_past_float32_range_keeps_its_earlier_layers_and_warns():
             values = st.per_layer[key][i, j]
             assert np.isfinite(values[: first[i, j] - 1]).all()
             assert np.isnan(values[first[i, j] - 1:]).all()
+    doc = report.write(res, tmp_path, results.Provenance(), {"test": True})
+    assert "nan" in report.format_table(results.to_jsonable(doc))
     # the layers before the cut are the untouched prefix: a 3-layer run gives the same numbers
     short = depth.run(dataclasses.replace(cfg, num_layers=3)).stacks["attention_only_d16"]
     np.testing.assert_array_equal(short.per_layer["output_cosine"],

@@ -99,7 +99,8 @@ def _theory(config: DepthConfig, stack: StackResult) -> dict[str, Any]:
 
 
 def stack_summary(config: DepthConfig, stack: StackResult) -> dict[str, Any]:
-    curves = {name: curve(stack, a, b) for name, a, b in CURVES}
+    # float64: a stack near float32's limit (its last layers before the cut) overflows squares
+    curves = {name: curve(stack, a, b).astype(np.float64) for name, a, b in CURVES}
     return {
         "architecture": stack.architecture, "width": stack.width,
         "block": config.block_for(stack.architecture, stack.width),
@@ -156,7 +157,7 @@ def format_table(doc: Mapping[str, Any]) -> str:
         rank = st["curves"]["effective_rank"]["mean"]
         for j, sj in enumerate(s):
             d = st["depth_to_cosine_0.9"]["mean_curve"][j]
-            lines.append(f"{name:>20} {sj:7.3g} " + " ".join(f"{cos[j][c]:8.3f}" for c in cols)
-                         + " " + " ".join(f"{rank[j][c]:9.2f}" for c in cols)
+            lines.append(f"{name:>20} {sj:7.3g} " + " ".join(f"{float(cos[j][c]):8.3f}" for c in cols)
+                         + " " + " ".join(f"{float(rank[j][c]):9.2f}" for c in cols)
                          + f" {'-' if d is None else d:>10}")
     return "\n".join(lines)
