@@ -180,5 +180,19 @@ def test_smoke_script_writes_a_complete_report(tmp_path):
             assert (report.parent / link).is_file(), link
     text = (tmp_path / "w" / "REPORT.md").read_text()
     assert "| modalities | not measured: not in this config's studies |" in text
+    # A rerun into the same workdir loads every finished study instead of recomputing it and
+    # writes the same claims; one whose settings changed is refused, naming the folder.
+    again = subprocess.run(proc.args, cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    for study in ("sweep", "training", "pretrained", "depth"):
+        assert f"== {study}: loaded from" in again.stdout
+    claims = (tmp_path / "w" / "REPORT.md").read_text().split("## Claims\n")[1].split("\n## ")[0]
+    assert claims == text.split("## Claims\n")[1].split("\n## ")[0]
+    changed = subprocess.run(proc.args + ["--config.seeds=(0, 2)"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert changed.returncode == 2
+    assert "error: workdir: " in changed.stderr and "training study of another config" in (
+        changed.stderr)
     for key in ("godey_3a", "godey_3b", "depth_a"):  # measured by every smoke run
         assert f"{V.CLAIMS[key][0]}: {V.CLAIMS[key][1]} | **not measured**" not in text

@@ -49,7 +49,7 @@ def _cell(text: str) -> str:
 
 
 def _studies_table(runs: Mapping[str, StudyRun], workdir: pathlib.Path) -> list[str]:
-    lines = ["| study | status | wall | results |", "| --- | --- | --- | --- |"]
+    lines = ["| study | status | wall | machine | results |", "| --- | --- | --- | --- | --- |"]
     for name, run in runs.items():
         files = _glob(workdir, [p for p in RESULT_FILES if p.startswith(f"{name}/")])
         status = "ran" if run.results is not None else f"not measured: {run.reason}"
@@ -57,7 +57,8 @@ def _studies_table(runs: Mapping[str, StudyRun], workdir: pathlib.Path) -> list[
             status += "; skipped: " + "; ".join(run.skipped)
         links = ", ".join(f"[{f}]({f})" for f in files) or "–"
         wall = f"{run.seconds:.0f} s" if run.results is not None else "–"
-        lines.append(f"| {name} | {_cell(status)} | {wall} | {links} |")
+        machine = run.device if run.results is not None else "–"
+        lines.append(f"| {name} | {_cell(status)} | {wall} | {_cell(machine)} | {links} |")
     return lines
 
 

@@ -4,12 +4,15 @@ not measured)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import time
 from typing import Any, Callable
 
+import jax
+
 from anisotropy_jax import results
-from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.config import ConfigError, PretrainedConfig
 from anisotropy_jax.config.reproduce import ReproduceConfig
 from anisotropy_jax.models import bert, gguf, mpnet
 from anisotropy_jax.studies import depth, dynamics, pretrained, sweep, training
@@ -40,6 +43,7 @@ class StudyRun:
     reason: str = ""
     skipped: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    device: str = ""  # where it ran, e.g. "1 × NVIDIA H100 80GB HBM3"
 
 
 def run_sweep(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
@@ -108,19 +112,63 @@ RUNNERS = {"sweep": run_sweep, "training": run_training, "pretrained": run_pretr
            "modalities": run_modalities, "depth": run_depth}
 
 
+STUDY_RUN_FILE = "study_run.json"  # WORKDIR/<study>/: a finished study, reused by a rerun
+
+
+def _stamp(config: ReproduceConfig, name: str) -> Any:
+    """The part of the config a study's results depend on, as JSON."""
+    part = {"sweep": config.sweeps, "training": (config.training, config.seeds),
+            "pretrained": (config.pretrained, config.pretrained_models),
+            "modalities": config.modalities, "depth": config.depth}[name]
+    return json.loads(json.dumps(results.to_jsonable(part)))
+
+
+def _finished(name: str, out: pathlib.Path, stamp: Any) -> StudyRun | None:
+    """The study's StudyRun from an earlier run into the same folder, or None. A folder holding
+    the study of another config is refused (ConfigError naming it) rather than mixed in."""
+    path = out / STUDY_RUN_FILE
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    if doc.get("config") != stamp:
+        raise ConfigError(f"workdir: {out} holds the {name} study of another config; use a new "
+                          f"--workdir or delete {out}")
+    return StudyRun(**doc["run"])
+
+
+def _device() -> str:
+    devices = jax.devices()
+    return f"{len(devices)} × {devices[0].device_kind}"
+
+
 def run_all(config: ReproduceConfig, workdir: pathlib.Path, log: Log = print
             ) -> dict[str, StudyRun]:
     """Every study in RUNNERS order: those of config.studies run into workdir/<study>/; the
-    others are returned with the reason 'not in this config's studies'."""
+    others are returned with the reason 'not in this config's studies'. A study measured by an
+    earlier run into the same workdir with the same settings (its `study_run.json`) is loaded,
+    not recomputed: an interrupted reproduction resumes study by study, and studies can run on
+    different machines (e.g. the sweep on a GPU, the pretrained models where their weights are)
+    into one report, each with the machine it ran on."""
     runs = {}
     for name, runner in RUNNERS.items():
         if name not in config.studies:
             runs[name] = StudyRun(name, None, "not in this config's studies")
             continue
+        out, stamp = pathlib.Path(workdir) / name, _stamp(config, name)
+        done = _finished(name, out, stamp)
+        if done is not None:
+            log(f"== {name}: loaded from {out / STUDY_RUN_FILE} (ran on {done.device})")
+            runs[name] = done
+            continue
         log(f"== {name}")
         start = time.perf_counter()
-        runs[name] = runner(config, pathlib.Path(workdir) / name, log)
-        runs[name].seconds = time.perf_counter() - start
-        log(f"== {name}: {runs[name].seconds:.0f} s"
-            + (f" (not measured: {runs[name].reason})" if runs[name].results is None else ""))
+        run = runner(config, out, log)
+        run.seconds, run.device = time.perf_counter() - start, _device()
+        run.results = results.to_jsonable(run.results)
+        if run.results is not None:
+            results.write_json(out / STUDY_RUN_FILE, {"config": stamp,
+                                                      "run": dataclasses.asdict(run)})
+        runs[name] = run
+        log(f"== {name}: {run.seconds:.0f} s"
+            + (f" (not measured: {run.reason})" if run.results is None else ""))
     return runs
