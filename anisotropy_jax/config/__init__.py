@@ -9,6 +9,7 @@ from anisotropy_jax.config.base import (ConfigError, from_mapping, require, requ
                                         require_choice, require_int, require_positive_float)
 from anisotropy_jax.config.depth import (ARCHITECTURES, WEIGHT_MODES, DepthConfig,
                                          depth_config_from_mapping)
+from anisotropy_jax.config.embeddings import EmbeddingsConfig
 from anisotropy_jax.config.model import (ATTENTION_IMPLS, ATTENTIONS, INITS, NORM_POSITIONS,
                                          PRECISIONS, BlockConfig, TransformerConfig)
 from anisotropy_jax.config.pretrained import PretrainedConfig
@@ -25,8 +26,8 @@ __all__ = [
     "ARCHITECTURES", "WEIGHT_MODES", "DepthConfig", "depth_config_from_mapping",
     "ATTENTION_IMPLS", "ATTENTIONS", "INITS", "NORM_POSITIONS", "PRECISIONS", "DEFAULT_BIAS_NORMS",
     "MASK_ID", "NUM_BYTES", "OBJECTIVES", "SHAKESPEARE", "AnalysisConfig", "BlockConfig",
-    "ConfigError", "DataConfig", "ModelSpec", "OptimConfig", "PretrainedConfig", "SweepConfig",
-    "TrainConfig", "TransformerConfig", "default_label", "from_mapping", "require",
+    "ConfigError", "DataConfig", "EmbeddingsConfig", "ModelSpec", "OptimConfig", "PretrainedConfig",
+    "SweepConfig", "TrainConfig", "TransformerConfig", "default_label", "from_mapping", "require",
     "require_bool", "require_choice", "require_int", "require_positive_float",
     "ModalitiesConfig", "ReproduceConfig", "reproduce_config_from_mapping", "SeriesConfig",
     "sweep_configs_from_mapping", "train_config_from_mapping", "vocab_size",

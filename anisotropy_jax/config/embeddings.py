@@ -1,0 +1,107 @@
+"""Configuration of the embedding-isotropy study (experiments/embedding_isotropy.py,
+docs/EMBEDDINGS.md): a byte-level BPE vocabulary trained on the corpus, GPT-NeoX-style causal LMs
+at several widths, Machina & Mercer's partition isotropy of their embedding matrices per
+checkpoint."""
+from __future__ import annotations
+
+import dataclasses
+
+from anisotropy_jax.config.base import (require, require_choice, require_int,
+                                        require_positive_float)
+from anisotropy_jax.config.model import PRECISIONS
+from anisotropy_jax.config.training import OptimConfig
+
+
+def _require_int_tuple(value, field: str, minimum: int) -> None:
+    require(isinstance(value, tuple) and len(value) >= 1, field,
+            f"must be a non-empty list of integers, got {value!r}")
+    for item in value:
+        require_int(item, field, minimum)
+    require(len(set(value)) == len(value), field, f"has repeated values: {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingsConfig:
+    """Tokenizer, models, training and measurement of the study.
+
+    Attributes:
+      vocab_size: size of the byte-level BPE vocabulary (256 byte tokens + merges; ≥ 257).
+      corpus_chars: use only the first N characters of the Shakespeare text (0 = all of it).
+      chunk_len: the text is cut into chunks of this many characters; a seeded share
+        `val_fraction` of the chunks is held out (the tokenizer never sees it).
+      val_fraction: share of the chunks held out for the validation loss.
+      data_seed: seed of the train/validation split (the tokenizer is deterministic given it).
+      widths: residual widths D of the models (one model per width and seed).
+      head_dim: width of a head; heads = D / head_dim.
+      num_layers: blocks per model.
+      ff_ratio: d_ff = ff_ratio · D.
+      rotary_pct: share of each head's dims that are rotated (GPT-NeoX/Pythia: 0.25); rounded
+        down to an even number of dims.
+      init_std: σ of the N(0, σ²) init of kernels and embeddings (Hugging Face's GPT-NeoX init).
+      seq_len, batch_size: training windows of tokens.
+      steps: AdamW updates per model.
+      checkpoint_steps: steps at which the embeddings are measured; step 0 (the init) and `steps`
+        are always measured too.
+      eval_batches: validation batches (of batch_size windows, fixed) for the validation loss.
+      seeds: model seeds (init and batch order); intervals are over these.
+      precision: matmul precision of the model, 'highest' | 'default' | 'bfloat16'.
+      optim: AdamW, warmup + cosine decay, clipping (the training study's OptimConfig).
+    """
+
+    vocab_size: int = 4096
+    corpus_chars: int = 0
+    chunk_len: int = 4096
+    val_fraction: float = 0.05
+    data_seed: int = 0
+    widths: tuple[int, ...] = (32, 64, 128)
+    head_dim: int = 16
+    num_layers: int = 2
+    ff_ratio: int = 4
+    rotary_pct: float = 0.25
+    init_std: float = 0.02
+    seq_len: int = 64
+    batch_size: int = 16
+    steps: int = 400
+    checkpoint_steps: tuple[int, ...] = (0, 25, 50, 100, 200, 400)
+    eval_batches: int = 4
+    seeds: tuple[int, ...] = (0,)
+    precision: str = "highest"
+    optim: OptimConfig = OptimConfig(learning_rate=3e-3, warmup_steps=50, weight_decay=0.01)
+
+    def __post_init__(self):
+        require_int(self.vocab_size, "vocab_size", 257)
+        require_int(self.corpus_chars, "corpus_chars", 0)
+        require_int(self.chunk_len, "chunk_len", 16)
+        require(isinstance(self.val_fraction, float) and 0 < self.val_fraction < 0.5,
+                "val_fraction", f"must be in (0, 0.5), got {self.val_fraction!r}")
+        require_int(self.data_seed, "data_seed", 0)
+        require_int(self.head_dim, "head_dim", 2)
+        _require_int_tuple(self.widths, "widths", 2)
+        bad = [w for w in self.widths if w % self.head_dim]
+        require(not bad, "widths", f"{bad} not divisible by head_dim {self.head_dim}")
+        require_int(self.num_layers, "num_layers", 1)
+        require_int(self.ff_ratio, "ff_ratio", 1)
+        require(isinstance(self.rotary_pct, (int, float)) and not isinstance(self.rotary_pct, bool)
+                and 0 <= self.rotary_pct <= 1, "rotary_pct",
+                f"must be in [0, 1], got {self.rotary_pct!r}")
+        require_positive_float(self.init_std, "init_std")
+        require_int(self.seq_len, "seq_len", 2)
+        require_int(self.batch_size, "batch_size", 1)
+        require_int(self.steps, "steps", 1)
+        _require_int_tuple(self.checkpoint_steps, "checkpoint_steps", 0)
+        late = [s for s in self.checkpoint_steps if s > self.steps]
+        require(not late, "checkpoint_steps", f"{late} beyond steps={self.steps}")
+        require_int(self.eval_batches, "eval_batches", 1)
+        _require_int_tuple(self.seeds, "seeds", 0)
+        require_choice(self.precision, "precision", PRECISIONS, "precision")
+        require(isinstance(self.optim, OptimConfig), "optim",
+                f"must be an OptimConfig mapping, got {self.optim!r}")
+
+    @property
+    def measured_steps(self) -> tuple[int, ...]:
+        """The checkpoint steps, with 0 and `steps`, sorted."""
+        return tuple(sorted({0, self.steps, *self.checkpoint_steps}))
+
+    def rotary_dims(self) -> int:
+        """int(head_dim · rotary_pct), rounded down to even (rotary pairs dims)."""
+        return int(self.head_dim * self.rotary_pct) // 2 * 2

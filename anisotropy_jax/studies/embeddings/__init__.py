@@ -1,0 +1,16 @@
+"""Machina & Mercer's object: the partition isotropy of the embedding matrices of GPT-NeoX-style
+causal LMs trained from scratch on a byte-level BPE vocabulary, at several widths, along
+training (docs/EMBEDDINGS.md; docs/SCIENCE.md, "Claims and where they stand").
+
+  tokens  the BPE vocabulary (`tokenizers`, trained on the training split) and token streams
+  train   the model (`models.decoder` as GPT-NeoX, untied LM head), its training with the
+          training study's step, and the per-checkpoint measurement
+  study   `run(config) -> EmbeddingsResult` (numpy; no writes)
+  report  `write(result, workdir, provenance)`, `format_report`, `format_table`
+"""
+from anisotropy_jax.studies.embeddings.study import EmbeddingsResult, devices, run
+from anisotropy_jax.studies.embeddings.train import (CONTROL, MATRICES, STATS, CausalLM,
+                                                     Checkpoint, decoder_config, measure_params)
+
+__all__ = ["CONTROL", "MATRICES", "STATS", "CausalLM", "Checkpoint", "EmbeddingsResult",
+           "decoder_config", "devices", "measure_params", "run"]

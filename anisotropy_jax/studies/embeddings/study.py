@@ -1,0 +1,93 @@
+"""`run(config) -> EmbeddingsResult`: tokenizer, then one model per (width, seed), measured at
+every checkpoint step. Numpy results, no file writes (report.write writes them)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+
+from anisotropy_jax.config.embeddings import EmbeddingsConfig
+from anisotropy_jax.studies.embeddings import tokens
+from anisotropy_jax.studies.embeddings.train import Checkpoint, train_and_measure
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingsResult:
+    """The study's measurements; W widths, S seeds, C measured steps, V vocabulary entries.
+
+    Attributes:
+      config: the validated config.
+      steps: (C,) measured steps (0 = the init).
+      isotropy: {"<input|output|output_scaled>_<raw|centered>_<one_sign|sign_free>": (W, S, C)},
+        `metrics.embedding_isotropy`, and the controls of `train.measure`
+        ("output_meangain_<raw|centered>_<convention>", "<matrix>_gaussian_<convention>").
+      stats: {"<matrix>_<relative_drift|mean_norm|isoscore>": (W, S, C)}.
+      val_loss: (W, S, C) validation cross-entropy, nats per token.
+      train_loss: (W, S, steps) training loss of every update.
+      projections: {"<matrix>_<raw|centered>": (W, C, V, 2)} 2-D SVD projections, first seed.
+      num_params: (W,) parameters per model.
+      run_seconds: (W, S) wall time per model, compilation included.
+      token_counts: (V,) occurrences of each id in the training stream.
+      tokenizer_json: the trained tokenizer (tokenizer.json text).
+      data: token and character counts of both sides; `unused_ids`, ids that never occur in
+        the training stream (their input rows only decay).
+      seconds: wall time of `run`.
+    """
+
+    config: EmbeddingsConfig
+    steps: np.ndarray
+    isotropy: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    val_loss: np.ndarray
+    train_loss: np.ndarray
+    projections: dict[str, np.ndarray]
+    num_params: np.ndarray
+    run_seconds: np.ndarray
+    token_counts: np.ndarray
+    tokenizer_json: str
+    data: dict[str, int]
+    seconds: float
+
+
+def _data_summary(config: EmbeddingsConfig, data: tokens.TokenData) -> dict[str, int]:
+    counts = tokens.token_counts(data.train_ids, config.vocab_size)
+    return {"train_tokens": int(len(data.train_ids)), "val_tokens": int(len(data.val_ids)),
+            "train_chars": data.train_chars, "val_chars": data.val_chars,
+            "unused_ids": int(np.sum(counts == 0))}
+
+
+def run(config: EmbeddingsConfig, progress: Callable[[Checkpoint], None] | None = None,
+        text: str | None = None) -> EmbeddingsResult:
+    """Trains the tokenizer on the training split of `text` (default: the Shakespeare corpus),
+    then every (width, seed) model, measuring at config.measured_steps. ConfigError for a
+    vocabulary the text cannot reach; FloatingPointError for a non-finite loss or metric."""
+    start = time.perf_counter()
+    data = tokens.prepare(config, text)
+    val_batches = tokens.validation_batches(config, data.val_ids)
+    traces = {(w, s): train_and_measure(config, w, s, data, val_batches, progress)
+              for w in config.widths for s in config.seeds}
+    grid = [[traces[(w, s)] for s in config.seeds] for w in config.widths]
+
+    def stacked(get) -> np.ndarray:
+        return np.stack([np.stack([get(t) for t in row]) for row in grid])
+
+    first = [row[0] for row in grid]
+    return EmbeddingsResult(
+        config=config, steps=np.asarray(config.measured_steps),
+        isotropy={k: stacked(lambda t, k=k: t.isotropy[k]) for k in grid[0][0].isotropy},
+        stats={k: stacked(lambda t, k=k: t.stats[k]) for k in grid[0][0].stats},
+        val_loss=stacked(lambda t: t.val_loss), train_loss=stacked(lambda t: t.train_loss),
+        projections={k: np.stack([t.projections[k] for t in first]) for k in first[0].projections},
+        num_params=np.asarray([row[0].num_params for row in grid]),
+        run_seconds=stacked(lambda t: np.asarray(t.seconds)),
+        token_counts=tokens.token_counts(data.train_ids, config.vocab_size),
+        tokenizer_json=data.tokenizer_json, data=_data_summary(config, data),
+        seconds=time.perf_counter() - start)
+
+
+def devices() -> str:
+    """The device the models run on (for the progress header)."""
+    return f"{jax.device_count()} {jax.devices()[0].platform} device(s)"

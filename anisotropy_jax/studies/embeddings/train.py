@@ -1,0 +1,218 @@
+"""One GPT-NeoX-style causal LM trained on the BPE token stream, measured at its checkpoints.
+
+The model is `models.decoder.Decoder` configured as GPT-NeoX (`models/gpt_neox.py`): pre-LN
+blocks with parallel attention and MLP (x + attn(ln1(x)) + mlp(ln2(x))), rotary positions on the
+first `rotary_pct` of each head's dims, exact GELU, LayerNorm, a final LayerNorm, and untied input
+and output embeddings (embed_in / embed_out, both (V, D), N(0, init_std²) like Hugging Face's
+init). The logits are final_hidden · embed_outᵀ (no bias), as GPTNeoXForCausalLM's.
+
+Training reuses the training study's pieces (`studies/training/step.py`): AdamW with warmup and
+cosine decay, clipping, `train_step`, `eval_loss`; batches are a pure function of (seed, step).
+At every measured step (0 = the init) the embeddings go through `measure`: Machina & Mercer's
+partition isotropy (`metrics.embedding_isotropy`, both sign conventions, raw and centred), the
+2-D SVD projections, and three descriptive statistics per matrix.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from anisotropy_jax import metrics
+from anisotropy_jax.config import OptimConfig
+from anisotropy_jax.config.embeddings import EmbeddingsConfig
+from anisotropy_jax.metrics.embedding_isotropy import (embedding_isotropy,
+                                                      partition_isotropy_conventions,
+                                                      svd_projection_2d)
+from anisotropy_jax.models.decoder import Decoder, DecoderConfig, embedding_matrices, init_params
+from anisotropy_jax.models.layers import precision_settings
+from anisotropy_jax.studies import training
+from anisotropy_jax.studies.embeddings import tokens
+
+MATRICES = ("input", "output", "output_scaled")
+# Controls beside Machina & Mercer's three matrices (docs/EMBEDDINGS.md). Partition isotropy is not
+# scale-invariant (I(aW) ≠ I(W)), so each is about scale:
+#   output_meangain  the output embedding times the *mean* gain: a uniform rescaling, i.e. what
+#                    the final LayerNorm's gain does to I beyond changing the scale.
+#   <m>_unitnorm     each matrix rescaled to mean row norm 1: compares geometry at equal scale
+#                    (across widths and steps).
+#   <m>_gaussian     an isotropic Gaussian of the matrix's shape and Frobenius norm: what an
+#                    isotropic matrix of that scale scores.
+CONTROL = "output_meangain"
+GAUSSIAN_KEY = 0x6A55
+# Descriptive statistics per matrix (not Machina & Mercer's): ‖mean row‖ / mean ‖row‖, mean ‖row‖,
+# IsoScore (mean-invariant spectrum flatness); and the final LayerNorm gain's mean and std.
+STATS = ("relative_drift", "mean_norm", "isoscore")
+
+
+def decoder_config(config: EmbeddingsConfig, width: int) -> DecoderConfig:
+    """The GPT-NeoX-style DecoderConfig of width D (module docstring)."""
+    heads = width // config.head_dim
+    return DecoderConfig(
+        model_type="gpt_neox", num_layers=config.num_layers, d_model=width, num_heads=heads,
+        num_kv_heads=heads, head_dim=config.head_dim, d_ff=config.ff_ratio * width,
+        vocab_size=config.vocab_size, max_len=config.seq_len, norm="layer", norm_eps=1e-5,
+        activation="gelu", parallel_residual=True, rotary_dims=config.rotary_dims(),
+        tie_embeddings=False, output_embedding=True, init_std=config.init_std,
+        residual_init_std=config.init_std, precision=config.precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class CausalLM:
+    """The decoder with its untied LM head, in the `init`/`apply` shape the training study's
+    `init_state`, `train_step` and `eval_loss` take: apply → (logits (B, L, V), {})."""
+
+    config: DecoderConfig
+
+    def init(self, key: jax.Array, tokens_BxL: jax.Array) -> Any:
+        del tokens_BxL  # the parameters do not depend on the input shape
+        return init_params(self.config, key)
+
+    def apply(self, variables: Any, tokens_BxL: jax.Array) -> tuple[jax.Array, dict]:
+        hidden_BxLxD, _ = Decoder(self.config).apply(variables, tokens_BxL)
+        dtype, precision = precision_settings(self.config.precision)
+        w_out_VxD = variables["params"]["output_embedding"]
+        logits = jnp.einsum("bld,vd->blv", hidden_BxLxD.astype(dtype), w_out_VxD.astype(dtype),
+                            precision=precision)
+        return logits.astype(jnp.float32), {}
+
+
+def _equal_norm_gaussian(w_VxD: jax.Array) -> jax.Array:
+    """N(0, 1) entries (a fixed key) rescaled to the Frobenius norm of w."""
+    g_VxD = jax.random.normal(jax.random.key(GAUSSIAN_KEY), w_VxD.shape, w_VxD.dtype)
+    norm = lambda x: metrics.vector_norms(x.reshape(1, -1))[0]  # noqa: E731
+    return g_VxD * (norm(w_VxD) / norm(g_VxD))
+
+
+def _conventions(out: dict, prefix: str, w_VxD: jax.Array, centred: bool = True) -> None:
+    """out["<prefix>_<raw|centered>_<convention>"] = partition isotropy of w (and centred w)."""
+    variants = {"raw": w_VxD}
+    if centred:
+        variants["centered"] = w_VxD - jnp.mean(w_VxD, axis=0, keepdims=True)
+    for variant, x in variants.items():
+        for convention, value in partition_isotropy_conventions(x).items():
+            out[f"{prefix}_{variant}_{convention}"] = value
+
+
+@jax.jit
+def measure(w_in_VxD: jax.Array, w_out_VxD: jax.Array, gain_D: jax.Array
+            ) -> tuple[dict, dict, dict]:
+    """(isotropy, stats {"<matrix>_<stat>", "final_gain_<mean|std>"}, projections
+    {"<matrix>_<raw|centered>": (V, 2)}) of one checkpoint's embeddings. isotropy:
+    `embedding_isotropy`'s 12 keys and the controls above: "output_meangain_<raw|centered>_<c>",
+    "<matrix>_unitnorm_<raw|centered>_<c>", "<matrix>_gaussian_raw_<c>" (c = one_sign |
+    sign_free)."""
+    isotropy = dict(embedding_isotropy(w_in_VxD, w_out_VxD, gain_D))
+    mats = {"input": w_in_VxD, "output": w_out_VxD, "output_scaled": w_out_VxD * gain_D[None]}
+    _conventions(isotropy, CONTROL, w_out_VxD * jnp.mean(gain_D))
+    stats = {"final_gain_mean": jnp.mean(gain_D), "final_gain_std": jnp.std(gain_D)}
+    projections = {}
+    for name, w in mats.items():
+        _conventions(isotropy, f"{name}_unitnorm", w / metrics.mean_norm(w))
+        _conventions(isotropy, f"{name}_gaussian", _equal_norm_gaussian(w), centred=False)
+        stats[f"{name}_relative_drift"] = metrics.relative_drift(w)
+        stats[f"{name}_mean_norm"] = metrics.mean_norm(w)
+        stats[f"{name}_isoscore"] = metrics.isoscore(w)
+        projections[f"{name}_raw"] = svd_projection_2d(w)
+        projections[f"{name}_centered"] = svd_projection_2d(w, center=True)
+    return isotropy, stats, projections
+
+
+def measure_params(params: Any, config: DecoderConfig) -> tuple[dict, dict, dict]:
+    """`measure` of a parameter tree (numpy results)."""
+    mats = embedding_matrices(params, config)
+    return jax.device_get(measure(mats["input"], mats["output"], mats["final_norm_scale"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """What the progress printer sees at each measured step."""
+
+    width: int
+    seed: int
+    step: int
+    train_loss: float | None
+    val_loss: float
+    seconds: float
+    isotropy: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunTrace:
+    """One model's measurements, stacked over the measured steps (C)."""
+
+    isotropy: dict[str, np.ndarray]      # (C,)
+    stats: dict[str, np.ndarray]         # (C,)
+    projections: dict[str, np.ndarray]   # (C, V, 2)
+    val_loss: np.ndarray                 # (C,)
+    train_loss: np.ndarray               # (steps,)
+    seconds: float
+    num_params: int
+
+
+def _stack(records: list[dict]) -> dict[str, np.ndarray]:
+    return {k: np.stack([np.asarray(r[k]) for r in records]) for k in records[0]}
+
+
+def _check_finite(where: str, values: dict[str, np.ndarray]) -> None:
+    bad = sorted(k for k, v in values.items() if not np.all(np.isfinite(v)))
+    if bad:
+        raise FloatingPointError(f"{where}: non-finite {', '.join(bad)}")
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(dcfg: DecoderConfig, optim: OptimConfig, steps: int):
+    """(model, optimiser, jitted train step, jitted eval loss), shared by the seeds of a width
+    (one compilation per width)."""
+    model = CausalLM(dcfg)
+    tx = training.optimizer(optim, steps)
+    schedule = training.learning_rate_schedule(optim, steps)
+    step_fn = jax.jit(functools.partial(training.train_step, model=model, tx=tx,
+                                        schedule=schedule), donate_argnums=0)
+    return model, tx, step_fn, jax.jit(functools.partial(training.eval_loss, model=model))
+
+
+def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tokens.TokenData,
+                      val_batches: list[dict], progress: Callable[[Checkpoint], None] | None = None
+                      ) -> RunTrace:
+    """Trains the width-D model of `seed` for config.steps updates, measuring at every step of
+    config.measured_steps; FloatingPointError (naming width, seed, step) when a loss, parameter
+    or measurement is not finite."""
+    dcfg, start = decoder_config(config, width), time.perf_counter()
+    model, tx, step_fn, eval_fn = _compiled(dcfg, config.optim, config.steps)
+    state = training.init_state(model, tx, seed, config.seq_len)
+    records, losses, finite, since = [], [], [], 0
+    for step in range(config.steps + 1):
+        if step in config.measured_steps:
+            where = f"width {width}, seed {seed}, step {step}"
+            train_losses = np.asarray(jax.device_get(losses), np.float64)
+            _check_finite(where, {"train loss": train_losses,
+                                  "parameters": np.asarray(jax.device_get(finite), bool)})
+            iso, stats, proj = measure_params(state["params"], dcfg)
+            val = float(np.mean([eval_fn(state["params"], b) for b in val_batches]))
+            _check_finite(where, {**iso, **stats, "val loss": np.asarray(val)})
+            records.append({"iso": iso, "stats": stats, "proj": proj, "val": val})
+            if progress is not None:
+                recent = train_losses[since:]
+                progress(Checkpoint(width, seed, step, float(recent.mean()) if len(recent) else
+                                    None, val, time.perf_counter() - start,
+                                    {k: float(v) for k, v in iso.items()}))
+            since = len(train_losses)
+        if step == config.steps:
+            break
+        rng = np.random.default_rng([seed, 0x7EA1, step])
+        state, out = step_fn(state, tokens.batch(config, data.train_ids, rng))
+        losses.append(out["loss"])
+        finite.append(out["params_finite"])
+    return RunTrace(
+        isotropy=_stack([r["iso"] for r in records]), stats=_stack([r["stats"] for r in records]),
+        projections=_stack([r["proj"] for r in records]),
+        val_loss=np.asarray([r["val"] for r in records]),
+        train_loss=np.asarray(jax.device_get(losses), np.float32),
+        seconds=time.perf_counter() - start,
+        num_params=int(sum(x.size for x in jax.tree.leaves(state["params"]))))
