@@ -95,6 +95,18 @@ def test_pretrained_verdicts():
     assert V.mm_b({"b": _pretrained(0, "bert", False, lm)}).verdict == V.NOT_MEASURED
 
 
+def test_mm_b_counts_the_models_trained_by_the_embeddings_study():
+    def study(scaled_last):  # two widths, two seeds, checkpoints 0 and 10; centred sign-free
+        entry = {"mean": [[0.99, 0.95], [0.99, 0.94]]}
+        scaled = {"mean": [[0.99, scaled_last], [0.99, 0.96]]}
+        return {"widths": [32, 64], "isotropy": {"output_centered_sign_free": entry,
+                                                 "output_scaled_centered_sign_free": scaled}}
+    assert V.mm_b(None, "", study(0.97)).verdict == V.HOLDS
+    fails = V.mm_b(None, "", study(0.90))
+    assert fails.verdict == V.FAILS
+    assert "trained here, D = 32: scaled 0.9 vs unscaled 0.95" in fails.numbers
+
+
 def test_godey_1():
     def model(trained, untrained, arch="transformer"):
         return {"architecture": arch, "labels": ["embeddings", "layer_1", "layer_2"],

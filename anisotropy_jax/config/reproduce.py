@@ -8,12 +8,13 @@ from typing import Any, Mapping
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_choice,
                                         require_int)
 from anisotropy_jax.config.depth import DepthConfig, depth_config_from_mapping
+from anisotropy_jax.config.embeddings import EmbeddingsConfig
 from anisotropy_jax.config.pretrained import PretrainedConfig
 from anisotropy_jax.config.sweep import SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.config.training import (AnalysisConfig, TrainConfig,
                                             train_config_from_mapping)
 
-STUDIES = ("sweep", "training", "pretrained", "modalities", "depth")
+STUDIES = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings")
 # Offline checkpoints the pretrained study looks for (found by the model modules' packaged_* helpers;
 # a model that is not installed is reported as not measured, with its install hint).
 PRETRAINED_MODELS = ("minilm_l6", "smollm2", "mpnet")
@@ -49,6 +50,7 @@ class ReproduceConfig:
       pretrained_models: names from PRETRAINED_MODELS, measured where installed.
       modalities: the vision/speech measurement.
       depth: the depth study.
+      embeddings: Machina & Mercer's object on GPT-NeoX-style models trained here.
     """
 
     studies: tuple[str, ...] = STUDIES
@@ -59,6 +61,7 @@ class ReproduceConfig:
     pretrained_models: tuple[str, ...] = PRETRAINED_MODELS
     modalities: ModalitiesConfig = ModalitiesConfig()
     depth: DepthConfig = DepthConfig()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
 
     def __post_init__(self):
         require(isinstance(self.studies, tuple) and len(self.studies) > 0, "studies",
@@ -92,10 +95,10 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
     """Validates the experiment form (experiments/configs/reproduce.py): `studies`, `seeds`,
     `pretrained_models`, and one sub-mapping per study in its own experiment form (`sweep` with
     compare_field = 'inputs', `training` {objective: train config}, `pretrained`, `modalities`,
-    `depth`). Every error is a one-line ConfigError naming the field with its prefix."""
+    `depth`, `embeddings`). Every error is a one-line ConfigError naming the field with its prefix."""
     rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
     known = {"studies", "seeds", "pretrained_models", "sweep", "training", "pretrained",
-             "modalities", "depth"}
+             "modalities", "depth", "embeddings"}
     unknown = sorted(set(rest) - known)
     require(not unknown, unknown[0] if unknown else "", f"unknown field; known: {sorted(known)}")
     training = tuple(_prefixed(f"training.{name}.", train_config_from_mapping, cfg)
@@ -111,4 +114,5 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
         pretrained=from_mapping(PretrainedConfig, rest.get("pretrained", {}), "pretrained."),
         pretrained_models=tuple(rest.get("pretrained_models", PRETRAINED_MODELS)),
         modalities=from_mapping(ModalitiesConfig, rest.get("modalities", {}), "modalities."),
-        depth=_prefixed("depth.", depth_config_from_mapping, rest.get("depth", {})))
+        depth=_prefixed("depth.", depth_config_from_mapping, rest.get("depth", {})),
+        embeddings=from_mapping(EmbeddingsConfig, rest.get("embeddings", {}), "embeddings."))

@@ -7,12 +7,13 @@ resized per variant:
   (default)  CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its control;
              small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 3 seeds; every installed
              pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
-             and 8 layers
+             and 8 layers; embedding_isotropy.py (default, CPU) with 2 seeds
   smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
-             2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth smoke; no vision/speech
+             2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth smoke,
+             embedding_isotropy.py:smoke; no vision/speech
   full       one GPU (≤ 20 minutes): as committed in docs/TRAINING.md, docs/PRETRAINED.md and
              docs/DEPTH.md: train_*.py:small × 3 seeds, 1,000 sentences, 16 images and utterances,
-             depth :bert_base
+             depth :bert_base, embedding_isotropy.py:gpu
 Fields can be overridden, e.g. `--config.seeds='(0, 1)' --config.pretrained.num_sentences=50`.
 """
 import importlib.util
@@ -51,7 +52,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if variant not in VARIANTS:
         raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
     c = ml_collections.ConfigDict()
-    c.studies = ("sweep", "training", "pretrained", "modalities", "depth")
+    c.studies = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings")
     c.seeds = (0, 1) if variant == "smoke" else (0, 1, 2)
     c.pretrained_models = ("minilm_l6",) if variant == "smoke" else ("minilm_l6", "smollm2", "mpnet")
     c.sweep = _load("bias_sweep.py", "smoke+control" if variant == "smoke" else "control")
@@ -59,8 +60,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.pretrained = _load("pretrained_anisotropy.py", None)
     c.modalities = ml_collections.ConfigDict({"num_images": 16, "num_utterances": 16, "seed": 0})
     c.depth = _load("depth_sweep.py", {"smoke": "smoke", "default": "cpu"}.get(variant, "bert_base"))
+    c.embeddings = _load("embedding_isotropy.py", {"smoke": "smoke", "full": "gpu"}.get(variant))
     if variant == "smoke":
-        c.studies = ("sweep", "training", "pretrained", "depth")
+        c.studies = ("sweep", "training", "pretrained", "depth", "embeddings")
         c.pretrained.num_sentences, c.pretrained.batch_size, c.pretrained.num_pairs = 8, 8, 200
         c.pretrained.untrained_baseline = False
         c.depth.architectures = ("attention_only",)
@@ -68,4 +70,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.pretrained.num_sentences, c.pretrained.num_pairs = 100, 2000
         c.modalities.num_images, c.modalities.num_utterances = 8, 8
         c.depth.widths, c.depth.num_layers = (128,), 8
+        c.embeddings.seeds = (0, 1)
     return c

@@ -25,13 +25,13 @@ FIGURES = {
     "godey_4a": ("training/*/figures/seeds.png",),
     "godey_4b": ("training/*/figures/seeds.png",),
     "godey_4c": ("training/*/figures/seeds.png",),
-    "mm_a": (),
-    "mm_b": (),
+    "mm_a": ("embeddings/figures/isotropy.png",),
+    "mm_b": ("embeddings/figures/isotropy.png",),
     "depth_a": ("depth/figures/cosine_rank_vs_depth.png",),
     "depth_b": ("depth/figures/cosine_rank_vs_depth.png",),
 }
 RESULT_FILES = ("sweep/results.json", "training/*/results.json", "pretrained/*/results.json",
-                "modalities/results.json", "depth/results.json")
+                "modalities/results.json", "depth/results.json", "embeddings/results.json")
 
 
 def _glob(workdir: pathlib.Path, patterns: Sequence[str]) -> list[str]:

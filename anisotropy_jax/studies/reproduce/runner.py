@@ -15,9 +15,10 @@ from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError, PretrainedConfig
 from anisotropy_jax.config.reproduce import ReproduceConfig
 from anisotropy_jax.models import bert, gguf, mpnet
-from anisotropy_jax.studies import depth, dynamics, pretrained, sweep, training
+from anisotropy_jax.studies import depth, dynamics, embeddings, pretrained, sweep, training
 from anisotropy_jax.studies.depth import report as depth_report
 from anisotropy_jax.studies.dynamics import seeds as seeds_lib
+from anisotropy_jax.studies.embeddings import report as embeddings_report
 from anisotropy_jax.studies.reproduce import modalities_run
 from anisotropy_jax.studies.sweep import report as sweep_report
 
@@ -108,8 +109,14 @@ def run_depth(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
     return StudyRun("depth", results.to_jsonable(doc))
 
 
+def run_embeddings(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+    result = embeddings.run(config.embeddings, progress=embeddings_report.progress_printer())
+    doc = embeddings_report.write(result, out, results.Provenance(), config.embeddings)
+    return StudyRun("embeddings", doc)
+
+
 RUNNERS = {"sweep": run_sweep, "training": run_training, "pretrained": run_pretrained,
-           "modalities": run_modalities, "depth": run_depth}
+           "modalities": run_modalities, "depth": run_depth, "embeddings": run_embeddings}
 
 
 STUDY_RUN_FILE = "study_run.json"  # WORKDIR/<study>/: a finished study, reused by a rerun
@@ -119,7 +126,8 @@ def _stamp(config: ReproduceConfig, name: str) -> Any:
     """The part of the config a study's results depend on, as JSON."""
     part = {"sweep": config.sweeps, "training": (config.training, config.seeds),
             "pretrained": (config.pretrained, config.pretrained_models),
-            "modalities": config.modalities, "depth": config.depth}[name]
+            "modalities": config.modalities, "depth": config.depth,
+            "embeddings": config.embeddings}[name]
     return json.loads(json.dumps(results.to_jsonable(part)))
 
 

@@ -261,13 +261,29 @@ def mm_a(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -
     return _decide("mm_a", crit, oks, numbers)
 
 
-def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+def _trained_here(embeddings: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """The embedding study's GPT-NeoX-style models at their last checkpoint, per width (mean over
+    seeds), in `_embeddings`' key form (centred, sign-free)."""
+    if not embeddings:
+        return {}
+    iso = embeddings["isotropy"]
+    return {f"trained here, D = {width}": {
+        key: float(np.asarray(iso[f"{key.removesuffix('_centred')}_centered_sign_free"]["mean"],
+                              np.float64)[w][-1])
+        for key in ("output_centred", "output_scaled_centred")}
+        for w, width in enumerate(embeddings["widths"])}
+
+
+def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
+         embeddings: Mapping[str, Any] | None = None) -> Verdict:
     crit = ("holds if, for every causal LM measured, the output embedding scaled by the final "
             "norm's gain has a larger centred partition isotropy than the unscaled output "
             "embedding (their object; their models were Pythia, those here are the installed "
-            "causal LMs)")
+            "causal LMs and the small GPT-NeoX-style models of the embeddings study, at their "
+            "last checkpoint)")
     found = {n: e for n, e in _embeddings(pretrained, causal=True).items()
              if "output_scaled_centred" in e and "output_centred" in e}
+    found |= _trained_here(embeddings)
     if not found:
         return _not_measured("mm_b", crit, reason or "no causal LM with an output embedding and "
                              "a final norm among the models measured")
@@ -331,4 +347,5 @@ def all_verdicts(docs: Mapping[str, Any], reasons: Mapping[str, str]) -> list[Ve
     return [godey_1(*args("modalities")), godey_2(*args("pretrained")),
             godey_3a(*args("sweep")), godey_3b(*args("sweep")), godey_4a(*args("training")),
             godey_4b(*args("training")), godey_4c(*args("training")), mm_a(*args("pretrained")),
-            mm_b(*args("pretrained")), depth_a(*args("depth")), depth_b(*args("depth"))]
+            mm_b(*args("pretrained"), docs.get("embeddings")), depth_a(*args("depth")),
+            depth_b(*args("depth"))]
