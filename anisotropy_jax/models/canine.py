@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import require
+from anisotropy_jax.models import registry
 from anisotropy_jax.models.bert import CONFIG_FILE, WEIGHTS_FILE, PretrainedError
 from anisotropy_jax.models.encoder_layer import (EncoderLayer, EncoderLayerConfig, TensorReader,
                                                  layer_params)
@@ -129,6 +130,14 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
 def encode_text(text: str) -> list[int]:
     """CanineTokenizer without padding or truncation: [CLS] code points [SEP]."""
     return [CLS] + [ord(c) for c in text] + [SEP]
+
+
+def text_encoder(hf_config: dict[str, Any]) -> registry.TextEncoder:
+    """CANINE checkpoints ship no tokenizer.json: `encode_text`; ids are code points, hashed into
+    the embedding (not rows of a table)."""
+    del hf_config
+    return registry.TextEncoder("CanineTokenizer (code points, [CLS] U+E000, [SEP] U+E001)",
+                                encode_text, num_leading=1, num_trailing=1, ids_are_rows=False)
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,9 +37,20 @@ hashable config dataclass):
                                  and "untrained_init" (one line describing init_params)
   pad_token_id(hf_config) -> int the id used to pad (padding is always masked)
 
+Optional:
+  MODALITY: "image" | "audio"    the first argument of hidden_states_fn is pixels / log-mel /
+                                 waveform instead of token ids (absent: text; `modality`)
+  text_encoder(hf_config) -> TextEncoder | None
+                                 the family's own text → ids map, for checkpoints that ship no
+                                 tokenizer.json (ByT5: UTF-8 bytes + EOS; CANINE: code points with
+                                 CLS/SEP); None = use tokenizer.json. `text_encoder(fam, hf)` is
+                                 the one place where this choice is made.
+
 `load(model_dir)` reads a directory (config.json + model.safetensors or sharded safetensors with
 model.safetensors.index.json), or a GGUF file / a directory holding exactly one .gguf and no
-config.json (`models/gguf.py`), and returns a `LoadedModel`. Files only: nothing is compiled.
+config.json (`models/gguf.py`), or one of the native formats of `NATIVE_FORMATS` (a CTranslate2
+Whisper directory: model.bin or its parts; an ONNX file holding a DINOv2 backbone), and returns a
+`LoadedModel`. Files only: nothing is compiled.
 """
 from __future__ import annotations
 
@@ -49,12 +60,12 @@ import importlib
 import pathlib
 import pkgutil
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
 
-from anisotropy_jax.models import bert, gguf
+from anisotropy_jax.models import bert, gguf, vit, whisper
 from anisotropy_jax.models.bert import CONFIG_FILE, PretrainedError
 
 INTERFACE = ("MODEL_TYPES", "CAUSAL", "config_from_hf", "convert", "init_params",
@@ -107,6 +118,68 @@ def family(hf_config: dict[str, Any], source: str = CONFIG_FILE) -> ModuleType:
 
 
 @dataclasses.dataclass(frozen=True)
+class TextEncoder:
+    """A family's own tokenizer (no tokenizer.json): `encode(text)` → ids with the family's
+    special tokens, the first `num_leading` and last `num_trailing` of which are special (kept when
+    a sequence is truncated, as `tokenizers` keeps [CLS]/[SEP]). `ids_are_rows`: ids index an
+    embedding table of `summary()["vocab_size"]` rows (ByT5); False for hashed ids (CANINE's code
+    points)."""
+
+    name: str
+    encode: Callable[[str], list[int]]
+    num_leading: int
+    num_trailing: int
+    ids_are_rows: bool = True
+
+
+def text_encoder(fam: ModuleType, hf_config: dict[str, Any]) -> TextEncoder | None:
+    """The family's own text encoder for this checkpoint, or None (use tokenizer.json)."""
+    make = getattr(fam, "text_encoder", None)
+    return None if make is None else make(hf_config)
+
+
+def modality(fam: ModuleType) -> str:
+    """"text", "image" or "audio": what the family's hidden_states_fn takes."""
+    return getattr(fam, "MODALITY", "text")
+
+
+def _ctranslate2_whisper(path: pathlib.Path, precision: str):
+    return whisper.load_ctranslate2(path, precision)
+
+
+def _onnx_dinov2(path: pathlib.Path, precision: str):
+    try:
+        return vit.load_onnx_dinov2(path, precision)
+    except (KeyError, IndexError) as e:
+        raise PretrainedError(f"{path}: not an ONNX DINOv2 backbone (no tensor {e}); ONNX BERT "
+                              "files are converted by models/onnx_bert.py first") from None
+
+
+# Checkpoints in another runtime's format: (is it one?, loader → (cfg, params, config dict,
+# unused)). The config comes from the tensor shapes, so reading the config reads the weights
+# (cached: one checkpoint at a time).
+NATIVE_FORMATS: dict[str, tuple[Callable[[pathlib.Path], bool], Callable[..., Any]]] = {
+    "ctranslate2_whisper": (whisper.is_ctranslate2_dir, _ctranslate2_whisper),
+    "onnx_dinov2": (lambda p: p.is_file() and p.suffix == ".onnx", _onnx_dinov2),
+}
+
+
+def native_format(path: pathlib.Path) -> str | None:
+    """The NATIVE_FORMATS key of `path`, or None (a Hugging Face directory or GGUF)."""
+    return next((name for name, (test, _) in NATIVE_FORMATS.items() if test(path)), None)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_native(name: str, path: str, mtime: float, precision: str):
+    del mtime  # part of the cache key: a rewritten file is read again
+    return NATIVE_FORMATS[name][1](pathlib.Path(path), precision)
+
+
+def _native(name: str, path: pathlib.Path, precision: str):
+    return _load_native(name, str(path), path.stat().st_mtime, precision)
+
+
+@dataclasses.dataclass(frozen=True)
 class LoadedModel:
     """A checkpoint read from disk: its family module, config, parameters, the parsed
     config.json (for GGUF: the equivalent mapping), the tensors not used, and the tokenizer:
@@ -121,6 +194,7 @@ class LoadedModel:
     tokenizer_file: pathlib.Path | None
     tokenizer_json: str | None = None
     weights_file: str = ""
+    text_encoder: TextEncoder | None = None
 
     @property
     def num_parameters(self) -> int:
@@ -136,6 +210,10 @@ def read_config(model_dir: str | pathlib.Path, precision: str = "highest"
     """(family, cfg, parsed config) of a checkpoint (GGUF: from its metadata), reading config
     files only, not weights. PretrainedError naming the file on any problem."""
     path = pathlib.Path(model_dir)
+    native = native_format(path)
+    if native is not None:
+        cfg, _, hf_config, _ = _native(native, path, precision)
+        return family(hf_config, str(path)), cfg, hf_config
     gguf_file = gguf.find_gguf(path)
     if gguf_file is not None:
         hf_config = gguf.read_metadata(gguf_file)
@@ -153,6 +231,10 @@ def load(model_dir: str | pathlib.Path, precision: str = "highest") -> LoadedMod
     supported, or a tensor is missing or misshapen. Nothing is compiled."""
     path = pathlib.Path(model_dir)
     fam, cfg, hf_config = read_config(path, precision)
+    native = native_format(path)
+    if native is not None:
+        _, params, _, unused = _native(native, path, precision)
+        return LoadedModel(path, fam, cfg, params, hf_config, unused, None, None, str(path))
     gguf_file = gguf.find_gguf(path)
     if gguf_file is not None:
         tensors = gguf.read_tensors(gguf_file, hf_config)
@@ -164,4 +246,4 @@ def load(model_dir: str | pathlib.Path, precision: str = "highest") -> LoadedMod
     tokenizer = path / bert.TOKENIZER_FILE
     return LoadedModel(path, fam, cfg, params, hf_config, unused,
                        tokenizer if tokenizer.is_file() else None, None,
-                       str(path / bert.WEIGHTS_FILE))
+                       str(path / bert.WEIGHTS_FILE), text_encoder(fam, hf_config))

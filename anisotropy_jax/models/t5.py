@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import require
-from anisotropy_jax.models import relative_position
+from anisotropy_jax.models import registry, relative_position
 from anisotropy_jax.models.bert import CONFIG_FILE, WEIGHTS_FILE, PretrainedError
 from anisotropy_jax.models.encoder_layer import (ACTIVATIONS, EncoderLayer, EncoderLayerConfig,
                                                  RMSNorm, TensorReader, layer_params)
@@ -114,6 +114,16 @@ def encode_bytes(text: str) -> list[int]:
     """ByT5Tokenizer without padding or truncation: UTF-8 bytes + 3 (ids 0, 1, 2 are pad, eos,
     unk), then eos = 1. ByT5 checkpoints ship no tokenizer.json."""
     return [b + BYTE_OFFSET for b in text.encode("utf-8")] + [BYT5_EOS]
+
+
+def text_encoder(hf_config: dict[str, Any]) -> registry.TextEncoder | None:
+    """ByT5 (config.json "tokenizer_class": "ByT5Tokenizer", as the google/byt5-* checkpoints
+    have): `encode_bytes`, the trailing EOS special. Other T5 checkpoints: None (their
+    tokenizer.json)."""
+    if hf_config.get("tokenizer_class") != "ByT5Tokenizer":
+        return None
+    return registry.TextEncoder("ByT5Tokenizer (UTF-8 bytes + 3, then EOS)", encode_bytes,
+                                num_leading=0, num_trailing=1)
 
 
 class T5Encoder(nn.Module):

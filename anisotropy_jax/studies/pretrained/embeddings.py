@@ -1,42 +1,53 @@
 """Partition isotropy of a checkpoint's embedding matrices (issue 12 item 4; docs/PRETRAINED.md).
 
-For the input embedding E (V, D) and the output embedding / LM head W (V, D; = E when tied):
-`metrics.partition_isotropy` (Mu & Viswanath 2018: min_c Z(c) / max_c Z(c) over the
-eigenvectors of WᵀW, 1 = isotropic) of the raw matrix and of the matrix centred over the
-vocabulary, and for W also of W·diag(γ), γ the final norm's gain: the logits are
-(γ ⊙ x̂ + β)·w = x̂·(γ ⊙ w) + β·w, so γ ⊙ w is the output embedding the normalised state x̂ meets.
-Families without an output embedding or a final norm (BERT encoders) report the input only.
+For the input embedding E (V, D), the output embedding / LM head W (V, D; = E when tied) and
+W·diag(γ), γ the final norm's gain (the logits are (γ ⊙ x̂ + β)·w = x̂·(γ ⊙ w) + β·w, so γ ⊙ w is
+the output embedding the normalised state x̂ meets): Mu & Viswanath's partition isotropy
+I(W) = min_c Z(c) / max_c Z(c) (1 = isotropic) of the raw matrix and of the matrix centred over
+the vocabulary, in both sign conventions of `metrics.embedding_isotropy.embedding_isotropy` (the
+one entry point: one_sign = the eigenvectors as the eigensolver returns them, the convention of a
+direct implementation such as Machina & Mercer's; sign_free = over ±c, a property of W).
+
+Keys: "<input|output|output_scaled>_<raw|centered>_<one_sign|sign_free>", and, kept so that
+results files and readers of before this change read the same, "<matrix>_raw" and
+"<matrix>_centred" = the sign-free values. Families without an output embedding or a final norm
+(encoders) report the input only.
 """
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax import metrics
+from anisotropy_jax.metrics.embedding_isotropy import embedding_isotropy as _conventions
 
-_isotropy = jax.jit(metrics.partition_isotropy)
+_isotropy = jax.jit(_conventions)
 
 
-def raw_and_centred(w_VxD: np.ndarray) -> tuple[float, float]:
-    """(I(W), I(W − mean_v W)) in float32."""
-    w = jnp.asarray(w_VxD, jnp.float32)
-    return float(_isotropy(w)), float(_isotropy(w - jnp.mean(w, axis=0, keepdims=True)))
+def _matrix(key: str) -> str:
+    """"output_scaled_raw_one_sign" → "output_scaled"."""
+    return key.split("_raw")[0].split("_centered")[0]
 
 
 def embedding_isotropy(matrices: dict[str, np.ndarray | None]) -> dict[str, float]:
-    """{"input_raw", "input_centred"[, "output_raw", "output_centred"][, "output_scaled_raw",
-    "output_scaled_centred"]} for a family's `embedding_matrices` (models/registry.py).
-    Raises FloatingPointError when a value is not finite."""
-    out: dict[str, float] = {}
-    parts = {"input": matrices.get("input"), "output": matrices.get("output")}
-    gain = matrices.get("final_norm_scale")
-    if parts["output"] is not None and gain is not None:
-        parts["output_scaled"] = np.asarray(parts["output"]) * np.asarray(gain)[None, :]
-    for name, w in parts.items():
-        if w is None:
-            continue
-        out[f"{name}_raw"], out[f"{name}_centred"] = raw_and_centred(w)
+    """The keys of the module docstring for a family's `embedding_matrices`
+    (models/registry.py). Raises FloatingPointError when a value is not finite."""
+    w_in = np.asarray(matrices["input"], np.float32)
+    w_out, gain = matrices.get("output"), matrices.get("final_norm_scale")
+    keep = ["input"]
+    if w_out is not None:
+        keep.append("output")
+        if gain is not None:
+            keep.append("output_scaled")
+    # Without an output matrix (or gain) the call still needs one: the input (ones) stands in and
+    # the stand-in entries are dropped.
+    w_out = w_in if w_out is None else np.asarray(w_out, np.float32)
+    gain = np.ones(w_in.shape[1], np.float32) if gain is None or "output" not in keep else gain
+    values = {k: float(v) for k, v in jax.device_get(
+        _isotropy(w_in, w_out, np.asarray(gain, np.float32))).items()}
+    out = {k: v for k, v in values.items() if _matrix(k) in keep}
+    for matrix in keep:
+        out[f"{matrix}_raw"] = out[f"{matrix}_raw_sign_free"]
+        out[f"{matrix}_centred"] = out[f"{matrix}_centered_sign_free"]
     bad = [k for k, v in out.items() if not np.isfinite(v)]
     if bad:
         raise FloatingPointError(f"partition isotropy {bad} is not finite")

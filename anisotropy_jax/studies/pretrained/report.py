@@ -7,7 +7,8 @@
   figures/cosine_by_layer.png, drift_by_layer.png, isotropy_by_layer.png, drift_vs_cosine.png
   hidden_states[_untrained].npz   with config.save_hidden_states: layer_0 … layer_L, each (N, D)
                      float32 in (sentence, position) order, plus token_ids, sentence_index,
-                     position, special
+                     position, special (image/audio models: layer_i (N_i, D_i) and input_index_i
+                     per state, token counts and widths may differ between states)
   results.json       LAST: provenance, config, model (with state_labels), layers, metrics,
                      correlations, embeddings (partition isotropy), data, timing
 """
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 from anisotropy_jax import results as results_lib
 from anisotropy_jax.plotting import pretrained as plots
 from anisotropy_jax.studies.pretrained.analysis import PretrainedResult
+from anisotropy_jax.studies.pretrained.media_inputs import MediaStates
 
 TABLE_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
                  "sampled_pair_cosine", "drift_norm", "relative_drift", "isoscore",
@@ -50,15 +52,30 @@ def format_report(result: PretrainedResult, names: Sequence[str] = TABLE_METRICS
                      + ("; last = after the final norm" if labels[-1] == "final_norm" else ""))
         lines.append("state       " + " ".join(f"{SHORT_NAMES.get(n, n):>11}" for n in names))
         for layer in result.layers:
-            lines.append(f"{labels[layer]:<11} " + " ".join(f"{values[n][layer]:>11.4f}"
+            lines.append(f"{labels[layer]:<11} " + " ".join(_cell(values[n][layer])
                                                            for n in names))
-        if run in result.embeddings:
+        if run in result.embeddings:  # the sign-conventions keys (not the *_raw/*_centred aliases)
             lines.append("  partition isotropy: " + ", ".join(
-                f"{k} {v:.4g}" for k, v in result.embeddings[run].items()))
+                f"{k} {v:.4g}" for k, v in result.embeddings[run].items()
+                if k.endswith(("_one_sign", "_sign_free"))))
         for pair, c in result.correlations[run].items():
             lines.append(f"  {pair}: spearman {c['spearman']:+.3f} (p={c['spearman_p']:.3g}), "
                          f"pearson {c['pearson']:+.3f} (p={c['pearson_p']:.3g}), n={c['n']}")
     return "\n".join(lines)
+
+
+def _cell(value: float | None) -> str:
+    return f"{'-':>11}" if value is None else f"{value:>11.4f}"
+
+
+def _hidden_arrays(states) -> dict[str, Any]:
+    if isinstance(states, MediaStates):
+        return {**{f"layer_{i}": x for i, x in enumerate(states.layers)},
+                **{f"input_index_{i}": x for i, x in enumerate(states.input_index)}}
+    arrays = {f"layer_{i}": layer for i, layer in enumerate(states.layers)}
+    arrays.update(token_ids=states.token_ids, sentence_index=states.sentence_index,
+                  position=states.position, special=states.special)
+    return arrays
 
 
 def _write_text(path: pathlib.Path, text: str) -> None:
@@ -73,9 +90,11 @@ def write(result: PretrainedResult, workdir: str | os.PathLike,
     results_lib.write_json(workdir / "config.json", result.config)
     _write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
     _write_text(workdir / "report.txt", format_report(result) + "\n")
-    curves = summary(result)
+    curves = {**summary(result), "metrics": {  # None (undefined) plots as a gap
+        run: {n: [float("nan") if v is None else v for v in vs] for n, vs in values.items()}
+        for run, values in result.metrics.items()}}
     model_dir = pathlib.Path(result.model["model_dir"])
-    name = model_dir.name if model_dir.name != "model" else model_dir.parent.name
+    name = model_dir.name if model_dir.name not in ("model", "data") else model_dir.parent.name
     figures = {
         "cosine_by_layer": plots.cosine_by_layer(curves, f"{name}: cosine similarity"),
         "drift_by_layer": plots.drift_by_layer(curves, f"{name}: drift"),
@@ -87,11 +106,8 @@ def write(result: PretrainedResult, workdir: str | os.PathLike,
         results_lib.save_figure(fig, workdir / "figures" / f"{fig_name}.png")
     if result.config.save_hidden_states:
         for run, states in result.hidden_states.items():
-            arrays = {f"layer_{i}": layer for i, layer in enumerate(states.layers)}
-            arrays.update(token_ids=states.token_ids, sentence_index=states.sentence_index,
-                          position=states.position, special=states.special)
             suffix = "" if run == "trained" else f"_{run}"
-            results_lib.write_npz(workdir / f"hidden_states{suffix}.npz", arrays)
+            results_lib.write_npz(workdir / f"hidden_states{suffix}.npz", _hidden_arrays(states))
     out = summary(result, provenance.finish())
     results_lib.write_json(workdir / "results.json", out)
     return out

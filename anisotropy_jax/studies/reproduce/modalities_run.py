@@ -21,7 +21,6 @@ from anisotropy_jax.studies import modalities
 
 RESNET50 = {"model_type": "resnet", "embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048],
             "depths": [3, 4, 6, 3], "layer_type": "bottleneck"}
-WHISPER_SAMPLES = 480_000  # 30 s at 16 kHz: Whisper's fixed input window
 
 
 class Unavailable(RuntimeError):
@@ -58,11 +57,8 @@ def _speech(config: ModalitiesConfig, workdir: pathlib.Path, out: dict, skipped:
         return
     waves = modalities.default_speech(workdir / "speech", num=config.num_utterances,
                                       seed=config.seed)
-    mel = whisper.log_mel(np.stack([np.pad(w[:WHISPER_SAMPLES],
-                                           (0, WHISPER_SAMPLES - w[:WHISPER_SAMPLES].size))
-                                    for w in waves]))
     cfg, params, _, _ = whisper.load(model_dir)
-    mask = modalities.whisper_speech_mask(waves, cfg.max_source_positions)
+    mel, mask = modalities.whisper_features(waves, cfg.num_mel_bins, cfg.max_source_positions)
     out["whisper_tiny_en_speech_frames"] = {
         "architecture": "transformer", "modality": "audio",
         **modalities.measure(whisper, cfg, params, mel, seed=config.seed, mask_BxL=mask)}

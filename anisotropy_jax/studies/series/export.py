@@ -8,10 +8,16 @@ The closest registered family, whose forward is then exactly ours:
       missing segment embedding (adding 0 changes nothing).
   clm (pre-LN causal LM, final LayerNorm, exact GELU, learned positions, 256 byte ids) → "gpt2"
       with activation_function "gelu" (GPT-2's Conv1D weights are our (in, out) kernels; q, k, v
-      are concatenated into c_attn). An untied output projection is written as lm_head.weight
-      (GPT2LMHeadModel reads it with tie_word_embeddings false; this package's GPT-2 family
-      ignores it, so its embedding analysis then sees the input embedding only).
-The output bias of the LM head is not exported (no hidden state depends on it).
+      are concatenated into c_attn).
+The LM head of both is exported as it was trained (`head_tensors`; models/transformer.py: the
+logits are final_hidden · Wᵀ + b with W the token embedding when tied, else the `output` Dense
+kernel transposed, and b the output bias — `output_bias` (tied) or `output.bias` (untied)):
+lm_head.weight (V, D) and lm_head.bias (V,), named in config.json "lm_head" with "tied"
+(also "tie_word_embeddings"). transformers' GPT2LMHeadModel reads lm_head.weight but has no bias,
+and BertForMaskedLM's head has a transform ours lacks, so `exported_logits` — the exported hidden
+states (models/registry.py) times this head — is what reproduces the training run's logits
+(tests/test_series.py). This package's families ignore the head tensors (listed as unused), so
+their embedding analysis sees the input embedding only.
 
 tokenizer.json is byte-level: the GPT-2 byte↔unicode alphabet, a BPE with the 256 bytes as its
 vocabulary (id = byte value) and no merges, so any UTF-8 text maps to its bytes, as in training;
@@ -29,7 +35,10 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, results
 from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig
+from anisotropy_jax.models import bert, registry
 from anisotropy_jax.studies import training
+
+HEAD_WEIGHT, HEAD_BIAS = "lm_head.weight", "lm_head.bias"
 
 
 def byte_alphabet() -> dict[int, str]:
@@ -62,6 +71,8 @@ def byte_tokenizer_json(with_mask: bool) -> str:
 def hf_config(config: TrainConfig) -> dict[str, Any]:
     """config.json of the exported family (bert for mlm, gpt2 for clm)."""
     model, seq_len = config.model, config.data.seq_len
+    head = {"lm_head": {"weight": HEAD_WEIGHT, "bias": HEAD_BIAS, "tied": model.tie_embeddings},
+            "tie_word_embeddings": model.tie_embeddings}
     if config.objective == "mlm":
         return {"model_type": "bert", "architectures": ["BertModel"],
                 "hidden_size": model.d_model, "num_attention_heads": model.num_heads,
@@ -70,14 +81,13 @@ def hf_config(config: TrainConfig) -> dict[str, Any]:
                 "type_vocab_size": 1, "layer_norm_eps": model.layer_norm_eps,
                 "hidden_act": "gelu", "initializer_range": model.init_std, "pad_token_id": 0,
                 "position_embedding_type": "absolute", "hidden_dropout_prob": 0.0,
-                "attention_probs_dropout_prob": 0.0}
+                "attention_probs_dropout_prob": 0.0, **head}
     return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": model.d_model,
             "n_head": model.num_heads, "n_layer": model.num_layers, "n_inner": model.d_ff,
             "vocab_size": NUM_BYTES, "n_positions": seq_len,
             "layer_norm_epsilon": model.layer_norm_eps, "activation_function": "gelu",
-            "initializer_range": model.init_std, "pad_token_id": 0,
-            "tie_word_embeddings": model.tie_embeddings, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
-            "attn_pdrop": 0.0}
+            "initializer_range": model.init_std, "pad_token_id": 0, "resid_pdrop": 0.0,
+            "embd_pdrop": 0.0, "attn_pdrop": 0.0, **head}
 
 
 def _norm(p: dict, name: str) -> dict[str, np.ndarray]:
@@ -127,9 +137,34 @@ def gpt2_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
         for ours, theirs in (("fc_in", "c_fc"), ("fc_out", "c_proj")):
             out[hf + f"mlp.{theirs}.weight"] = p["mlp"][ours]["kernel"]
             out[hf + f"mlp.{theirs}.bias"] = p["mlp"][ours]["bias"]
-    out["lm_head.weight"] = (params["token_embedding"]["embedding"] if config.model.tie_embeddings
-                             else params["output"]["kernel"].T)
     return out
+
+
+def head_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
+    """{lm_head.weight (V, D), lm_head.bias (V,)}: the trained head of our Transformer
+    (models/transformer.py), tied (token embedding + "output_bias") or untied ("output")."""
+    if config.transformer_config().tie_embeddings:
+        weight, bias = params["token_embedding"]["embedding"], params.get("output_bias")
+    else:
+        weight, bias = params["output"]["kernel"].T, params["output"].get("bias")
+    if bias is None:
+        raise ValueError("the trained model has no output bias (output_bias=False is not "
+                         "exported)")
+    return {HEAD_WEIGHT: weight, HEAD_BIAS: bias}
+
+
+def exported_logits(model_dir: str | os.PathLike, tokens_BxL: np.ndarray) -> np.ndarray:
+    """(B, L, V) float32 logits of an exported checkpoint: its last hidden state (the final
+    LayerNorm's output for clm, the last layer's for mlm; models/registry.py) · lm_head.weightᵀ +
+    lm_head.bias, as the trained model computes them."""
+    loaded = registry.load(model_dir)
+    tokens = np.asarray(tokens_BxL, np.int32)
+    states = loaded.family.hidden_states_fn(loaded.config)(
+        loaded.params, tokens, np.zeros_like(tokens), np.ones(tokens.shape, bool))
+    tensors = bert.load_state_dict(model_dir)
+    head = np.asarray(tensors[HEAD_WEIGHT], np.float64)
+    final = np.asarray(states[-1], np.float64)
+    return (final @ head.T + np.asarray(tensors[HEAD_BIAS], np.float64)).astype(np.float32)
 
 
 def write_checkpoint(params: dict, config: TrainConfig, out: pathlib.Path) -> pathlib.Path:
@@ -139,6 +174,7 @@ def write_checkpoint(params: dict, config: TrainConfig, out: pathlib.Path) -> pa
 
     host = jax.tree.map(lambda a: np.asarray(a, np.float32), jax.device_get(params))
     tensors = (bert_tensors if config.objective == "mlm" else gpt2_tensors)(host, config)
+    tensors.update(head_tensors(host, config))
     tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()}
     out.mkdir(parents=True, exist_ok=True)
     with results.atomic_path(out / "model.safetensors") as tmp:

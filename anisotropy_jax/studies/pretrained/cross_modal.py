@@ -1,0 +1,165 @@
+"""The cross-modal comparison (Godey et al. 2023; docs/MODALITIES.md): per-layer average cosine of
+every offline model of every modality beside its untrained re-initialisation, on one plot against
+relative depth, and a table — built from the per-model results.json files of the pretrained
+study (`report.write`), so the figure and table always come from committed raw results.
+
+  MODELS        name → (modality, architecture, locator: () → model_dir or None if absent)
+  run_models    runs the pretrained study for each installed model into workdir/<name>/
+                (skipping those whose results.json exists when `reuse`); writes through
+                studies.pretrained.report
+  collect       workdir/<name>/results.json → per model: labels, relative depth, curves
+  table         the markdown table of `collect`'s output
+  write         figures/cross_modal.png, cross_modal.md, results.json (last)
+
+The CNN is an untrained ResNet-50 (no trained ResNet is available offline): its architecture from
+RESNET50, measured through the same study (media_inputs) with the weights left out, so only its
+untrained curve exists. Relative depth of state i of S states: i / (S − 1) (0 = embedding output,
+1 = the last state: the final norm where the family has one, pooled features for the CNN).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any, Callable
+
+import numpy as np
+
+from anisotropy_jax import results as results_lib
+from anisotropy_jax.config.pretrained import CrossModalConfig
+from anisotropy_jax.models import bert, gguf, mpnet, onnx_bert, resnet, vit, whisper
+from anisotropy_jax.plotting import cross_modal as plots
+from anisotropy_jax.studies.pretrained import analysis, media_inputs, report
+
+RESNET50 = {"model_type": "resnet", "embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048],
+            "depths": [3, 4, 6, 3], "layer_type": "bottleneck"}
+
+
+def _cache_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+                        ) / "anisotropy_jax"
+
+
+def _minilm_l3() -> pathlib.Path | None:
+    """paraphrase-MiniLM-L3-v2 converted once from its ONNX file into the cache (with the
+    MiniLM-L6 tokenizer.json: the vocabularies agree id for id; docs/PRETRAINED.md)."""
+    onnx, l6 = onnx_bert.packaged_minilm_l3_onnx(), bert.packaged_minilm_dir()
+    if onnx is None or l6 is None:
+        return None
+    target = _cache_dir() / "paraphrase-MiniLM-L3-v2"
+    if not (target / bert.CONFIG_FILE).is_file():
+        onnx_bert.export_hf_dir(onnx, target, l6 / bert.TOKENIZER_FILE)
+    return target
+
+
+def _parent(path: pathlib.Path | None) -> pathlib.Path | None:
+    return None if path is None else path.parent
+
+
+MODELS: dict[str, tuple[str, str, Callable[[], Any]]] = {
+    "all-MiniLM-L6-v2": ("text", "transformer", bert.packaged_minilm_dir),
+    "paraphrase-MiniLM-L3-v2": ("text", "transformer", _minilm_l3),
+    "all-mpnet-base-v2": ("text", "transformer", mpnet.packaged_mpnet_dir),
+    "SmolLM2-135M-Instruct": ("text", "transformer",
+                              lambda: _parent(gguf.packaged_smollm2_gguf())),
+    "DINOv2-S": ("image", "transformer", vit.packaged_dinov2_onnx),
+    "ResNet-50-untrained": ("image", "cnn", lambda: "untrained"),
+    "Whisper-tiny.en": ("audio", "transformer", whisper.packaged_tiny_en_dir),
+    "Whisper-base": ("audio", "transformer", whisper.packaged_base_dir),
+}
+
+
+def _untrained_resnet_inputs(config) -> analysis.Inputs:
+    """ResNet-50's architecture without weights (untrained only) on the default or given
+    images, checked like any image model."""
+    cfg = resnet.config_from_hf(RESNET50, config.precision)
+    model = analysis.PretrainedModel(pathlib.Path("ResNet-50 (architecture, no weights)"),
+                                     dict(RESNET50), cfg, None, [], None, resnet)
+    media = media_inputs.load(resnet, cfg, None, config)  # no preprocessor config: DINOv2 default
+    return analysis.Inputs(config, model, media.names, len(media.names), media.source, media)
+
+
+def run_models(config: CrossModalConfig, workdir: str | os.PathLike,
+               log: Callable[[str], None] = print) -> dict[str, str]:
+    """Runs the pretrained study for every model of config.models that is installed, into
+    workdir/<name>/; returns {name: why it was skipped} for the others."""
+    workdir, skipped = pathlib.Path(workdir), {}
+    for name in config.models:
+        out = workdir / name
+        if config.reuse and (out / "results.json").is_file():
+            log(f"{name}: reusing {out / 'results.json'}")
+            continue
+        model_dir = MODELS[name][2]()
+        if model_dir is None:
+            skipped[name] = "not installed (scripts/install.sh models)"
+            log(f"{name}: skipped, {skipped[name]}")
+            continue
+        if model_dir == "untrained":
+            inputs = _untrained_resnet_inputs(config.pretrained)
+        else:
+            inputs = analysis.validate(dataclasses.replace(config.pretrained,
+                                                           model_dir=str(model_dir)))
+        log(f"{name}: {len(inputs.sentences)} inputs from {inputs.text_source}")
+        provenance = results_lib.Provenance()
+        report.write(analysis.run(inputs.config, inputs), out, provenance)
+    return skipped
+
+
+def collect(workdir: str | os.PathLike, names: tuple[str, ...]) -> dict[str, Any]:
+    """{name: {"modality", "architecture", "labels", "depth", "trained"?, "untrained",
+    "source"}} of every name with a workdir/<name>/results.json (average cosine per state)."""
+    out = {}
+    for name in names:
+        path = pathlib.Path(workdir) / name / "results.json"
+        if not path.is_file():
+            continue
+        doc = json.loads(path.read_text())
+        labels = doc["model"]["state_labels"]
+        entry = {"modality": MODELS[name][0], "architecture": MODELS[name][1],
+                 "labels": labels, "depth": list(np.linspace(0.0, 1.0, len(labels))),
+                 "source": str(path), "inputs": doc["data"].get("text_source")}
+        for run, values in doc["metrics"].items():
+            entry[run] = values["average_cosine"]
+        out[name] = entry
+    return out
+
+
+def _fmt(values: list[float] | None, index) -> str:
+    if values is None:
+        return "—"
+    picked = np.asarray(values)[index]
+    return f"{picked.min():.2f}–{picked.max():.2f}" if picked.size > 1 else f"{picked.item():.2f}"
+
+
+def table(models: dict[str, Any]) -> str:
+    """Markdown: per model, the average cosine trained / untrained over the intermediate states
+    (all but the first and the last: min–max), at the last state, and the count of states where
+    trained exceeds untrained."""
+    lines = ["| model | modality | states (last) | intermediate states: trained | untrained | "
+             "last state: trained | untrained | states with trained > untrained |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in models.items():
+        inner = slice(1, len(m["labels"]) - 1)
+        trained, untrained = m.get("trained"), m["untrained"]
+        above = ("—" if trained is None else
+                 f"{int(np.sum(np.asarray(trained) > np.asarray(untrained)))} of {len(untrained)}")
+        lines.append(f"| {name} | {m['modality']} ({m['architecture']}) | {len(m['labels'])} "
+                     f"({m['labels'][-1]}) | {_fmt(trained, inner)} | {_fmt(untrained, inner)} | "
+                     f"{_fmt(trained, -1)} | {_fmt(untrained, -1)} | {above} |")
+    return "\n".join(lines)
+
+
+def write(models: dict[str, Any], skipped: dict[str, str], workdir: str | os.PathLike,
+          provenance: results_lib.Provenance, command: str = "") -> dict[str, Any]:
+    """figures/cross_modal.png, cross_modal.md (the table), then results.json (last; with the
+    `command` that made it)."""
+    workdir = pathlib.Path(workdir)
+    results_lib.save_figure(plots.cross_modal_figure(models), workdir / "figures" /
+                            "cross_modal.png")
+    with results_lib.atomic_path(workdir / "cross_modal.md") as tmp:
+        tmp.write_text(table(models) + "\n", encoding="utf-8")
+    out = {"provenance": provenance.finish(), "command": command, "models": models,
+           "skipped": skipped}
+    results_lib.write_json(workdir / "results.json", out)
+    return out

@@ -1,0 +1,73 @@
+"""The cross-modal comparison: the table and curves come from the per-model results.json files
+(relative depth, counts of states where trained exceeds untrained, untrained-only CNN), and the
+script runs a model end to end on a WAV folder, then reuses its results."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+from anisotropy_jax import results
+from anisotropy_jax.studies.pretrained import cross_modal
+from tests.test_pretrained_modalities import _tones
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _fake(workdir, name, labels, trained, untrained):
+    metrics = {"untrained": {"average_cosine": untrained}}
+    if trained is not None:
+        metrics["trained"] = {"average_cosine": trained}
+    doc = {"model": {"state_labels": labels}, "metrics": metrics, "data": {"text_source": "x"}}
+    (workdir / name).mkdir(parents=True)
+    (workdir / name / "results.json").write_text(json.dumps(doc))
+
+
+def test_collect_table_and_figure_from_results_files(tmp_path):
+    _fake(tmp_path, "Whisper-tiny.en", ["embeddings", "layer_1", "layer_2", "final_norm"],
+          [0.5, 0.7, 0.6, 0.2], [0.4, 0.5, 0.5, 0.3])
+    _fake(tmp_path, "ResNet-50-untrained", ["embeddings", "stage_1", "pooled"], None,
+          [0.5, 0.8, 1.0])
+    models = cross_modal.collect(tmp_path, ("Whisper-tiny.en", "DINOv2-S",
+                                            "ResNet-50-untrained"))
+    assert list(models) == ["Whisper-tiny.en", "ResNet-50-untrained"]  # DINOv2-S: no results
+    np.testing.assert_allclose(models["Whisper-tiny.en"]["depth"], [0, 1 / 3, 2 / 3, 1])
+    assert "trained" not in models["ResNet-50-untrained"]
+    rows = cross_modal.table(models).splitlines()
+    assert rows[2] == ("| Whisper-tiny.en | audio (transformer) | 4 (final_norm) | 0.60–0.70 | "
+                       "0.50–0.50 | 0.20 | 0.30 | 3 of 4 |")
+    assert rows[3] == ("| ResNet-50-untrained | image (cnn) | 3 (pooled) | — | 0.80 | — | 1.00 "
+                       "| — |")
+    out = cross_modal.write(models, {"DINOv2-S": "not installed"}, tmp_path,
+                            results.Provenance())
+    assert out["skipped"] == {"DINOv2-S": "not installed"}
+    assert (tmp_path / "figures" / "cross_modal.png").stat().st_size > 0
+    assert (tmp_path / "cross_modal.md").read_text().startswith("| model |")
+
+
+def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
+    folder = _tones(tmp_path / "wavs", [0.6, 0.9], rate=16000)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
+            f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
+            f"--workdir={tmp_path / 'out'}", "--config.models=('Whisper-tiny.en',)",
+            f"--config.pretrained.inputs={folder}"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    per_model = tmp_path / "out" / "Whisper-tiny.en" / "results.json"
+    doc = json.loads(per_model.read_text())
+    assert doc["data"]["inputs"] == ["tone_0.wav", "tone_1.wav"]
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert summary["models"]["Whisper-tiny.en"]["trained"] == doc["metrics"]["trained"][
+        "average_cosine"]
+    stamp = per_model.stat().st_mtime_ns
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    assert again.returncode == 0 and "reusing" in again.stdout
+    assert per_model.stat().st_mtime_ns == stamp
+    bad = subprocess.run(args[:3] + [f"--workdir={tmp_path / 'bad'}", "--config.models=('GPT-9',)"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: models: unknown model 'GPT-9'")
