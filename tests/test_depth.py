@@ -121,12 +121,22 @@ def test_one_device_and_stacked_weights_give_the_same_numbers(result):
     one = CONFIG.replace(architectures=("pre",))
     single = depth.run(one, mesh=grid.grid_mesh(jax.devices()[:1]))
     stacked = depth.run(one.replace(weights="stacked"))
-    ref = result.stacks["pre_d16"]
-    for other in (single, stacked):
+    per_layer = depth.run(one.replace(weights="per_layer"))
+    ref = result.stacks["pre_d16"]  # weights 'auto': stacked at this size
+    assert grid.weights_mode(CONFIG, "pre", 16) == "stacked"
+    for other in (single, stacked, per_layer):
         for name, values in ref.per_layer.items():
             np.testing.assert_allclose(other.stacks["pre_d16"].per_layer[name], values,
                                        rtol=2e-5, atol=2e-6, err_msg=name)
     assert single.num_devices == 1 and result.num_devices == 2
+
+
+def test_auto_weights_stack_only_what_fits():
+    bert_base = DepthConfig(widths=(768,), num_layers=12)  # 12 · 12 · 768² · 4 B = 0.34 GB
+    llm = DepthConfig(widths=(8192,), num_layers=48, block=BlockConfig(precision="bfloat16"))
+    assert grid.weights_mode(bert_base, "post", 768) == "stacked"
+    assert grid.weights_mode(llm, "post", 8192) == "per_layer"  # 155 GB
+    assert grid.weights_mode(llm.replace(weights="stacked"), "post", 8192) == "stacked"
 
 
 def test_depth_does_not_change_compilation_and_a_shallow_stack_is_a_prefix():

@@ -18,7 +18,8 @@ from anisotropy_jax.config.sweep import _as_bias_norms
 ARCHITECTURES = ("post", "pre", "attention_only")
 # stacked: every layer's parameters drawn first (num_layers × P floats per seed in flight) and
 # scanned over; per_layer: each layer's parameters drawn inside the scan from its key (P floats).
-WEIGHT_MODES = ("stacked", "per_layer")
+WEIGHT_MODES = ("auto", "stacked", "per_layer")
+STACKED_WEIGHTS_BYTES = 2 ** 30  # 'auto' stacks a stack's weights up to 1 GiB (BERT-base: 0.34 GB)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,10 @@ class DepthConfig:
       attention_only_skip: the skip weight of 'attention_only' (0 = no residual connection).
       batch_size, seq_len, bias_norms, num_seeds, seed: the inputs x = z + s·u, as the bias sweep.
       chunk_size: grid points (seed × s) in flight over all devices; 0 = a whole (arch, width).
-      weights: WEIGHT_MODES; 'per_layer' never holds more than one layer's parameters.
+      weights: WEIGHT_MODES; 'per_layer' never holds more than one layer's parameters;
+        'stacked' draws every layer before the scan (it compiles faster: 9.8 s against 15.6 s for
+        a small stack on the CPU); 'auto' = 'stacked' where a stack's float32 parameters take at
+        most STACKED_WEIGHTS_BYTES, else 'per_layer'. Same numbers in every mode.
       points_per_step: points vmapped at once inside a chunk; 0 = auto (1 on CPU, all on GPU).
     """
 
@@ -59,7 +63,7 @@ class DepthConfig:
     num_seeds: int = 3
     seed: int = 0
     chunk_size: int = 8
-    weights: str = "per_layer"
+    weights: str = "auto"
     points_per_step: int = 0
 
     def __post_init__(self):

@@ -44,7 +44,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.seed = 0
     config.precision = "highest"          # 'highest' | 'default' | 'bfloat16'
     config.chunk_size = 24                # (seed × s) points in flight over all devices
-    config.weights = "per_layer"          # 'per_layer' (one layer in memory) | 'stacked'
+    config.weights = "auto"               # 'auto' (stacked up to 1 GiB) | 'per_layer' | 'stacked'
     config.points_per_step = 0            # 0 = auto (CPU 1, GPU all)
 
     for variant in (arg or "").split("+"):

@@ -28,6 +28,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
 from anisotropy_jax.config import DepthConfig
+from anisotropy_jax.config.depth import STACKED_WEIGHTS_BYTES
 from anisotropy_jax.models import layers
 from anisotropy_jax.studies.depth.stack import StackLayer, stack_metrics
 from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
@@ -44,6 +45,16 @@ def stack_layer(config: DepthConfig, architecture: str, width: int) -> StackLaye
                       config.attention_only_skip)
 
 
+def weights_mode(config: DepthConfig, architecture: str, width: int) -> str:
+    """config.weights, with 'auto' resolved: 'stacked' when every layer's float32 parameters
+    ((4 + 2·ff_ratio)·D² per layer, 4·D² attention-only) fit STACKED_WEIGHTS_BYTES."""
+    if config.weights != "auto":
+        return config.weights
+    per_layer = (4 + (0 if architecture == "attention_only" else 2 * config.ff_ratio)) * width ** 2
+    fits = 4 * per_layer * config.num_layers <= STACKED_WEIGHTS_BYTES
+    return "stacked" if fits else "per_layer"
+
+
 def chunk_computation(config: DepthConfig, architecture: str, width: int,
                       points_per_step: int) -> Callable:
     """f(key_data (S, 2) uint32, s (C,)) → {name: (S, C, ...)}: "input/<m>" (S, C) for the input,
@@ -55,7 +66,8 @@ def chunk_computation(config: DepthConfig, architecture: str, width: int,
         split = inputs.split_seed_key(jax.random.wrap_key_data(key_data))
         z_BxLxD = inputs.gaussian_tokens(split.tokens, b, seq, width)
         u_D = inputs.random_unit_vector(split.direction, width)
-        first, per_layer = stack_metrics(layer, config.num_layers, config.weights,
+        first, per_layer = stack_metrics(layer, config.num_layers,
+                                         weights_mode(config, architecture, width),
                                          points_per_step, split.params, z_BxLxD, u_D,
                                          bias_norms_C)
         out = {f"input/{k}": v for k, v in first.items()}
