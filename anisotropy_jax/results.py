@@ -98,9 +98,19 @@ def _git(*args: str) -> str | None:
         return None
 
 
+GIT_COMMIT_ENV = "ANISOTROPY_JAX_GIT_COMMIT"
+
+
 def _git_commit() -> str | None:
     """HEAD, with "+modified" when tracked files differ from it (the code that ran is then not
-    exactly that commit's)."""
+    exactly that commit's). A tree that is not a git checkout of its own (e.g. `git archive`
+    output, possibly inside another repository, whose HEAD is not this code's) records
+    $ANISOTROPY_JAX_GIT_COMMIT, or None."""
+    if os.environ.get(GIT_COMMIT_ENV):
+        return os.environ[GIT_COMMIT_ENV]
+    top = (_git("rev-parse", "--show-toplevel") or "").strip()
+    if not top or pathlib.Path(top).resolve() != pathlib.Path(__file__).resolve().parent.parent:
+        return None
     head = (_git("rev-parse", "HEAD") or "").strip()
     if not head:
         return None

@@ -1,4 +1,5 @@
 """Atomic writers and JSON conversion."""
+import pathlib
 import json
 
 import numpy as np
@@ -41,10 +42,20 @@ def test_provenance_fields():
 
 
 def test_git_commit_says_when_the_code_is_not_the_commit(monkeypatch):
-    answers = {"rev-parse": "abc123\n", "status": " M anisotropy_jax/studies/sweep/grid.py\n"}
-    monkeypatch.setattr(results, "_git", lambda *args: answers[args[0]])
+    root = str(pathlib.Path(results.__file__).resolve().parent.parent)
+    answers = {("rev-parse", "HEAD"): "abc123\n", ("rev-parse", "--show-toplevel"): root + "\n",
+               ("status",): " M anisotropy_jax/studies/sweep/grid.py\n"}
+    monkeypatch.delenv(results.GIT_COMMIT_ENV, raising=False)
+    monkeypatch.setattr(results, "_git", lambda *args: answers[args[:1] if args[0] == "status"
+                                                               else args[:2]])
     assert results._git_commit() == "abc123+modified"
-    answers["status"] = ""
+    answers[("status",)] = ""
     assert results._git_commit() == "abc123"
+    # an exported tree inside another repository: that repository's HEAD is not this code's
+    answers[("rev-parse", "--show-toplevel")] = "/somewhere/else\n"
+    assert results._git_commit() is None
+    monkeypatch.setenv(results.GIT_COMMIT_ENV, "def456")
+    assert results._git_commit() == "def456"
+    monkeypatch.delenv(results.GIT_COMMIT_ENV)
     monkeypatch.setattr(results, "_git", lambda *args: None)
     assert results._git_commit() is None
