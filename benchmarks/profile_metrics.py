@@ -61,6 +61,9 @@ def main(argv):
         "isoscore (x1)": lambda p: metrics.isoscore(p["resid_post"]),
         "isoscore, Gram at DEFAULT precision": lambda p: _isoscore_default(p["resid_post"]),
         "query_key_geometry": lambda p: metrics.query_key_geometry(p["queries"], p["keys"]),
+        "attention statistics (H, max, sink)": lambda p: points._attention_metrics(p, block),
+        "categorical metrics (logits redone)": lambda p: points._categorical_metrics(p, block),
+        "rounding_bound": lambda p: points.rounding_bound(p, block),
         "whole reduce_probes": lambda p: points.reduce_probes(p, block),
     }
     print(f"{jax.devices()[0].device_kind}: chunk {chunk}, B={b}, L={l}, D={d}; ms per point")
