@@ -60,6 +60,14 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
+    """Writes UTF-8 text, atomically."""
+    path = pathlib.Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> pathlib.Path:
     """Writes `obj` as indented JSON, atomically."""
     path = pathlib.Path(path)

@@ -42,10 +42,11 @@ class DepthConfig:
       batch_size, seq_len, bias_norms, num_seeds, seed: the inputs x = z + s·u, as the bias sweep.
       chunk_size: grid points (seed × s) in flight over all devices; 0 = a whole (arch, width).
       weights: WEIGHT_MODES; 'per_layer' never holds more than one layer's parameters;
-        'stacked' draws every layer before the scan (on one H100 `:bert_base` took 29.2 s against
-        33.7 s per layer, docs/results/depth/bert_base/weights_modes_h100.txt; no difference on
-        the CPU); 'auto' = 'stacked' where a stack's float32 parameters take at most
-        STACKED_WEIGHTS_BYTES, else 'per_layer'. Same numbers in every mode.
+        'stacked' draws every layer before the scan: it compiled faster on one H100 (`:bert_base`
+        29.2 s against 33.7 s per layer, one run each,
+        docs/results/depth/bert_base/weights_modes_h100.txt), not on the CPU; 'auto' = 'stacked'
+        where a stack's float32 parameters take at most STACKED_WEIGHTS_BYTES, else 'per_layer'.
+        Same numbers in every mode.
       points_per_step: points vmapped at once inside a chunk; 0 = auto (1 on CPU, all on GPU).
     """
 

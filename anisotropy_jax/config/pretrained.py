@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from anisotropy_jax.config.base import require, require_bool, require_choice, require_int
 from anisotropy_jax.config.model import PRECISIONS
@@ -56,21 +57,31 @@ class PretrainedConfig:
     def __post_init__(self):
         require(isinstance(self.model_dir, str), "model_dir", f"must be a path, got "
                 f"{self.model_dir!r}")
-        require(isinstance(self.text_file, str), "text_file", f"must be a path, got "
-                f"{self.text_file!r}")
         require(isinstance(self.inputs, str), "inputs", f"must be a path, got {self.inputs!r}")
-        for name, minimum in (("num_inputs", 2), ("num_sentences", 3), ("min_words", 1), ("max_words", 1),
-                              ("batch_size", 1), ("length_multiple", 1), ("num_pairs", 1),
-                              ("seed", 0)):
-            require_int(getattr(self, name), name, minimum)
-        require(self.max_words >= self.min_words, "max_words",
-                f"{self.max_words} < min_words {self.min_words}")
-        require(isinstance(self.max_length, int) and (self.max_length == 0
-                                                       or self.max_length >= 2), "max_length",
-                f"must be 0 (the model's limit) or an integer >= 2, got {self.max_length!r}")
-        for name in ("include_special_tokens", "untrained_baseline", "save_hidden_states"):
+        require_int(self.num_inputs, "num_inputs", 2)
+        validate_text_sample(self)
+        for name in ("untrained_baseline", "save_hidden_states"):
             require_bool(getattr(self, name), name)
-        require_choice(self.precision, "precision", PRECISIONS, "precision")
+
+
+def validate_text_sample(config: Any) -> None:
+    """The sentence-sample and forward fields shared by the studies that measure a model on text
+    (PretrainedConfig, config/series.py's SeriesConfig), each validated here once: text_file,
+    num_sentences, min/max_words, max_length, batch_size, length_multiple, num_pairs, seed,
+    include_special_tokens, precision."""
+    require(isinstance(config.text_file, str), "text_file",
+            f"must be a path, got {config.text_file!r}")
+    for name, minimum in (("num_sentences", 3), ("min_words", 1), ("max_words", 1),
+                          ("batch_size", 1), ("length_multiple", 1), ("num_pairs", 1),
+                          ("seed", 0)):
+        require_int(getattr(config, name), name, minimum)
+    require(config.max_words >= config.min_words, "max_words",
+            f"{config.max_words} < min_words {config.min_words}")
+    require(isinstance(config.max_length, int) and (config.max_length == 0
+                                                     or config.max_length >= 2), "max_length",
+            f"must be 0 (the model's limit) or an integer >= 2, got {config.max_length!r}")
+    require_bool(config.include_special_tokens, "include_special_tokens")
+    require_choice(config.precision, "precision", PRECISIONS, "precision")
 
 
 # The models of the cross-modal comparison (studies/pretrained/cross_modal.py), in plot order.

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from anisotropy_jax.config.base import require, require_bool, require_choice, require_int
-from anisotropy_jax.config.model import PRECISIONS
+from anisotropy_jax.config.base import require, require_bool, require_int
+from anisotropy_jax.config.pretrained import validate_text_sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,19 +51,9 @@ class SeriesConfig:
     def __post_init__(self):
         require(isinstance(self.series_dir, str) and self.series_dir != "", "series_dir",
                 f"required: a directory of checkpoints, got {self.series_dir!r}")
-        require(isinstance(self.text_file, str), "text_file",
-                f"must be a path, got {self.text_file!r}")
-        for name, minimum in (("num_sentences", 3), ("min_words", 1), ("max_words", 1),
-                              ("batch_size", 1), ("length_multiple", 1), ("num_pairs", 1),
-                              ("seed", 0), ("head_batch_size", 2), ("head_length", 0)):
+        validate_text_sample(self)
+        for name, minimum in (("head_batch_size", 2), ("head_length", 0)):
             require_int(getattr(self, name), name, minimum)
-        require(self.max_words >= self.min_words, "max_words",
-                f"{self.max_words} < min_words {self.min_words}")
-        require(isinstance(self.max_length, int) and (self.max_length == 0
-                                                       or self.max_length >= 2), "max_length",
-                f"must be 0 (the model's limit) or an integer >= 2, got {self.max_length!r}")
         require(self.head_length != 1, "head_length", "must be 0 (automatic) or >= 2")
-        for name in ("include_special_tokens", "head_analysis"):
-            require_bool(getattr(self, name), name)
-        require_choice(self.precision, "precision", PRECISIONS, "precision")
+        require_bool(self.head_analysis, "head_analysis")
 

@@ -292,8 +292,10 @@ class TensorReader:
         self.missing: list[str] = []
         self.wrong: list[str] = []
 
-    def get(self, name: str, shape: Sequence[int]) -> np.ndarray | None:
-        full = self.prefix + name
+    def get(self, name: str, shape: Sequence[int], prefixed: bool = True) -> np.ndarray | None:
+        """The float32 tensor `prefix + name` (just `name` when not `prefixed`: e.g. an LM head
+        stored beside the base model), or None with the problem recorded."""
+        full = self.prefix + name if prefixed else name
         if full not in self.tensors:
             self.missing.append(full)
             return None

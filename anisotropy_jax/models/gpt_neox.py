@@ -108,9 +108,9 @@ def convert(tensors: dict[str, np.ndarray], cfg: DecoderConfig, source: str = "m
         "final_norm": read.norm("final_layer_norm", d, bias=True),
     }
     if cfg.output_embedding and not cfg.tie_embeddings:
-        read.prefix, prefix = "", read.prefix  # embed_out sits outside the gpt_neox. prefix
-        params["output_embedding"] = read.get("embed_out.weight", (cfg.vocab_size, d))
-        read.prefix = prefix
+        # embed_out is stored outside the gpt_neox. prefix
+        params["output_embedding"] = read.get("embed_out.weight", (cfg.vocab_size, d),
+                                              prefixed=False)
     for i in range(cfg.num_layers):
         hf = f"layers.{i}."
         fused = read.linear(hf + "attention.query_key_value", d, 3 * d, cfg.qkv_bias)

@@ -75,9 +75,9 @@ def convert(tensors: dict[str, np.ndarray], cfg: DecoderConfig, source: str = "m
         "final_norm": read.norm("norm", d, bias=False),
     }
     if cfg.output_embedding and not cfg.tie_embeddings:
-        read.prefix, prefix = "", read.prefix  # lm_head sits outside the model. prefix
-        params["output_embedding"] = read.get("lm_head.weight", (cfg.vocab_size, d))
-        read.prefix = prefix
+        # lm_head is stored outside the model. prefix
+        params["output_embedding"] = read.get("lm_head.weight", (cfg.vocab_size, d),
+                                              prefixed=False)
     for i in range(cfg.num_layers):
         hf = f"layers.{i}."
         params[f"block_{i}"] = {

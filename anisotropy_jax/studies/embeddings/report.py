@@ -66,8 +66,7 @@ def write(result: EmbeddingsResult, workdir: str | pathlib.Path, provenance: res
           config: Any = None) -> dict:
     """tokenizer.json, results.npz, figures/*.png, then results.json (last); returns its dict."""
     workdir = pathlib.Path(workdir)
-    with results.atomic_path(workdir / "tokenizer.json") as tmp:
-        tmp.write_text(result.tokenizer_json)
+    results.write_text(workdir / "tokenizer.json", result.tokenizer_json)
     results.write_npz(workdir / "results.npz", {
         "steps": result.steps, "train_loss": result.train_loss,
         "token_counts": result.token_counts,

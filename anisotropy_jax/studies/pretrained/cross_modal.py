@@ -157,8 +157,7 @@ def write(models: dict[str, Any], skipped: dict[str, str], workdir: str | os.Pat
     workdir = pathlib.Path(workdir)
     results_lib.save_figure(plots.cross_modal_figure(models), workdir / "figures" /
                             "cross_modal.png")
-    with results_lib.atomic_path(workdir / "cross_modal.md") as tmp:
-        tmp.write_text(table(models) + "\n", encoding="utf-8")
+    results_lib.write_text(workdir / "cross_modal.md", table(models) + "\n")
     out = {"provenance": provenance.finish(), "command": command, "models": models,
            "skipped": skipped}
     results_lib.write_json(workdir / "results.json", out)

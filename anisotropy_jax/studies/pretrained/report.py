@@ -78,18 +78,13 @@ def _hidden_arrays(states) -> dict[str, Any]:
     return arrays
 
 
-def _write_text(path: pathlib.Path, text: str) -> None:
-    with results_lib.atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
 def write(result: PretrainedResult, workdir: str | os.PathLike,
           provenance: results_lib.Provenance) -> dict[str, Any]:
     """Writes every output file (module docstring), results.json last; returns its dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result.config)
-    _write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
-    _write_text(workdir / "report.txt", format_report(result) + "\n")
+    results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
+    results_lib.write_text(workdir / "report.txt", format_report(result) + "\n")
     curves = {**summary(result), "metrics": {  # None (undefined) plots as a gap
         run: {n: [float("nan") if v is None else v for v in vs] for n, vs in values.items()}
         for run, values in result.metrics.items()}}

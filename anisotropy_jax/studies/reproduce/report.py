@@ -121,11 +121,6 @@ def render(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: p
     return "\n".join(head + body).rstrip() + "\n"
 
 
-def _write_text(path: pathlib.Path, text: str) -> None:
-    with results.atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
 def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path) -> pathlib.Path:
     """Writes `text` to report_path with every linked workdir file copied into
     report_path.parent/<stem in lower case>/ and the links rewritten to it."""
@@ -137,7 +132,7 @@ def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path) -> pathl
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(workdir / rel, target)
         text = text.replace(f"]({rel})", f"]({folder.name}/{rel})")
-    _write_text(report_path, text)
+    results.write_text(report_path, text)
     return folder
 
 
@@ -147,7 +142,7 @@ def write(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: pa
     """WORKDIR/REPORT.md (and the bundled copy at report_path); returns the markdown."""
     workdir = pathlib.Path(workdir)
     text = render(runs, verdicts, workdir, provenance.finish(), command)
-    _write_text(workdir / REPORT_FILE, text)
+    results.write_text(workdir / REPORT_FILE, text)
     if report_path is not None:
         bundle(text, workdir, pathlib.Path(report_path))
     return text

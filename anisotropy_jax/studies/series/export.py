@@ -179,8 +179,7 @@ def write_checkpoint(params: dict, config: TrainConfig, out: pathlib.Path) -> pa
     out.mkdir(parents=True, exist_ok=True)
     with results.atomic_path(out / "model.safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})
-    with results.atomic_path(out / "tokenizer.json") as tmp:
-        tmp.write_text(byte_tokenizer_json(config.objective == "mlm"), encoding="utf-8")
+    results.write_text(out / "tokenizer.json", byte_tokenizer_json(config.objective == "mlm"))
     results.write_json(out / "config.json", hf_config(config))  # last: marks it complete
     return out
 

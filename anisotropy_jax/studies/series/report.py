@@ -80,18 +80,13 @@ def _curves(steps: np.ndarray, series: dict[str, np.ndarray], names, labels, tit
     return fig
 
 
-def _write_text(path: pathlib.Path, text: str) -> None:
-    with results_lib.atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
 def write(result: SeriesResult, workdir: str | os.PathLike,
           provenance: results_lib.Provenance) -> dict[str, Any]:
     """Writes every output file (module docstring), results.json last; returns its dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result.config)
-    _write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
-    _write_text(workdir / "report.txt", format_report(result) + "\n")
+    results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
+    results_lib.write_text(workdir / "report.txt", format_report(result) + "\n")
     arrays = {"steps": result.steps}
     for group in ("layers", "heads", "embeddings"):
         arrays.update({f"{group}_{k}": v for k, v in getattr(result, group).items()})
