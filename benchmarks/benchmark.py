@@ -12,7 +12,8 @@ JAX variants: `jax_sweep` (vmap over a chunk of s, jit once, sharded over the de
 library's sweep with the three metrics, each seed's input projection z·W, u·W shared by the points
 of a chunk), `jax_sweep_literal` (the same, but the block run literally on every x = z + s·u: the
 peers' amount of work), `jax_bare` (the sweep's bare forward: the metric overhead),
-`jax_full_metrics` (the library's full results-contract reduction), `jax_loop` (a Python loop of
+`jax_full_metrics` (the library's full results-contract reduction: what the main job runs; the
+headline `full_contract` ratios compare it with the bare forward and the peers), `jax_loop` (a Python loop of
 jitted single-s calls, the projection computed once before it). PyTorch: Hugging Face `BertLayer`
 eager loop over s, s folded into the batch, and folded under torch.compile.
 
@@ -367,6 +368,7 @@ def run_benchmark(c, log=print) -> dict[str, Any]:
         out["reference_highest"] = {k: np.asarray(v).tolist() for k, v in reference.items()}
         out["deviation_from_highest"] = deviations(variants, reference)
     out["ratios"] = ratios(variants)
+    out["full_contract"] = full_contract_ratios(variants)
     return results.to_jsonable(out)
 
 
@@ -401,6 +403,17 @@ def ratios(variants: dict[str, Any]) -> dict[str, float]:
     """Speed of jax_sweep over every other variant (> 1: JAX faster)."""
     base = variants["jax_sweep"]["median_s"]
     return {name: row["median_s"] / base for name, row in variants.items() if name != "jax_sweep"}
+
+
+def full_contract_ratios(variants: dict[str, Any]) -> dict[str, float]:
+    """The main job's own sweep (the full results contract, `jax_full_metrics`) against the bare
+    forward and every PyTorch peer: {"over_bare": full ÷ bare (issue 14 target ≤ 1.15),
+    "<peer>": peer ÷ full (> 1: the full contract is faster)}."""
+    full = variants["jax_full_metrics"]["median_s"]
+    out = {"over_bare": full / variants["jax_bare"]["median_s"]}
+    out.update({name: row["median_s"] / full for name, row in variants.items()
+                if name.startswith("torch_")})
+    return out
 
 
 def deviations(variants: dict[str, Any], reference: dict[str, Any]) -> dict[str, dict]:
@@ -442,6 +455,10 @@ def print_table(result: dict[str, Any]) -> None:
           "seed's z·W_qkv over a chunk); nominal TFLOP/s counts the literal block's "
           f"{result['flop_per_point'] / 1e9:.2f} GFLOP per point.")
     print(f"metric reduction overhead over the bare forward: {100 * result['metric_overhead']:.1f}%")
+    contract = result["full_contract"]
+    print(f"full results contract (jax_full_metrics): {contract['over_bare']:.2f}× the bare "
+          "forward" + "".join(f"; {name} ÷ full contract {ratio:.2f}"
+                              for name, ratio in contract.items() if name != "over_bare"))
     for name, diff in result.get("agreement", {}).items():
         print(f"max |metric difference| {name} vs jax_sweep: {diff:.2e}")
     for name, devs in result.get("deviation_from_highest", {}).items():

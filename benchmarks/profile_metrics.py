@@ -5,8 +5,9 @@ r"""What the bias sweep's full results contract costs, metric by metric (GPU tun
 For one chunk of `chunk` grid points of BERT-base activations (B = 32, L = 128, D = 768, 12 heads),
 times each reduction of `studies/sweep/points.reduce_probes` on its own (vmapped over the chunk,
 jitted), then the whole reduction, and prints ms per grid point. The probes are random arrays of
-the right shapes (attention statistics as the fused kernel returns them, no logits), so the
-numbers are the metrics' cost alone, without the forward.
+the right shapes (attention statistics as the fused kernel returns them, no logits; with and
+without its on-chip `reduction_statistics`), so the numbers are the metrics' cost alone, without
+the forward (the kernel's own extra cost shows in benchmarks/benchmark.py's jax_full_metrics).
 """
 from __future__ import annotations
 
@@ -48,6 +49,12 @@ def main(argv):
     probes = {"resid_pre": x, "attn_out": x * 0.5, "resid_post": x * 2.0, "queries": qk,
               "keys": qk + 1.0, "values": qk, "attn_entropy": stat, "attn_max": stat,
               "attn_sink": stat}
+    key_sum = jax.random.uniform(keys[3], (chunk, b, h, l))
+    kernel_probes = probes | {
+        "attn_query_norms": stat, "attn_key_norms": stat + 1.0,
+        "attn_query_sums": jax.random.normal(keys[4], (chunk, b, h, d // h)),
+        "attn_key_sums": jax.random.normal(keys[5], (chunk, b, h, d // h)),
+        "attn_key_votes": key_sum, "attn_key_mass": key_sum, "attn_key_unit_mass": key_sum}
     block = BlockConfig(attention_impl="pallas")
     parts = {
         "average_cosine (x1)": lambda p: metrics.average_cosine_similarity(p["resid_post"]),
@@ -66,9 +73,18 @@ def main(argv):
         "rounding_bound": lambda p: points.rounding_bound(p, block),
         "whole reduce_probes": lambda p: points.reduce_probes(p, block),
     }
+    kernel_parts = {
+        "categorical (kernel key sums)": lambda p: points._categorical_metrics(p, block),
+        "query_key_geometry (kernel sums)": points._query_key_geometry,
+        "rounding_bound (kernel norms)": lambda p: points.rounding_bound(p, block),
+        "whole reduce_probes (kernel stats)": lambda p: points.reduce_probes(p, block),
+    }
     print(f"{jax.devices()[0].device_kind}: chunk {chunk}, B={b}, L={l}, D={d}; ms per point")
     for name, fn in parts.items():
         seconds = median_time(jax.jit(jax.vmap(fn)), probes, repeats=_REPEATS.value)
+        print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
+    for name, fn in kernel_parts.items():
+        seconds = median_time(jax.jit(jax.vmap(fn)), kernel_probes, repeats=_REPEATS.value)
         print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
     one_pass = jax.jit(jax.vmap(lambda p: jnp.sum(p["resid_post"] * p["resid_post"])))
     seconds = median_time(one_pass, probes, repeats=_REPEATS.value)

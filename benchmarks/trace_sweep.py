@@ -1,9 +1,11 @@
 r"""GPU time of one bias-sweep chunk, kernel by kernel, from a profiler trace (GPU tuning).
 
   python -m benchmarks.trace_sweep [--precision=tf32|bfloat16|highest] [--chunk=32] [--top=16]
+      [--variant=three|full|bare]
 
-Runs the benchmark's sweep chunk (`benchmark.parity_chunk`: BERT-base, B = 32, L = 128, the three
-benchmark metrics, the library's default schedule) `--repeats` times under `jax.profiler.trace`,
+Runs a sweep chunk of BERT-base, B = 32, L = 128, with the library's default schedule — the
+benchmark's three metrics (`benchmark.parity_chunk`, `three`), the full results contract the main
+job computes (`full`) or the bare forward (`bare`) — `--repeats` times under `jax.profiler.trace`,
 reads the Perfetto trace that JAX writes, and prints the device time per grid point of every
 kernel, summed by name, plus the share of GEMM kernels (cuBLAS names) and their TFLOP/s from the
 executed FLOP count (`flops.sweep_point_flops`). docs/PERFORMANCE.md quotes its output.
@@ -23,6 +25,8 @@ _PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat1
 _CHUNK = flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 10, "Traced chunk calls.")
 _TOP = flags.DEFINE_integer("top", 16, "Kernels listed.")
+_VARIANT = flags.DEFINE_enum("variant", "three", ["three", "full", "bare"],
+                             "Chunk traced: three metrics, the full results contract, no metrics.")
 
 GEMM_MARKERS = ("gemm", "nvjet", "cublas", "cutlass")
 
@@ -62,7 +66,12 @@ def main(argv):
     config = SweepConfig(block=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
                                num_seeds=1)
     state = jax.device_put(tuple(grid.init_seeds(config)), NamedSharding(mesh, P()))
-    fn = grid.jit_chunk(benchmark.parity_chunk(block), mesh)
+    if _VARIANT.value == "three":
+        chunk_fn = benchmark.parity_chunk(block)
+    else:
+        chunk_fn = grid.chunk_computation(block, _VARIANT.value == "full", True,
+                                          grid.default_points_per_step())
+    fn = grid.jit_chunk(chunk_fn, mesh)
     norms = jax.device_put(np.linspace(0.0, 100.0, _CHUNK.value).astype(np.float32),
                            NamedSharding(mesh, P(grid.GRID_AXIS)))
     jax.block_until_ready(fn(*state, norms))
@@ -77,7 +86,8 @@ def main(argv):
     busy = sum(totals.values()) / points
     gemm = sum(t for n, t in totals.items() if any(m in n.lower() for m in GEMM_MARKERS)) / points
     executed = flops.sweep_point_flops(block, 32, 128, _CHUNK.value)
-    print(f"{jax.devices()[0].device_kind}, {_PRECISION.value}, {impl} attention, chunk "
+    print(f"{jax.devices()[0].device_kind}, {_PRECISION.value}, {impl} attention, "
+          f"{_VARIANT.value} chunk "
           f"{_CHUNK.value}: device busy {busy:.1f} µs per point")
     if gemm:
         print(f"GEMM kernels {gemm:.1f} µs/point ({100 * gemm / busy:.0f}%), "

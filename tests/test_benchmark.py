@@ -40,6 +40,10 @@ def test_every_variant_is_timed_with_positive_rates(smoke_result):
         assert 0 < row["share_of_matmul_rate"]
     assert smoke_result["matmul_flops_per_s"] > 0
     assert set(smoke_result["ratios"]) == set(variants) - {"jax_sweep"}
+    contract = smoke_result["full_contract"]  # the main job's sweep against bare and the peers
+    assert contract["over_bare"] == pytest.approx(
+        variants["jax_full_metrics"]["median_s"] / variants["jax_bare"]["median_s"])
+    assert {n for n in variants if n.startswith("torch_")} == set(contract) - {"over_bare"}
 
 
 def test_shared_projection_is_the_same_function_with_fewer_executed_flops(smoke_result):

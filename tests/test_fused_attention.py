@@ -66,16 +66,20 @@ def test_unsupported_shapes_and_masks_are_explicit_errors():
         BlockConfig(attention_impl="pallas", attention="qk_layernorm")
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_sweep_metrics_with_the_fused_kernel_equal_the_plain_path(causal):
-
+@pytest.mark.parametrize("causal,inputs", [(False, "biased"), (True, "biased"),
+                                           (False, "norm_matched")])
+def test_sweep_metrics_with_the_fused_kernel_equal_the_plain_path(causal, inputs):
+    """Every metric of the results contract: the fused kernel's on-chip reduction statistics
+    (affine inputs for x = z + s·u, a stored projection for the control) against the plain path,
+    which reduces the logits and weights probes."""
     block = CFG.replace(causal=causal)
     cfg = SweepConfig(block=block, batch_size=2, seq_len=16, bias_norms=(0.0, 3.0, 30.0),
                             num_seeds=2, chunk_size=0)
     state = grid.init_seeds(cfg)
     s = jnp.asarray(cfg.bias_norms)
-    plain = jax.jit(grid.chunk_computation(block))(*state, s)
-    fused = jax.jit(grid.chunk_computation(block.replace(attention_impl="pallas")))(*state, s)
+    plain = jax.jit(grid.chunk_computation(block, inputs=inputs))(*state, s)
+    fused = jax.jit(grid.chunk_computation(block.replace(attention_impl="pallas"),
+                                           inputs=inputs))(*state, s)
     assert set(plain) == set(fused)
     for name in plain:
         np.testing.assert_allclose(fused[name], plain[name], rtol=2e-5, atol=2e-6, err_msg=name)
@@ -132,3 +136,41 @@ def test_affine_inputs_under_vmap_equal_the_assembled_projection(causal):
     with pytest.raises(ValueError, match="together"):
         q = jnp.zeros((1, 16, 2, 16))
         fused_attention.fused_attention(q, q, q, logit_scale=1.0, interpret=True, coefficient=1.0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_q", [0, 16])
+def test_reduction_statistics_equal_their_definitions(causal, block_q):
+    """The kernel's on-chip inputs of the metric reduction, against norms, sums and
+    `metrics.categorical_key_sums` of the logits; one query block or two (partials combined),
+    with affine inputs (keys k + t·k_slope) and norms far beyond √(float32 max)."""
+    kq, kk, kv, ks = jax.random.split(jax.random.key(7), 4)
+    q, k, v = (jax.random.normal(key, (2, 32, 2, 16)) for key in (kq, kk, kv))
+    q = q.at[0, 3].multiply(1e25)  # squares overflow float32: the norms must not
+    slope_q, slope_k, slope_v = jax.random.normal(ks, (3, 2, 16))
+    t = 0.7
+    _, stats = fused_attention.fused_attention(
+        q, k, v, logit_scale=0.25, causal=causal, interpret=True, block_q=block_q,
+        query_slope_HxDh=slope_q, value_slope_HxDh=slope_v, coefficient=t,
+        key_slope_HxDh=slope_k, reduction_statistics=True)
+    assert set(fused_attention.REDUCTION_STATISTICS) <= set(stats)
+    q64 = np.asarray(q, np.float64) + t * np.asarray(slope_q, np.float64)
+    k64 = np.asarray(k, np.float64) + t * np.asarray(slope_k, np.float64)
+    np.testing.assert_allclose(stats["attn_query_norms"],
+                               np.linalg.norm(q64, axis=-1).transpose(0, 2, 1), rtol=1e-6)
+    np.testing.assert_allclose(stats["attn_key_norms"],
+                               np.linalg.norm(k64, axis=-1).transpose(0, 2, 1), rtol=1e-6)
+    np.testing.assert_allclose(stats["attn_query_sums"], q64.sum(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(stats["attn_key_sums"], k64.sum(axis=1), rtol=1e-5, atol=1e-5)
+    # The categorical key sums of the softmax the kernel computes: keys without t·k_slope, as the
+    # kernel's logits (the softmax cancels the key slope's constant per-query term).
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q + t * slope_q[None, None], k) * 0.25
+    mask = jnp.tril(jnp.ones((32, 32), bool)) if causal else None
+    want = metrics.categorical_key_sums(logits, mask)
+    np.testing.assert_array_equal(stats["attn_key_votes"], want.votes)
+    np.testing.assert_allclose(stats["attn_key_mass"], want.mass, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats["attn_key_unit_mass"], want.unit_mass, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="key_slope_HxDh"):
+        fused_attention.fused_attention(q, k, v, logit_scale=0.25, interpret=True,
+                                        query_slope_HxDh=slope_q, value_slope_HxDh=slope_v,
+                                        coefficient=t, reduction_statistics=True)

@@ -15,15 +15,19 @@ same code). Shape errors (too few vectors for a pair) are raised at trace time, 
 compilation of a larger program. Only `drift_anisotropy_correlation` is host-side (scipy).
 """
 from anisotropy_jax.metrics.attention import (CATEGORICAL_STATISTICS, STATISTICS,
-                                              attention_entropy, attention_max,
+                                              CategoricalSums, attention_entropy, attention_max,
                                               attention_query_agreement,
                                               attention_query_key_information,
                                               attention_row_cosine, attention_sink_mass,
                                               attention_statistics,
                                               categorical_attention_statistics,
+                                              categorical_from_sums, categorical_key_sums,
                                               mean_over_queries,
                                               normalized_attention_entropy, normalized_entropy,
-                                              query_key_geometry, visible_key_counts)
+                                              query_key_geometry,
+                                              query_key_geometry_from_means,
+                                              visible_key_counts)
+from anisotropy_jax.metrics.cloud import cloud_metrics
 from anisotropy_jax.metrics.correlation import drift_anisotropy_correlation
 from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
                                              cross_sequence_cosine_similarity, drift_norm,
@@ -35,13 +39,15 @@ from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
 from anisotropy_jax.metrics.norms import mean_norm, unit_vectors, vector_norms
 
 __all__ = [
-    "CATEGORICAL_STATISTICS", "STATISTICS", "attention_entropy", "attention_max",
+    "CATEGORICAL_STATISTICS", "STATISTICS", "CategoricalSums", "attention_entropy", "attention_max",
     "attention_query_agreement", "attention_query_key_information", "attention_row_cosine",
     "attention_sink_mass", "attention_statistics", "average_cosine_similarity",
-    "categorical_attention_statistics", "cross_sequence_cosine_similarity",
+    "categorical_attention_statistics", "categorical_from_sums", "categorical_key_sums",
+    "cloud_metrics", "cross_sequence_cosine_similarity",
     "drift_anisotropy_correlation", "drift_norm", "effective_rank", "isoscore", "isoscore_star",
     "mean_norm", "mean_over_queries", "normalized_attention_entropy", "normalized_entropy",
-    "partition_isotropy", "query_key_geometry", "relative_drift", "sampled_pair_cosine_similarity",
+    "partition_isotropy", "query_key_geometry",
+    "query_key_geometry_from_means", "relative_drift", "sampled_pair_cosine_similarity",
     "top_pc_variance_ratio", "unit_vectors", "vector_norms", "visible_key_counts",
     "within_sequence_cosine_similarity",
 ]

@@ -17,6 +17,8 @@ needs (one for agreement and information, two for the row cosine) gives NaN.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -100,6 +102,65 @@ def attention_sink_mass(logits: Array, mask: Array | None = None) -> Array:
     return attention_statistics(logits, mask)["sink"]
 
 
+class CategoricalSums(NamedTuple):
+    """Sums over the counted queries of one attention matrix (leading shape (...,)), from which
+    the categorical statistics follow in O(Lk) (`categorical_from_sums`). The fused kernel
+    computes the three key sums on chip (models/fused_attention.py, `reduction_statistics`)."""
+
+    votes: Array        # (..., Lk) number of counted queries whose largest logit is at key k
+    mass: Array         # (..., Lk) Σ_q p_qk
+    unit_mass: Array    # (..., Lk) Σ_q p_qk / ‖p_q‖
+    entropy_sum: Array  # (...,) Σ_q H(p_q), nats
+    count: Array        # (...,) n, the number of counted queries
+
+
+def categorical_key_sums(logits: Array, mask: Array | None = None, *,
+                         probabilities: Array | None = None,
+                         entropy: Array | None = None) -> CategoricalSums:
+    """The `CategoricalSums` of every attention matrix, from float32 logits (..., Lq, Lk) and an
+    optional visible-key mask; `probabilities` and `entropy` as `categorical_attention_statistics`
+    takes them."""
+    logits = jnp.asarray(logits)
+    visible = _visible(mask, logits.shape)
+    counted = jnp.sum(visible, axis=-1) > 1
+    weight = counted.astype(logits.dtype)
+    masked = jnp.where(visible, logits, -jnp.inf)
+    is_top = masked == jnp.max(masked, axis=-1, keepdims=True)
+    votes = jnp.sum(jnp.where(is_top & counted[..., None], 1.0, 0.0).astype(logits.dtype),
+                    axis=-2)
+    if probabilities is None:
+        probabilities = jax.nn.softmax(masked, axis=-1)
+    if entropy is None:
+        entropy = attention_statistics(logits, mask)["entropy"]
+    # Uncounted rows drop out (an all-masked row is NaN: `where`, not a product, removes it).
+    p = jnp.where(counted[..., None], probabilities, 0.0)
+    # Probabilities lie in [0, 1] and a row's norm in [1/√Lk, 1]: a plain norm is safe here.
+    row_norm = jnp.sqrt(jnp.sum(p * p, axis=-1))
+    # Sums over the query axis as contractions (on the CPU, XLA ran them faster than reductions
+    # over the second-to-last axis).
+    unit_mass = jnp.einsum("...qk,...q->...k", p, 1.0 / jnp.where(row_norm > 0, row_norm, 1.0),
+                           precision="highest")
+    mass = jnp.einsum("...qk,...q->...k", p, weight, precision="highest")
+    return CategoricalSums(votes, mass, unit_mass,
+                           jnp.sum(jnp.where(counted, entropy, 0.0), axis=-1),
+                           jnp.sum(weight, axis=-1))
+
+
+def categorical_from_sums(sums: CategoricalSums) -> dict[str, Array]:
+    """{"query_agreement", "row_cosine", "query_key_information"}, each (...,), from the sums
+    (formulas in `categorical_attention_statistics`)."""
+    n = sums.count
+    mean_p = sums.mass / n[..., None]
+    entropy_of_mean = -jnp.sum(mean_p * jnp.log(jnp.where(mean_p > 0, mean_p, 1.0)), axis=-1)
+    total = sums.unit_mass
+    return {
+        "query_agreement": jnp.max(sums.votes, axis=-1) / n,
+        "row_cosine": (jnp.sum(total * total, axis=-1) - n) / jnp.where(n >= 2, n * (n - 1),
+                                                                       jnp.nan),
+        "query_key_information": entropy_of_mean - sums.entropy_sum / n,
+    }
+
+
 def categorical_attention_statistics(logits: Array, mask: Array | None = None, *,
                                      probabilities: Array | None = None,
                                      entropy: Array | None = None) -> dict[str, Array]:
@@ -122,38 +183,11 @@ def categorical_attention_statistics(logits: Array, mask: Array | None = None, *
                              pattern, ≥ 0 up to rounding.
     NaN when n = 0. `probabilities` (softmax of the masked logits) and `entropy` (per query, as
     `attention_statistics` gives it) may be passed when already computed (the block's
-    attn_weights and attn_entropy probes); they must come from these logits and mask.
+    attn_weights and attn_entropy probes); they must come from these logits and mask. Computed
+    as `categorical_from_sums(categorical_key_sums(...))`.
     """
-    logits = jnp.asarray(logits)
-    visible = _visible(mask, logits.shape)
-    counted = jnp.sum(visible, axis=-1) > 1
-    weight = counted.astype(logits.dtype)
-    n = jnp.sum(weight, axis=-1)
-    masked = jnp.where(visible, logits, -jnp.inf)
-    is_top = masked == jnp.max(masked, axis=-1, keepdims=True)
-    votes = jnp.sum(jnp.where(is_top & counted[..., None], 1.0, 0.0).astype(logits.dtype),
-                    axis=-2)
-    if probabilities is None:
-        probabilities = jax.nn.softmax(masked, axis=-1)
-    if entropy is None:
-        entropy = attention_statistics(logits, mask)["entropy"]
-    # Uncounted rows drop out (an all-masked row is NaN: `where`, not a product, removes it).
-    p = jnp.where(counted[..., None], probabilities, 0.0)
-    # Probabilities lie in [0, 1] and a row's norm in [1/√Lk, 1]: a plain norm is safe here.
-    row_norm = jnp.sqrt(jnp.sum(p * p, axis=-1))
-    # Sums over the query axis as contractions (on the CPU, XLA ran them faster than reductions
-    # over the second-to-last axis).
-    total = jnp.einsum("...qk,...q->...k", p, 1.0 / jnp.where(row_norm > 0, row_norm, 1.0),
-                       precision="highest")
-    mean_p = jnp.einsum("...qk,...q->...k", p, weight, precision="highest") / n[..., None]
-    entropy_of_mean = -jnp.sum(mean_p * jnp.log(jnp.where(mean_p > 0, mean_p, 1.0)), axis=-1)
-    return {
-        "query_agreement": jnp.max(votes, axis=-1) / n,
-        "row_cosine": (jnp.sum(total * total, axis=-1) - n) / jnp.where(n >= 2, n * (n - 1),
-                                                                       jnp.nan),
-        "query_key_information": entropy_of_mean
-        - jnp.sum(jnp.where(counted, entropy, 0.0), axis=-1) / n,
-    }
+    return categorical_from_sums(categorical_key_sums(logits, mask, probabilities=probabilities,
+                                                      entropy=entropy))
 
 
 def attention_query_agreement(logits: Array, mask: Array | None = None) -> Array:
@@ -189,27 +223,32 @@ def query_key_geometry(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
     if q.ndim != 4 or k.shape != q.shape:
         raise ValueError(f"expected queries and keys of equal shape (B, L, H, Dh), got "
                          f"{q.shape} and {k.shape}")
-    if mask_BxL is None:
-        w_BxL = jnp.ones(q.shape[:2], q.dtype)
-    else:
-        w_BxL = jnp.asarray(mask_BxL).astype(q.dtype)
+    if mask_BxL is None:  # plain means: XLA ran the weighted contractions below far slower
+        return query_key_geometry_from_means(
+            jnp.mean(vector_norms(q), axis=(0, 1)), jnp.mean(vector_norms(k), axis=(0, 1)),
+            jnp.mean(q, axis=(0, 1)), jnp.mean(k, axis=(0, 1)))
+    w_BxL = jnp.asarray(mask_BxL).astype(q.dtype)
     count = jnp.sum(w_BxL)
 
     def mean_over_tokens(v_BxLxH):
         return jnp.einsum("blh,bl->h", v_BxLxH, w_BxL) / count
 
-    mean_q_HxDh = jnp.einsum("blhd,bl->hd", q, w_BxL) / count
-    mean_k_HxDh = jnp.einsum("blhd,bl->hd", k, w_BxL) / count
-    mq = vector_norms(mean_q_HxDh)
-    mk = vector_norms(mean_k_HxDh)
+    return query_key_geometry_from_means(
+        mean_over_tokens(vector_norms(q)), mean_over_tokens(vector_norms(k)),
+        jnp.einsum("blhd,bl->hd", q, w_BxL) / count, jnp.einsum("blhd,bl->hd", k, w_BxL) / count)
+
+
+def query_key_geometry_from_means(query_norm_H: Array, key_norm_H: Array, mean_q_HxDh: Array,
+                                  mean_k_HxDh: Array) -> dict[str, Array]:
+    """`query_key_geometry` from the per-head means of ‖q_i‖ and ‖k_j‖ and the mean vectors q̄,
+    k̄ (H, Dh): what the fused kernel's `reduction_statistics` give without a pass over q and k."""
     cos = jnp.sum(unit_vectors(mean_q_HxDh) * unit_vectors(mean_k_HxDh), axis=-1)
     return {
-        "query_norm": mean_over_tokens(vector_norms(q)),
-        "key_norm": mean_over_tokens(vector_norms(k)),
-        "mean_query_norm": mq,
-        "mean_key_norm": mk,
+        "query_norm": query_norm_H,
+        "key_norm": key_norm_H,
+        "mean_query_norm": vector_norms(mean_q_HxDh),
+        "mean_key_norm": vector_norms(mean_k_HxDh),
         "mean_query_key_cosine": cos,
-        "mean_query_key_dot": jnp.sum(mean_q_HxDh * mean_k_HxDh, axis=-1) / q.shape[-1] ** 0.5,
+        "mean_query_key_dot": (jnp.sum(mean_q_HxDh * mean_k_HxDh, axis=-1)
+                               / mean_q_HxDh.shape[-1] ** 0.5),
     }
-
-

@@ -146,22 +146,27 @@ def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Arr
                           precision=precision, causal=cfg.causal, key_mask_BxL=key_mask_BxL)
 
 
-def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None) -> tuple[Array, Probes]:
+def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
+               reduction_statistics: bool = False) -> tuple[Array, Probes]:
     """The fused kernel: output and the per-query statistics, no (B, H, L, L) tensor written.
-    With an affine projection, q and k, v are the base parts and the slopes go to the kernel."""
+    With an affine projection, q and k, v are the base parts and the slopes go to the kernel.
+    `reduction_statistics`: also the kernel's on-chip inputs of the sweep's metric reduction
+    (`fused_attention.REDUCTION_STATISTICS`)."""
     dtype, precision = matmul_settings(cfg)
     slopes = {}
     if affine is not None:
         q, k, v = split_heads(affine.base_BxLx3D, cfg.num_heads)
         k, v = k.astype(dtype), v.astype(dtype)  # q stays float32: q + t·slope is formed on chip
-        slope_q, _, slope_v = (part.reshape(cfg.num_heads, cfg.d_head)
-                               for part in jnp.split(affine.slope_3D, 3))
+        slope_q, slope_k, slope_v = (part.reshape(cfg.num_heads, cfg.d_head)
+                                     for part in jnp.split(affine.slope_3D, 3))
         slopes = dict(query_slope_HxDh=slope_q, value_slope_HxDh=slope_v,
                       coefficient=affine.coefficient)
+        if reduction_statistics:
+            slopes["key_slope_HxDh"] = slope_k
     mixed, stats = fused_attention.fused_attention(
         q, k, v, logit_scale=fused_attention.logit_scale(cfg.d_head, cfg.logit_temperature),
         causal=cfg.causal, precision=precision, interpret=jax.default_backend() != "gpu",
-        **slopes)
+        reduction_statistics=reduction_statistics, **slopes)
     return mixed, stats
 
 
@@ -185,7 +190,11 @@ class SelfAttention(nn.Module):
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
-                 precomputed_qkv: PrecomputedQKV | None = None) -> tuple[Array, Probes]:
+                 precomputed_qkv: PrecomputedQKV | None = None,
+                 reduction_statistics: bool = False) -> tuple[Array, Probes]:
+        """`reduction_statistics`: with the fused kernel, add its on-chip statistics for the
+        bias sweep's metric reduction to the probes (`fused_core`); the plain path ignores it
+        (its logits and weights are probes already)."""
         cfg = self.config
         batch, seq_len, d_model = x_BxLxD.shape
         if d_model != cfg.d_model:
@@ -215,7 +224,7 @@ class SelfAttention(nn.Module):
         # logits → mask → statistics → mix
         if _use_fused_kernel(cfg, seq_len, key_mask_BxL, self.is_initializing()):
             affine = None if precomputed_qkv is None else precomputed_qkv.affine_form()
-            mixed_BxLxHxDh, core_probes = fused_core(q, k, v, cfg, affine)
+            mixed_BxLxHxDh, core_probes = fused_core(q, k, v, cfg, affine, reduction_statistics)
         else:
             mixed_BxLxHxDh, core_probes = xla_core(q, k, v, cfg, key_mask_BxL)
         probes.update(core_probes)

@@ -46,9 +46,11 @@ class TransformerBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
-                 precomputed_qkv: PrecomputedQKV | None = None) -> tuple[Array, Probes]:
+                 precomputed_qkv: PrecomputedQKV | None = None,
+                 reduction_statistics: bool = False) -> tuple[Array, Probes]:
         """`precomputed_qkv`: attention's input projection x·[W_q W_k W_v] + b, supplied by the
-        caller (`attention.PrecomputedQKV`); only where attention sees x itself, not with pre-LN."""
+        caller (`attention.PrecomputedQKV`); only where attention sees x itself, not with pre-LN.
+        `reduction_statistics`: see `SelfAttention`."""
         cfg = self.config
         x_BxLxD = x_BxLxD.astype(jnp.float32)
         pre, post = cfg.norm_position == "pre", cfg.norm_position == "post"
@@ -58,8 +60,8 @@ class TransformerBlock(nn.Module):
         probes: Probes = {"resid_pre": x_BxLxD}
 
         attn_in = layer_norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
-        attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL,
-                                                                      precomputed_qkv)
+        attn_out, attn_probes = SelfAttention(cfg, name="attention")(
+            attn_in, key_mask_BxL, precomputed_qkv, reduction_statistics)
         probes.update(attn_probes)
         probes["attn_out"] = attn_out
         resid_mid = x_BxLxD + attn_out

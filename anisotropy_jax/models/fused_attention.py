@@ -50,16 +50,52 @@ def default_impl(seq_len: int, d_head: int, platform: str | None = None) -> str:
     return "pallas" if platform in ("gpu", "cuda") and supported(seq_len, d_head) else "xla"
 
 
-def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, affine: bool):
+def _scaled_norms(x_NxDh: Array) -> Array:
+    """‖x_i‖ per row without overflow of the squares (rows up to ~1e38): max|x| · ‖x / max|x|‖."""
+    m_N = jnp.max(jnp.abs(x_NxDh), axis=1)
+    y_NxDh = x_NxDh / jnp.where(m_N > 0, m_N, 1.0)[:, None]
+    return m_N * jnp.sqrt(jnp.sum(y_NxDh * y_NxDh, axis=1))
+
+
+def _write_reduction_statistics(refs, q_QxDh, k_LxDh, unnorm_QxL, shifted_QxL, inv_total_Q,
+                                counted_Q):
+    """The per-program inputs of the sweep's metric reduction (see `fused_attention`,
+    `reduction_statistics`): token norms and sums of the queries and keys as the block sees them,
+    and the categorical-attention key sums over this block's counted queries."""
+    (query_norm_ref, key_norm_ref, query_sum_ref, key_sum_ref, votes_ref, mass_ref,
+     unit_mass_ref) = refs
+    query_norm_ref[...] = _scaled_norms(q_QxDh)
+    key_norm_ref[...] = _scaled_norms(k_LxDh)
+    query_sum_ref[...] = jnp.sum(q_QxDh, axis=0)
+    key_sum_ref[...] = jnp.sum(k_LxDh, axis=0)
+    # A query's largest logit sits where s − max is exactly 0 (ties vote for every tied key, as
+    # in `metrics.categorical_key_sums`).
+    counted_Qx1 = counted_Q[:, None]
+    votes_ref[...] = jnp.sum(jnp.where((shifted_QxL == 0.0) & counted_Qx1, 1.0, 0.0), axis=0)
+    p_QxL = jnp.where(counted_Qx1, unnorm_QxL * inv_total_Q[:, None], 0.0)
+    mass_ref[...] = jnp.sum(p_QxL, axis=0)
+    # Probabilities lie in [0, 1] and a row's norm in [1/√L, 1]: a plain norm is safe.
+    row_norm_Q = jnp.sqrt(jnp.sum(p_QxL * p_QxL, axis=1))
+    inv_row_norm_Q = 1.0 / jnp.where(row_norm_Q > 0, row_norm_Q, 1.0)
+    unit_mass_ref[...] = jnp.sum(p_QxL * inv_row_norm_Q[:, None], axis=0)
+
+
+def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, affine: bool,
+            reduce: bool):
     # One program: a block of Q queries of one (sequence, head) against all L keys.
+    refs = list(refs)
     if affine:
-        q_slope_ref, v_slope_ref, s_ref, o_ref, entropy_ref, max_ref, sink_ref = refs
+        q_slope_ref, v_slope_ref, s_ref = refs[:3]
+        k_slope_ref = refs[3] if reduce else None
+        refs = refs[4 if reduce else 3:]
         coefficient = s_ref[0]
-        q_QxDh = (q_ref[...].astype(jnp.float32)
-                  + coefficient * q_slope_ref[...].astype(jnp.float32)[None, :]).astype(k_ref.dtype)
+        q_f32_QxDh = (q_ref[...].astype(jnp.float32)
+                      + coefficient * q_slope_ref[...].astype(jnp.float32)[None, :])
+        q_QxDh = q_f32_QxDh.astype(k_ref.dtype)
     else:
-        o_ref, entropy_ref, max_ref, sink_ref = refs
         q_QxDh = q_ref[...]
+        q_f32_QxDh = q_QxDh.astype(jnp.float32)
+    o_ref, entropy_ref, max_ref, sink_ref = refs[:4]
     k_LxDh = k_ref[...]
     v_LxDh = v_ref[...]
     logits_QxL = jax.lax.dot_general(
@@ -83,6 +119,15 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
     entropy_ref[...] = jnp.log(total_Q) - jnp.sum(weighted_QxL, axis=1) * inv_total_Q
     max_ref[...] = inv_total_Q
     sink_ref[...] = jnp.sum(jnp.where(key_index == 0, unnorm_QxL, 0.0), axis=1) * inv_total_Q
+    if reduce:
+        k_f32_LxDh = k_LxDh.astype(jnp.float32)
+        if affine:  # the keys the block sees: k + t·k_slope (the logits above may omit t·k_slope)
+            k_f32_LxDh = k_f32_LxDh + coefficient * k_slope_ref[...].astype(jnp.float32)[None, :]
+        # Counted queries see more than one key: all of them, or all but the first when causal.
+        query_index_Q = jax.lax.broadcasted_iota(jnp.int32, (block_q,), 0) + pl.program_id(2) * block_q
+        counted_Q = query_index_Q >= (1 if causal else 0)
+        _write_reduction_statistics(refs[4:], q_f32_QxDh, k_f32_LxDh, unnorm_QxL, shifted_QxL,
+                                    inv_total_Q, counted_Q)
     p_QxL = unnorm_QxL * inv_total_Q[:, None]
     out_QxDh = jax.lax.dot_general(
         p_QxL.astype(v_LxDh.dtype), v_LxDh, (((1,), (0,)), ((), ())), precision=precision,
@@ -92,14 +137,46 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
     o_ref[...] = out_QxDh.astype(o_ref.dtype)
 
 
+# Outputs of `reduction_statistics=True`, after the per-query-block partials are combined: name →
+# what the block's metric reduction reads (studies/sweep/points.py).
+REDUCTION_STATISTICS = ("attn_query_norms", "attn_key_norms", "attn_query_sums", "attn_key_sums",
+                        "attn_key_votes", "attn_key_mass", "attn_key_unit_mass")
+
+
+def _reduction_specs(batch: int, heads: int, seq_len: int, d_head: int, block_q: int):
+    """(out_specs, out_shapes) of the reduction statistics: query norms per query (B, H, L); per
+    query block (B, H, L/Q, ·) the key norms (L), query and key sums (Dh) and the three key sums
+    of the categorical statistics (L)."""
+    blocks = seq_len // block_q
+    per_query = pl.BlockSpec((None, None, block_q), lambda b, h, i: (b, h, i))
+    per_block_keys = pl.BlockSpec((None, None, None, seq_len), lambda b, h, i: (b, h, i, 0))
+    per_block_dims = pl.BlockSpec((None, None, None, d_head), lambda b, h, i: (b, h, i, 0))
+    keys_shape = jax.ShapeDtypeStruct((batch, heads, blocks, seq_len), jnp.float32)
+    dims_shape = jax.ShapeDtypeStruct((batch, heads, blocks, d_head), jnp.float32)
+    specs = [per_query, per_block_keys, per_block_dims, per_block_dims, per_block_keys,
+             per_block_keys, per_block_keys]
+    shapes = [jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32), keys_shape, dims_shape,
+              dims_shape, keys_shape, keys_shape, keys_shape]
+    return specs, shapes
+
+
+def _combine_blocks(query_norms, key_norms, query_sums, key_sums, votes, mass, unit_mass):
+    """Per-query-block partials → REDUCTION_STATISTICS: every block sees all keys (take block
+    0's key norms and sums); query sums and the categorical key sums add up over blocks."""
+    return dict(zip(REDUCTION_STATISTICS, (
+        query_norms, key_norms[:, :, 0], jnp.sum(query_sums, axis=2), key_sums[:, :, 0],
+        jnp.sum(votes, axis=2), jnp.sum(mass, axis=2), jnp.sum(unit_mass, axis=2))))
+
+
 @functools.partial(jax.jit, static_argnames=("logit_scale", "causal", "precision", "interpret",
-                                             "num_warps", "block_q"))
+                                             "num_warps", "block_q", "reduction_statistics"))
 def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
                     logit_scale: float, causal: bool = False,
                     precision: jax.lax.Precision = jax.lax.Precision.HIGHEST,
                     interpret: bool = False, num_warps: int = 8, block_q: int = 0,
                     query_slope_HxDh: Array | None = None, value_slope_HxDh: Array | None = None,
-                    coefficient: Array | None = None):
+                    coefficient: Array | None = None, key_slope_HxDh: Array | None = None,
+                    reduction_statistics: bool = False):
     """softmax(q·kᵀ · logit_scale)·v per head, plus per-query statistics of the softmax.
 
     Returns (out (B, L, H, Dh) float32, {"attn_entropy", "attn_max", "attn_sink"} each (B, H, L)
@@ -115,6 +192,16 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
     t·v_slope is added to the output (rows of weights sum to 1). Under a vmap over t, q, k, v and
     the slopes stay unbatched: one copy serves every t. (The bias sweep's inputs z + s·u have
     projections of this form, with t = s: studies/sweep/affine.py.)
+
+    `reduction_statistics=True` adds what the bias sweep's metric reduction needs from q, k and
+    the softmax, computed on chip so that the reduction never reads q and k or recomputes the
+    (B, H, L, L) logits (REDUCTION_STATISTICS, float32): "attn_query_norms", "attn_key_norms"
+    (B, H, L), ‖q_i‖ and ‖k_j‖ (overflow-safe); "attn_query_sums", "attn_key_sums" (B, H, Dh),
+    Σ_i q_i and Σ_j k_j; and over the counted queries (more than one visible key) the key sums of
+    `metrics.CategoricalSums`: "attn_key_votes" (how many queries have their largest logit at
+    key j; ties vote for each tied key), "attn_key_mass" Σ_i p_ij and "attn_key_unit_mass"
+    Σ_i p_ij/‖p_i‖, each (B, H, L). With affine inputs the keys are k + t·k_slope, so
+    `key_slope_HxDh` is then required.
     """
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
     block_q = block_q or seq_len
@@ -124,8 +211,11 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
     if affine != (query_slope_HxDh is not None) or affine != (value_slope_HxDh is not None):
         raise ValueError("affine inputs: give query_slope_HxDh, value_slope_HxDh and coefficient "
                          "together")
+    if (key_slope_HxDh is not None) != (affine and reduction_statistics):
+        raise ValueError("key_slope_HxDh: needed exactly with affine inputs and "
+                         "reduction_statistics=True")
     kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision,
-                               affine=affine)
+                               affine=affine, reduce=reduction_statistics)
     query_spec = pl.BlockSpec((None, block_q, None, d_head), lambda b, h, i: (b, i, h, 0))
     key_spec = pl.BlockSpec((None, seq_len, None, d_head), lambda b, h, i: (b, 0, h, 0))
     stat_spec = pl.BlockSpec((None, None, block_q), lambda b, h, i: (b, h, i))
@@ -136,23 +226,33 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
         affine_specs = [slope_spec, slope_spec, pl.BlockSpec((1,), lambda b, h, i: (0,))]
         affine_args = [query_slope_HxDh, value_slope_HxDh,
                        jnp.reshape(jnp.asarray(coefficient, jnp.float32), (1,))]
+        if reduction_statistics:
+            affine_specs.append(slope_spec)
+            affine_args.append(key_slope_HxDh)
+    out_specs = [query_spec, stat_spec, stat_spec, stat_spec]
+    out_shapes = [jax.ShapeDtypeStruct(q_BxLxHxDh.shape, jnp.float32)] + [stat_shape] * 3
+    if reduction_statistics:
+        specs, shapes = _reduction_specs(batch, heads, seq_len, d_head, block_q)
+        out_specs, out_shapes = out_specs + specs, out_shapes + shapes
     compiler_params = None
     if not interpret:
         from jax.experimental.pallas import triton as plgpu  # GPU only
 
         compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    out, entropy, max_p, sink = pl.pallas_call(
+    out, entropy, max_p, sink, *partials = pl.pallas_call(
         kernel,
         grid=(batch, heads, seq_len // block_q),
         in_specs=[query_spec, key_spec, key_spec] + affine_specs,
-        out_specs=[query_spec, stat_spec, stat_spec, stat_spec],
-        out_shape=[jax.ShapeDtypeStruct(q_BxLxHxDh.shape, jnp.float32), stat_shape, stat_shape,
-                   stat_shape],
+        out_specs=out_specs,
+        out_shape=out_shapes,
         compiler_params=compiler_params,
         interpret=interpret,
         name="attention_with_stats",
     )(q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh, *affine_args)
-    return out, {"attn_entropy": entropy, "attn_max": max_p, "attn_sink": sink}
+    stats = {"attn_entropy": entropy, "attn_max": max_p, "attn_sink": sink}
+    if reduction_statistics:
+        stats.update(_combine_blocks(*partials))
+    return out, stats
 
 
 def logit_scale(d_head: int, temperature: float) -> float:

@@ -105,11 +105,12 @@ def project_seed(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array) ->
 
 
 def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_norm: Array,
-             projected: ProjectedSeed | None = None,
-             kind: str = "biased") -> tuple[Array, dict[str, Array]]:
+             projected: ProjectedSeed | None = None, kind: str = "biased",
+             reduction_statistics: bool = False) -> tuple[Array, dict[str, Array]]:
     """(output, probes) of the block on the inputs of `kind` (`sweep_inputs`); with `projected`
     (see `project_seed`) the attention input projection is assembled from it instead of
-    recomputed."""
+    recomputed. `reduction_statistics`: the fused kernel's on-chip statistics for the metric
+    reduction (`models.attention.SelfAttention`)."""
     x_BxLxD = sweep_inputs(kind, z_BxLxD, u_D, bias_norm)
     precomputed = None
     if projected is not None:
@@ -122,4 +123,5 @@ def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_n
             if bias_3D is not None:
                 base_BxLx3D = base_BxLx3D + bias_3D[None, None, :]
             precomputed = AffineProjection(base_BxLx3D, projected.qkv_u_3D, bias_norm)
-    return TransformerBlock(block).apply(params, x_BxLxD, precomputed_qkv=precomputed)
+    return TransformerBlock(block).apply(params, x_BxLxD, precomputed_qkv=precomputed,
+                                         reduction_statistics=reduction_statistics)

@@ -68,23 +68,54 @@ def _attention_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[
 
 def _categorical_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
     """Query agreement, row cosine and query-key information per head (mean over the batch) and
-    over heads, from the logits, weights and entropy probes (one extra pass over the weights).
-    The fused kernel (attention_impl='pallas') writes no logits or weights: the logits are then
-    recomputed here from the queries and keys probes (the same q·k/(√Dh·τ), one extra
-    (B, H, L, L) product per point) and the weights from them."""
-    logits, weights = probes.get("attn_logits"), probes.get("attn_weights")
-    if logits is None:
-        logits = attention_logits(probes["queries"], probes["keys"],
-                                  logit_scale(block.d_head, block.logit_temperature),
-                                  matmul_settings(block)[1])
-    mask = attention_mask(logits.shape[-1], block.causal, None)
-    stats = metrics.categorical_attention_statistics(logits, mask, probabilities=weights,
-                                                     entropy=probes["attn_entropy"])
+    over heads, from `metrics.CategoricalSums` per (sequence, head): the fused kernel's on-chip
+    key sums when the probes hold them (`reduction_statistics`), else the sums of the logits and
+    weights probes. A fused kernel run without them writes no logits: they are then recomputed
+    from the queries and keys probes (the same q·k/(√Dh·τ), one extra (B, H, L, L) product)."""
+    seq_len = probes["resid_pre"].shape[1]
+    mask = attention_mask(seq_len, block.causal, None)
+    if "attn_key_votes" in probes:
+        counted_Lq = metrics.visible_key_counts((seq_len, seq_len),
+                                                None if mask is None else mask[0, 0]) > 1
+        entropy_sum_BxH = jnp.sum(jnp.where(counted_Lq, probes["attn_entropy"], 0.0), axis=-1)
+        count_BxH = jnp.full(entropy_sum_BxH.shape, jnp.sum(counted_Lq), jnp.float32)
+        sums = metrics.CategoricalSums(probes["attn_key_votes"], probes["attn_key_mass"],
+                                       probes["attn_key_unit_mass"], entropy_sum_BxH, count_BxH)
+    else:
+        logits, weights = probes.get("attn_logits"), probes.get("attn_weights")
+        if logits is None:
+            logits = attention_logits(probes["queries"], probes["keys"],
+                                      logit_scale(block.d_head, block.logit_temperature),
+                                      matmul_settings(block)[1])
+        sums = metrics.categorical_key_sums(logits, mask, probabilities=weights,
+                                            entropy=probes["attn_entropy"])
+    stats = metrics.categorical_from_sums(sums)
     out = {}
     for name in CATEGORICAL_METRICS:
         per_head = jnp.mean(stats[name.removeprefix("attention_")], axis=0)  # (B, H) → (H,)
         out[name], out[f"per_head/{name}"] = jnp.mean(per_head), per_head
     return out
+
+
+def _token_norms(probes: Mapping[str, Array]) -> tuple[Array, Array]:
+    """(‖q_i‖ (B, H, Lq), ‖k_j‖ (B, H, Lk)): from the fused kernel's on-chip statistics when
+    present, else from the queries and keys probes."""
+    if "attn_query_norms" in probes:
+        return probes["attn_query_norms"], probes["attn_key_norms"]
+    return tuple(jnp.transpose(metrics.vector_norms(probes[name]), (0, 2, 1))
+                 for name in ("queries", "keys"))
+
+
+def _query_key_geometry(probes: Mapping[str, Array]) -> dict[str, Array]:
+    """`metrics.query_key_geometry` per head, from the kernel's norms and sums when present."""
+    if "attn_query_sums" not in probes:
+        return metrics.query_key_geometry(probes["queries"], probes["keys"])
+    query_norms_BxHxL, key_norms_BxHxL = _token_norms(probes)
+    batch, _, seq_len = query_norms_BxHxL.shape
+    return metrics.query_key_geometry_from_means(
+        jnp.mean(query_norms_BxHxL, axis=(0, 2)), jnp.mean(key_norms_BxHxL, axis=(0, 2)),
+        jnp.sum(probes["attn_query_sums"], axis=0) / (batch * seq_len),
+        jnp.sum(probes["attn_key_sums"], axis=0) / (batch * seq_len))
 
 
 def rounding_bound(probes: Mapping[str, Array], block: BlockConfig) -> Array:
@@ -107,8 +138,8 @@ def rounding_bound(probes: Mapping[str, Array], block: BlockConfig) -> Array:
     mask = attention_mask(seq_len, block.causal, None)
     counts_Lq = metrics.visible_key_counts((seq_len, seq_len), None if mask is None else mask[0, 0])
     scale = logit_scale(block.d_head, block.logit_temperature)
-    key_max_BxH = jnp.max(metrics.vector_norms(probes["keys"]), axis=1)
-    query_BxHxLq = jnp.transpose(metrics.vector_norms(probes["queries"]), (0, 2, 1))
+    query_BxHxLq, key_BxHxLk = _token_norms(probes)
+    key_max_BxH = jnp.max(key_BxHxLk, axis=-1)
     eps = float(jnp.finfo(jnp.float32).eps)
     delta_BxHxLq = 2 * eps * scale * query_BxHxLq * key_max_BxH[..., None]
     entropy_BxHxLq = metrics.normalized_entropy(probes["attn_entropy"], counts_Lq)
@@ -131,7 +162,7 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
     """
     probes = {k: v.astype(jnp.float32) for k, v in probes.items()}  # bfloat16 runs: f32 metrics
     x, attn, y = probes["resid_pre"], probes["attn_out"], probes["resid_post"]
-    qk = metrics.query_key_geometry(probes["queries"], probes["keys"])
+    qk = _query_key_geometry(probes)
     out = {
         "input_cosine": metrics.average_cosine_similarity(x),
         "input_norm": metrics.mean_norm(x),
@@ -168,7 +199,8 @@ def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
                   kind: str = "biased") -> dict[str, Array]:
     """Forward of the block on the inputs of `kind` (x = z + s·u by default) and the metric
     reduction, for one grid point."""
-    _, probes = block_at(block, params, z_BxLxD, u_D, bias_norm, projected, kind)
+    _, probes = block_at(block, params, z_BxLxD, u_D, bias_norm, projected, kind,
+                         reduction_statistics=True)
     return reduce_probes(probes, block)
 
 
