@@ -163,27 +163,31 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
     probes = {k: v.astype(jnp.float32) for k, v in probes.items()}  # bfloat16 runs: f32 metrics
     x, attn, y = probes["resid_pre"], probes["attn_out"], probes["resid_post"]
     qk = _query_key_geometry(probes)
+    # One set of norms and column sums per point cloud (metrics.cloud_metrics), not one per metric.
+    pair = x.shape[0] >= 2
+    inputs = metrics.cloud_metrics(x, sequences=False)
+    attention = metrics.cloud_metrics(attn, sequences=pair, drift=False)
+    output = metrics.cloud_metrics(y, isoscore=True)
     out = {
-        "input_cosine": metrics.average_cosine_similarity(x),
-        "input_norm": metrics.mean_norm(x),
-        "input_drift_norm": metrics.drift_norm(x),
-        "attention_output_cosine": metrics.average_cosine_similarity(attn),
-        "attention_output_norm": metrics.mean_norm(attn),
-        "output_cosine": metrics.average_cosine_similarity(y),
-        "output_within_sequence_cosine": metrics.within_sequence_cosine_similarity(y),
-        "output_norm": metrics.mean_norm(y),
-        "output_isoscore": metrics.isoscore(y),
-        "output_drift_norm": metrics.drift_norm(y),
-        "output_relative_drift": metrics.relative_drift(y),
+        "input_cosine": inputs["cosine"],
+        "input_norm": inputs["norm"],
+        "input_drift_norm": inputs["drift_norm"],
+        "attention_output_cosine": attention["cosine"],
+        "attention_output_norm": attention["norm"],
+        "output_cosine": output["cosine"],
+        "output_within_sequence_cosine": output["within_sequence_cosine"],
+        "output_norm": output["norm"],
+        "output_isoscore": output["isoscore"],
+        "output_drift_norm": output["drift_norm"],
+        "output_relative_drift": output["relative_drift"],
         "mean_query_key_abs_cosine": jnp.mean(jnp.abs(qk["mean_query_key_cosine"])),
         **_attention_metrics(probes, block),
         **_categorical_metrics(probes, block),
         "attention_rounding_bound": rounding_bound(probes, block),
     }
-    if x.shape[0] >= 2:
-        out["attention_output_cross_sequence_cosine"] = (
-            metrics.cross_sequence_cosine_similarity(attn))
-        out["output_cross_sequence_cosine"] = metrics.cross_sequence_cosine_similarity(y)
+    if pair:
+        out["attention_output_cross_sequence_cosine"] = attention["cross_sequence_cosine"]
+        out["output_cross_sequence_cosine"] = output["cross_sequence_cosine"]
     for name in ("query_norm", "key_norm", "mean_query_norm", "mean_key_norm",
                  "mean_query_key_cosine", "mean_query_key_dot"):
         out[name] = jnp.mean(qk[name])
