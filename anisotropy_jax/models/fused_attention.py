@@ -57,22 +57,19 @@ def _scaled_norms(x_NxDh: Array) -> Array:
     return m_N * jnp.sqrt(jnp.sum(y_NxDh * y_NxDh, axis=1))
 
 
-def _write_reduction_statistics(refs, q_QxDh, k_LxDh, unnorm_QxL, shifted_QxL, inv_total_Q,
-                                counted_Q):
+def _write_reduction_statistics(refs, q_QxDh, k_LxDh, p_QxL, counted_Q):
     """The per-program inputs of the sweep's metric reduction (see `fused_attention`,
     `reduction_statistics`): token norms and sums of the queries and keys as the block sees them,
-    and the categorical-attention key sums over this block's counted queries."""
-    (query_norm_ref, key_norm_ref, query_sum_ref, key_sum_ref, votes_ref, mass_ref,
-     unit_mass_ref) = refs
+    and the mass and unit-row mass of the categorical-attention key sums over this block's counted
+    queries (`counted_Q` None: every query counts). The votes are written by the caller, while
+    the logits are still live."""
+    query_norm_ref, key_norm_ref, query_sum_ref, key_sum_ref, mass_ref, unit_mass_ref = refs
     query_norm_ref[...] = _scaled_norms(q_QxDh)
     key_norm_ref[...] = _scaled_norms(k_LxDh)
     query_sum_ref[...] = jnp.sum(q_QxDh, axis=0)
     key_sum_ref[...] = jnp.sum(k_LxDh, axis=0)
-    # A query's largest logit sits where s − max is exactly 0 (ties vote for every tied key, as
-    # in `metrics.categorical_key_sums`).
-    counted_Qx1 = counted_Q[:, None]
-    votes_ref[...] = jnp.sum(jnp.where((shifted_QxL == 0.0) & counted_Qx1, 1.0, 0.0), axis=0)
-    p_QxL = jnp.where(counted_Qx1, unnorm_QxL * inv_total_Q[:, None], 0.0)
+    if counted_Q is not None:
+        p_QxL = jnp.where(counted_Q[:, None], p_QxL, 0.0)
     mass_ref[...] = jnp.sum(p_QxL, axis=0)
     # Probabilities lie in [0, 1] and a row's norm in [1/√L, 1]: a plain norm is safe.
     row_norm_Q = jnp.sqrt(jnp.sum(p_QxL * p_QxL, axis=1))
@@ -80,21 +77,35 @@ def _write_reduction_statistics(refs, q_QxDh, k_LxDh, unnorm_QxL, shifted_QxL, i
     unit_mass_ref[...] = jnp.sum(p_QxL * inv_row_norm_Q[:, None], axis=0)
 
 
+def _plus_slope(x_ref, slope_ref, coefficient) -> Array:
+    """x + t·slope (rows of x, float32), or x as float32 when there is no slope."""
+    x_NxDh = x_ref[...].astype(jnp.float32)
+    if slope_ref is None:
+        return x_NxDh
+    return x_NxDh + coefficient * slope_ref[...].astype(jnp.float32)[None, :]
+
+
+def _key_votes(shifted_QxL: Array, counted_Q: Array | None) -> Array:
+    """Per key, how many counted queries have their largest logit there: where s − max is exactly
+    0 (ties vote for every tied key, as in `metrics.categorical_key_sums`)."""
+    top_QxL = shifted_QxL == 0.0
+    if counted_Q is not None:
+        top_QxL = top_QxL & counted_Q[:, None]
+    return jnp.sum(jnp.where(top_QxL, 1.0, 0.0), axis=0)
+
+
 def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, affine: bool,
             reduce: bool):
     # One program: a block of Q queries of one (sequence, head) against all L keys.
     refs = list(refs)
+    q_slope_ref = v_slope_ref = k_slope_ref = coefficient = None
     if affine:
         q_slope_ref, v_slope_ref, s_ref = refs[:3]
         k_slope_ref = refs[3] if reduce else None
         refs = refs[4 if reduce else 3:]
         coefficient = s_ref[0]
-        q_f32_QxDh = (q_ref[...].astype(jnp.float32)
-                      + coefficient * q_slope_ref[...].astype(jnp.float32)[None, :])
-        q_QxDh = q_f32_QxDh.astype(k_ref.dtype)
-    else:
-        q_QxDh = q_ref[...]
-        q_f32_QxDh = q_QxDh.astype(jnp.float32)
+    q_f32_QxDh = _plus_slope(q_ref, q_slope_ref, coefficient)
+    q_QxDh = q_f32_QxDh.astype(k_ref.dtype) if affine else q_ref[...]
     o_ref, entropy_ref, max_ref, sink_ref = refs[:4]
     k_LxDh = k_ref[...]
     v_LxDh = v_ref[...]
@@ -103,12 +114,18 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
         preferred_element_type=jnp.float32) * scale
     block_q, seq_len = logits_QxL.shape
     key_index = jax.lax.broadcasted_iota(jnp.int32, (block_q, seq_len), 1)
+    counted_Q = None  # reduction statistics: which queries count (None: all of them)
     if causal:
         query_index = (jax.lax.broadcasted_iota(jnp.int32, (block_q, seq_len), 0)
                        + pl.program_id(2) * block_q)
         logits_QxL = jnp.where(key_index <= query_index, logits_QxL, -jnp.inf)
+        # A causal head's first query sees one key: no choice, not counted.
+        counted_Q = (jax.lax.broadcasted_iota(jnp.int32, (block_q,), 0)
+                     + pl.program_id(2) * block_q) >= 1
     row_max_Q = jnp.max(logits_QxL, axis=1)
     shifted_QxL = logits_QxL - row_max_Q[:, None]
+    if reduce:
+        refs[8][...] = _key_votes(shifted_QxL, counted_Q)  # attn_key_votes
     unnorm_QxL = jnp.exp(shifted_QxL)
     total_Q = jnp.sum(unnorm_QxL, axis=1)
     inv_total_Q = 1.0 / total_Q  # Q divisions, not Q·L: normalise the row sums and the output
@@ -119,15 +136,6 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
     entropy_ref[...] = jnp.log(total_Q) - jnp.sum(weighted_QxL, axis=1) * inv_total_Q
     max_ref[...] = inv_total_Q
     sink_ref[...] = jnp.sum(jnp.where(key_index == 0, unnorm_QxL, 0.0), axis=1) * inv_total_Q
-    if reduce:
-        k_f32_LxDh = k_LxDh.astype(jnp.float32)
-        if affine:  # the keys the block sees: k + t·k_slope (the logits above may omit t·k_slope)
-            k_f32_LxDh = k_f32_LxDh + coefficient * k_slope_ref[...].astype(jnp.float32)[None, :]
-        # Counted queries see more than one key: all of them, or all but the first when causal.
-        query_index_Q = jax.lax.broadcasted_iota(jnp.int32, (block_q,), 0) + pl.program_id(2) * block_q
-        counted_Q = query_index_Q >= (1 if causal else 0)
-        _write_reduction_statistics(refs[4:], q_f32_QxDh, k_f32_LxDh, unnorm_QxL, shifted_QxL,
-                                    inv_total_Q, counted_Q)
     p_QxL = unnorm_QxL * inv_total_Q[:, None]
     out_QxDh = jax.lax.dot_general(
         p_QxL.astype(v_LxDh.dtype), v_LxDh, (((1,), (0,)), ((), ())), precision=precision,
@@ -135,10 +143,19 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
     if affine:  # the rows of p sum to 1: p·(v + t·v_slope) = p·v + t·v_slope
         out_QxDh = out_QxDh + coefficient * v_slope_ref[...].astype(jnp.float32)[None, :]
     o_ref[...] = out_QxDh.astype(o_ref.dtype)
+    if reduce:  # the keys the block sees: k + t·k_slope (the logits above omit t·k_slope)
+        _write_reduction_statistics(refs[4:8] + refs[9:], q_f32_QxDh,
+                                    _plus_slope(k_ref, k_slope_ref, coefficient), p_QxL, counted_Q)
 
 
-# Outputs of `reduction_statistics=True`, after the per-query-block partials are combined: name →
-# what the block's metric reduction reads (studies/sweep/points.py).
+# Outputs of `reduction_statistics=True` (float32), after the per-query-block partials are
+# combined; what the sweep's metric reduction reads instead of q, k and the (B, H, L, L) logits
+# (studies/sweep/points.py): "attn_query_norms", "attn_key_norms" (B, H, L), ‖q_i‖ and ‖k_j‖
+# (overflow-safe) of the queries and keys the block sees (with affine inputs k + t·k_slope);
+# "attn_query_sums", "attn_key_sums" (B, H, Dh), Σ_i q_i and Σ_j k_j; and over the counted
+# queries (more than one visible key) the key sums of `metrics.CategoricalSums`: "attn_key_votes"
+# (queries whose largest logit is at key j; ties vote for each tied key), "attn_key_mass"
+# Σ_i p_ij and "attn_key_unit_mass" Σ_i p_ij/‖p_i‖, each (B, H, L).
 REDUCTION_STATISTICS = ("attn_query_norms", "attn_key_norms", "attn_query_sums", "attn_key_sums",
                         "attn_key_votes", "attn_key_mass", "attn_key_unit_mass")
 
@@ -168,6 +185,36 @@ def _combine_blocks(query_norms, key_norms, query_sums, key_sums, votes, mass, u
         jnp.sum(votes, axis=2), jnp.sum(mass, axis=2), jnp.sum(unit_mass, axis=2))))
 
 
+def _check_affine(affine: bool, query_slope, value_slope, key_slope, reduction_statistics: bool):
+    if affine != (query_slope is not None) or affine != (value_slope is not None):
+        raise ValueError("affine inputs: give query_slope_HxDh, value_slope_HxDh and coefficient "
+                         "together")
+    if (key_slope is not None) != (affine and reduction_statistics):
+        raise ValueError("key_slope_HxDh: needed exactly with affine inputs and "
+                         "reduction_statistics=True")
+
+
+def _specs(shape_BxLxHxDh, block_q: int, affine: bool, reduction_statistics: bool):
+    """(in_specs, out_specs, out_shapes) of the kernel: q, k, v [, q_slope, v_slope, t
+    [, k_slope]] in; out, entropy, max, sink [, reduction statistics] out."""
+    batch, seq_len, heads, d_head = shape_BxLxHxDh
+    query_spec = pl.BlockSpec((None, block_q, None, d_head), lambda b, h, i: (b, i, h, 0))
+    key_spec = pl.BlockSpec((None, seq_len, None, d_head), lambda b, h, i: (b, 0, h, 0))
+    stat_spec = pl.BlockSpec((None, None, block_q), lambda b, h, i: (b, h, i))
+    stat_shape = jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32)
+    in_specs = [query_spec, key_spec, key_spec]
+    if affine:
+        slope_spec = pl.BlockSpec((None, d_head), lambda b, h, i: (h, 0))
+        in_specs += [slope_spec, slope_spec, pl.BlockSpec((1,), lambda b, h, i: (0,))]
+        in_specs += [slope_spec] if reduction_statistics else []
+    out_specs = [query_spec, stat_spec, stat_spec, stat_spec]
+    out_shapes = [jax.ShapeDtypeStruct(shape_BxLxHxDh, jnp.float32)] + [stat_shape] * 3
+    if reduction_statistics:
+        specs, shapes = _reduction_specs(batch, heads, seq_len, d_head, block_q)
+        out_specs, out_shapes = out_specs + specs, out_shapes + shapes
+    return in_specs, out_specs, out_shapes
+
+
 @functools.partial(jax.jit, static_argnames=("logit_scale", "causal", "precision", "interpret",
                                              "num_warps", "block_q", "reduction_statistics"))
 def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
@@ -194,46 +241,24 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
     projections of this form, with t = s: studies/sweep/affine.py.)
 
     `reduction_statistics=True` adds what the bias sweep's metric reduction needs from q, k and
-    the softmax, computed on chip so that the reduction never reads q and k or recomputes the
-    (B, H, L, L) logits (REDUCTION_STATISTICS, float32): "attn_query_norms", "attn_key_norms"
-    (B, H, L), ‖q_i‖ and ‖k_j‖ (overflow-safe); "attn_query_sums", "attn_key_sums" (B, H, Dh),
-    Σ_i q_i and Σ_j k_j; and over the counted queries (more than one visible key) the key sums of
-    `metrics.CategoricalSums`: "attn_key_votes" (how many queries have their largest logit at
-    key j; ties vote for each tied key), "attn_key_mass" Σ_i p_ij and "attn_key_unit_mass"
-    Σ_i p_ij/‖p_i‖, each (B, H, L). With affine inputs the keys are k + t·k_slope, so
-    `key_slope_HxDh` is then required.
+    the softmax (REDUCTION_STATISTICS; with affine inputs `key_slope_HxDh` is then required).
     """
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
     block_q = block_q or seq_len
     if not (_is_power_of_two(block_q) and seq_len % block_q == 0):
         raise ValueError(f"block_q: {block_q} must be a power of two >= 16 dividing L={seq_len}")
     affine = coefficient is not None
-    if affine != (query_slope_HxDh is not None) or affine != (value_slope_HxDh is not None):
-        raise ValueError("affine inputs: give query_slope_HxDh, value_slope_HxDh and coefficient "
-                         "together")
-    if (key_slope_HxDh is not None) != (affine and reduction_statistics):
-        raise ValueError("key_slope_HxDh: needed exactly with affine inputs and "
-                         "reduction_statistics=True")
+    _check_affine(affine, query_slope_HxDh, value_slope_HxDh, key_slope_HxDh, reduction_statistics)
     kernel = functools.partial(_kernel, scale=logit_scale, causal=causal, precision=precision,
                                affine=affine, reduce=reduction_statistics)
-    query_spec = pl.BlockSpec((None, block_q, None, d_head), lambda b, h, i: (b, i, h, 0))
-    key_spec = pl.BlockSpec((None, seq_len, None, d_head), lambda b, h, i: (b, 0, h, 0))
-    stat_spec = pl.BlockSpec((None, None, block_q), lambda b, h, i: (b, h, i))
-    stat_shape = jax.ShapeDtypeStruct((batch, heads, seq_len), jnp.float32)
-    affine_specs, affine_args = [], []
+    in_specs, out_specs, out_shapes = _specs(q_BxLxHxDh.shape, block_q, affine,
+                                             reduction_statistics)
+    affine_args = []
     if affine:
-        slope_spec = pl.BlockSpec((None, d_head), lambda b, h, i: (h, 0))
-        affine_specs = [slope_spec, slope_spec, pl.BlockSpec((1,), lambda b, h, i: (0,))]
         affine_args = [query_slope_HxDh, value_slope_HxDh,
                        jnp.reshape(jnp.asarray(coefficient, jnp.float32), (1,))]
         if reduction_statistics:
-            affine_specs.append(slope_spec)
             affine_args.append(key_slope_HxDh)
-    out_specs = [query_spec, stat_spec, stat_spec, stat_spec]
-    out_shapes = [jax.ShapeDtypeStruct(q_BxLxHxDh.shape, jnp.float32)] + [stat_shape] * 3
-    if reduction_statistics:
-        specs, shapes = _reduction_specs(batch, heads, seq_len, d_head, block_q)
-        out_specs, out_shapes = out_specs + specs, out_shapes + shapes
     compiler_params = None
     if not interpret:
         from jax.experimental.pallas import triton as plgpu  # GPU only
@@ -242,17 +267,15 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
     out, entropy, max_p, sink, *partials = pl.pallas_call(
         kernel,
         grid=(batch, heads, seq_len // block_q),
-        in_specs=[query_spec, key_spec, key_spec] + affine_specs,
+        in_specs=in_specs,
         out_specs=out_specs,
         out_shape=out_shapes,
         compiler_params=compiler_params,
         interpret=interpret,
         name="attention_with_stats",
     )(q_BxLxHxDh, k_BxLxHxDh, v_BxLxHxDh, *affine_args)
-    stats = {"attn_entropy": entropy, "attn_max": max_p, "attn_sink": sink}
-    if reduction_statistics:
-        stats.update(_combine_blocks(*partials))
-    return out, stats
+    return out, {"attn_entropy": entropy, "attn_max": max_p, "attn_sink": sink,
+                 **(_combine_blocks(*partials) if reduction_statistics else {})}
 
 
 def logit_scale(d_head: int, temperature: float) -> float:

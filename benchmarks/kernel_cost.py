@@ -1,0 +1,54 @@
+r"""What the fused attention kernel's on-chip reduction statistics cost (GPU tuning, issue 14).
+
+  python -m benchmarks.kernel_cost [--chunk=32] [--repeats=20]
+
+Times `models.fused_attention.fused_attention` alone on the sweep's BERT-base shapes (B = 32,
+L = 128, 12 heads of 64) with affine inputs, vmapped over a chunk of coefficients as the sweep
+calls it, with and without `reduction_statistics`, for query blocks of 128 and 64 and 4 or 8
+warps, at TF32 and bfloat16; prints µs per grid point.
+"""
+from __future__ import annotations
+
+from absl import app, flags
+
+from benchmarks.timing import median_time
+
+_CHUNK = flags.DEFINE_integer("chunk", 32, "Grid points (coefficients) per call.")
+_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
+
+
+def main(argv):
+    del argv
+    import jax
+    import jax.numpy as jnp
+
+    from anisotropy_jax.models import fused_attention
+
+    b, l, h, dh = 32, 128, 12, 64
+    keys = jax.random.split(jax.random.key(0), 6)
+    t = jnp.linspace(0.0, 100.0, _CHUNK.value)
+    slopes = [jax.random.normal(k, (h, dh)) for k in keys[3:]]
+    print(f"{jax.devices()[0].device_kind}: chunk {_CHUNK.value}, B={b}, L={l}, H={h}, "
+          f"Dh={dh}; µs per point")
+    for precision, dtype in ((jax.lax.Precision.DEFAULT, jnp.float32),
+                             (jax.lax.Precision.DEFAULT, jnp.bfloat16)):
+        q, k, v = (jax.random.normal(key, (b, l, h, dh)).astype(dtype) for key in keys[:3])
+        q = q.astype(jnp.float32)  # the sweep's affine queries stay float32
+        for reduce in (False, True):
+            for block_q in (0, 64):
+                for warps in (4, 8):
+                    def point(c, reduce=reduce, block_q=block_q, warps=warps):
+                        extra = {"key_slope_HxDh": slopes[1]} if reduce else {}
+                        return fused_attention.fused_attention(
+                            q, k, v, logit_scale=0.125, precision=precision, num_warps=warps,
+                            block_q=block_q, query_slope_HxDh=slopes[0],
+                            value_slope_HxDh=slopes[2], coefficient=c,
+                            reduction_statistics=reduce, **extra)
+                    seconds = median_time(jax.jit(jax.vmap(point)), t, repeats=_REPEATS.value)
+                    print(f"  {jnp.dtype(dtype).name:8s} reduction_statistics={reduce!s:5s} "
+                          f"block_q={block_q or l:3d} warps={warps}: "
+                          f"{seconds / _CHUNK.value * 1e6:7.2f}")
+
+
+if __name__ == "__main__":
+    app.run(main)
