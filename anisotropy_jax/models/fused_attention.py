@@ -57,46 +57,24 @@ def _scaled_norms(x_NxDh: Array) -> Array:
     return m_N * jnp.sqrt(jnp.sum(y_NxDh * y_NxDh, axis=1))
 
 
-def _column_sums(weights_Q: tuple[Array, ...], x_QxL: Array) -> Array:
-    """Σ_q w_q x_qL for each of the ≤ 16 weight vectors, as rows of a (16, L) float32 (IEEE)
-    product: a tile's sums over its rows (queries) are cross-warp reductions in Triton, a small
-    product is not (benchmarks/kernel_cost.py measures the two)."""
-    block_q = x_QxL.shape[0]
-    row_index = jax.lax.broadcasted_iota(jnp.int32, (16, block_q), 0)
-    w_16xQ = jnp.zeros((16, block_q), jnp.float32)
-    for r, w_Q in enumerate(weights_Q):
-        w_16xQ = jnp.where(row_index == r, w_Q[None, :], w_16xQ)
-    return jax.lax.dot_general(w_16xQ, x_QxL, (((1,), (0,)), ((), ())),
-                               precision=jax.lax.Precision.HIGHEST,
-                               preferred_element_type=jnp.float32)
-
-
-def _row(x_16xL: Array, r: int) -> Array:
-    return jnp.sum(jnp.where(jax.lax.broadcasted_iota(jnp.int32, x_16xL.shape, 0) == r, x_16xL,
-                             0.0), axis=0)
-
-
-def _write_reduction_statistics(refs, q_QxDh, k_LxDh, top_QxL, p_QxL, counted_Q):
+def _write_reduction_statistics(refs, q_QxDh, k_LxDh, p_QxL, counted_Q):
     """The per-program inputs of the sweep's metric reduction (see `fused_attention`,
     `reduction_statistics`): token norms and sums of the queries and keys as the block sees them,
-    and the categorical-attention key sums over this block's counted queries (`counted_Q` None:
-    every query counts): votes from the argmax indicator `top_QxL`, mass and unit-row mass."""
-    (query_norm_ref, key_norm_ref, query_sum_ref, key_sum_ref, votes_ref, mass_ref,
-     unit_mass_ref) = refs
+    and the mass and unit-row mass of the categorical-attention key sums over this block's counted
+    queries (`counted_Q` None: every query counts). The votes are written by the caller, while
+    the logits are still live."""
+    query_norm_ref, key_norm_ref, query_sum_ref, key_sum_ref, mass_ref, unit_mass_ref = refs
     query_norm_ref[...] = _scaled_norms(q_QxDh)
     key_norm_ref[...] = _scaled_norms(k_LxDh)
     query_sum_ref[...] = jnp.sum(q_QxDh, axis=0)
     key_sum_ref[...] = jnp.sum(k_LxDh, axis=0)
-    block_q = p_QxL.shape[0]
-    counted_Q = (jnp.ones((block_q,), jnp.float32) if counted_Q is None
-                 else jnp.where(counted_Q, 1.0, 0.0))
+    if counted_Q is not None:
+        p_QxL = jnp.where(counted_Q[:, None], p_QxL, 0.0)
+    mass_ref[...] = jnp.sum(p_QxL, axis=0)
     # Probabilities lie in [0, 1] and a row's norm in [1/√L, 1]: a plain norm is safe.
     row_norm_Q = jnp.sqrt(jnp.sum(p_QxL * p_QxL, axis=1))
-    unit_Q = counted_Q / jnp.where(row_norm_Q > 0, row_norm_Q, 1.0)
-    sums_16xL = _column_sums((counted_Q, unit_Q), p_QxL)
-    mass_ref[...] = _row(sums_16xL, 0)
-    unit_mass_ref[...] = _row(sums_16xL, 1)
-    votes_ref[...] = _row(_column_sums((counted_Q,), jnp.where(top_QxL, 1.0, 0.0)), 0)
+    inv_row_norm_Q = 1.0 / jnp.where(row_norm_Q > 0, row_norm_Q, 1.0)
+    unit_mass_ref[...] = jnp.sum(p_QxL * inv_row_norm_Q[:, None], axis=0)
 
 
 def _plus_slope(x_ref, slope_ref, coefficient) -> Array:
@@ -105,6 +83,15 @@ def _plus_slope(x_ref, slope_ref, coefficient) -> Array:
     if slope_ref is None:
         return x_NxDh
     return x_NxDh + coefficient * slope_ref[...].astype(jnp.float32)[None, :]
+
+
+def _key_votes(shifted_QxL: Array, counted_Q: Array | None) -> Array:
+    """Per key, how many counted queries have their largest logit there: where s − max is exactly
+    0 (ties vote for every tied key, as in `metrics.categorical_key_sums`)."""
+    top_QxL = shifted_QxL == 0.0
+    if counted_Q is not None:
+        top_QxL = top_QxL & counted_Q[:, None]
+    return jnp.sum(jnp.where(top_QxL, 1.0, 0.0), axis=0)
 
 
 def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, affine: bool,
@@ -137,9 +124,8 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
                      + pl.program_id(2) * block_q) >= 1
     row_max_Q = jnp.max(logits_QxL, axis=1)
     shifted_QxL = logits_QxL - row_max_Q[:, None]
-    # A query's largest logit sits where s − max is exactly 0 (ties vote for every tied key, as
-    # in `metrics.categorical_key_sums`).
-    top_QxL = (shifted_QxL == 0.0) if reduce else None
+    if reduce:
+        refs[8][...] = _key_votes(shifted_QxL, counted_Q)  # attn_key_votes
     unnorm_QxL = jnp.exp(shifted_QxL)
     total_Q = jnp.sum(unnorm_QxL, axis=1)
     inv_total_Q = 1.0 / total_Q  # Q divisions, not Q·L: normalise the row sums and the output
@@ -158,9 +144,8 @@ def _kernel(q_ref, k_ref, v_ref, *refs, scale: float, causal: bool, precision, a
         out_QxDh = out_QxDh + coefficient * v_slope_ref[...].astype(jnp.float32)[None, :]
     o_ref[...] = out_QxDh.astype(o_ref.dtype)
     if reduce:  # the keys the block sees: k + t·k_slope (the logits above omit t·k_slope)
-        _write_reduction_statistics(refs[4:], q_f32_QxDh,
-                                    _plus_slope(k_ref, k_slope_ref, coefficient), top_QxL, p_QxL,
-                                    counted_Q)
+        _write_reduction_statistics(refs[4:8] + refs[9:], q_f32_QxDh,
+                                    _plus_slope(k_ref, k_slope_ref, coefficient), p_QxL, counted_Q)
 
 
 # Outputs of `reduction_statistics=True` (float32), after the per-query-block partials are
