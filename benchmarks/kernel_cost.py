@@ -6,6 +6,9 @@ Times `models.fused_attention.fused_attention` alone on the sweep's BERT-base sh
 L = 128, 12 heads of 64) with affine inputs, vmapped over a chunk of coefficients as the sweep
 calls it, with and without `reduction_statistics`, for query blocks of 128 and 64 and 4 or 8
 warps, at TF32 and bfloat16; prints µs per grid point.
+
+  --ablate: the statistics' parts switched off one at a time (their outputs written as zeros: a
+  profiling device, not a result), to see which part of the on-chip statistics costs the time.
 """
 from __future__ import annotations
 
@@ -15,6 +18,48 @@ from benchmarks.timing import median_time
 
 _CHUNK = flags.DEFINE_integer("chunk", 32, "Grid points (coefficients) per call.")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
+_ABLATE = flags.DEFINE_bool("ablate", False, "Also time the statistics with parts switched off.")
+
+ABLATIONS = ("token norms and sums", "key mass and unit mass", "votes")
+
+
+def _ablated(module, part: str):
+    """Patches `module` (models.fused_attention) so that the kernel writes zeros for `part`;
+    returns the undo function."""
+    import jax.numpy as jnp
+
+    write, votes = module._write_reduction_statistics, module._key_votes
+
+    def zero(ref):
+        ref[...] = jnp.zeros(ref.shape, jnp.float32)
+
+    def partial_write(refs, q, k, p, counted):
+        if part != "token norms and sums":
+            refs[0][...] = module._scaled_norms(q)
+            refs[1][...] = module._scaled_norms(k)
+            refs[2][...] = jnp.sum(q, axis=0)
+            refs[3][...] = jnp.sum(k, axis=0)
+        else:
+            for ref in refs[:4]:
+                zero(ref)
+        if part != "key mass and unit mass":
+            refs[4][...] = jnp.sum(p, axis=0)
+            row = jnp.sqrt(jnp.sum(p * p, axis=1))
+            refs[5][...] = jnp.sum(p * (1.0 / row)[:, None], axis=0)
+        else:
+            zero(refs[4])
+            zero(refs[5])
+
+    def no_votes(shifted, counted):
+        return jnp.zeros(shifted.shape[1:], jnp.float32)
+
+    module._write_reduction_statistics = partial_write
+    if part == "votes":
+        module._key_votes = no_votes
+
+    def undo():
+        module._write_reduction_statistics, module._key_votes = write, votes
+    return undo
 
 
 def main(argv):
@@ -48,6 +93,20 @@ def main(argv):
                     print(f"  {jnp.dtype(dtype).name:8s} reduction_statistics={reduce!s:5s} "
                           f"block_q={block_q or l:3d} warps={warps}: "
                           f"{seconds / _CHUNK.value * 1e6:7.2f}")
+        for part in ABLATIONS if _ABLATE.value else ():
+            undo = _ablated(fused_attention, part)
+            jax.clear_caches()
+
+            def ablated_point(c):
+                return fused_attention.fused_attention(
+                    q, k, v, logit_scale=0.125, precision=precision, query_slope_HxDh=slopes[0],
+                    value_slope_HxDh=slopes[2], coefficient=c, reduction_statistics=True,
+                    key_slope_HxDh=slopes[1])
+            seconds = median_time(jax.jit(jax.vmap(ablated_point)), t, repeats=_REPEATS.value)
+            undo()
+            jax.clear_caches()
+            print(f"  {jnp.dtype(dtype).name:8s} statistics without {part}: "
+                  f"{seconds / _CHUNK.value * 1e6:7.2f}")
 
 
 if __name__ == "__main__":
