@@ -3,20 +3,28 @@ only the package version).
 
 Every writer goes through a temporary file in the destination folder and `os.replace`, so an
 interrupted run leaves either the previous complete file or none, never half a file.
+`FigureWorkers` draws and saves figures in separate processes, started early so that their
+matplotlib import overlaps the run and the figures are drawn in parallel (they import the plotting
+module they are given by name: nothing above this layer is imported here).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import datetime as dt
+import importlib
 import json
 import math
 import os
 import pathlib
+import pickle
+import select
 import subprocess
+import sys
 import tempfile
 import time
-from typing import Any, Iterator
+import traceback
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -94,6 +102,105 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 120) -> pathlib.Pa
         fig.savefig(tmp, format="png", dpi=dpi, bbox_inches=None if fig.get_layout_engine() else "tight")
     plt.close(fig)
     return path
+
+
+class FigureJob(NamedTuple):
+    """`module.function(*args)` returns a matplotlib Figure, to be saved as PNG at `path`."""
+
+    module: str
+    function: str
+    args: tuple
+    path: pathlib.Path
+
+
+def draw_figure(job: FigureJob) -> pathlib.Path:
+    """Draws and saves one job in this process."""
+    return save_figure(getattr(importlib.import_module(job.module), job.function)(*job.args),
+                       job.path)
+
+
+def _figure_worker(modules: Sequence[str]) -> None:
+    """A `FigureWorkers` process: imports `modules`, then answers every pickled `FigureJob` read
+    from stdin with a pickled error text (None when saved) on the original stdout, until EOF."""
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a print in a plotting function must not corrupt the answers
+    for module in modules:
+        importlib.import_module(module)
+    while True:
+        try:
+            job = pickle.load(sys.stdin.buffer)
+        except EOFError:
+            return
+        try:
+            draw_figure(job)
+            error = None
+        except Exception:  # noqa: BLE001 - the parent raises it, naming the figure
+            error = traceback.format_exc()
+        pickle.dump(error, answers)
+        answers.flush()
+
+
+class FigureWorkers:
+    """`processes` Python processes that import `modules` (e.g. the plotting module and with it
+    matplotlib) as soon as they start and then draw `FigureJob`s: `save(jobs)` hands each idle
+    process the next job and returns when all are saved. Use as a context manager (the processes
+    exit at EOF on their stdin, i.e. also when this process dies). A job whose process died, or
+    that found no process (processes = 0, or they could not start), is drawn in this process; a
+    job that raised raises RuntimeError naming it and the worker's traceback."""
+
+    def __init__(self, modules: Sequence[str], processes: int):
+        code = ("import sys; from anisotropy_jax import results; "
+                "results._figure_worker(sys.argv[1:])")
+        self._procs: list[subprocess.Popen] = []
+        for _ in range(processes):
+            try:
+                self._procs.append(subprocess.Popen(
+                    [sys.executable, "-c", code, *modules], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+            except OSError:
+                break
+
+    def __enter__(self) -> "FigureWorkers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """EOF to every process, which then exits; not waited for (its teardown takes ~0.1 s;
+        `subprocess` reaps it later)."""
+        for proc in self._procs:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        self._procs = []
+
+    def save(self, jobs: Sequence[FigureJob]) -> None:
+        """Saves every job: the next pending job goes to the first idle process (`jobs` longest
+        first keeps the processes finishing together); returns when all are written."""
+        pending, idle, busy, orphans = list(jobs), list(self._procs), {}, []
+        while pending or busy:
+            while pending and idle:
+                proc, job = idle.pop(), pending.pop(0)
+                try:
+                    pickle.dump(job, proc.stdin)
+                    proc.stdin.flush()
+                    busy[proc.stdout.fileno()] = (proc, job)
+                except OSError:  # the process is gone: its job is drawn here
+                    orphans.append(job)
+            if not busy:
+                break
+            for fd in select.select(list(busy), [], [])[0]:
+                proc, job = busy.pop(fd)
+                try:
+                    error = pickle.load(proc.stdout)
+                except (EOFError, pickle.UnpicklingError):
+                    orphans.append(job)
+                    continue
+                if error is not None:
+                    raise RuntimeError(f"figure {job.path.name}: {error}")
+                idle.append(proc)
+        for job in orphans + pending:
+            draw_figure(job)
 
 
 def _git(*args: str) -> str | None:

@@ -166,7 +166,8 @@ def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
     mixed, stats = fused_attention.fused_attention(
         q, k, v, logit_scale=fused_attention.logit_scale(cfg.d_head, cfg.logit_temperature),
         causal=cfg.causal, precision=precision, interpret=jax.default_backend() != "gpu",
-        reduction_statistics=reduction_statistics, **slopes)
+        reduction_statistics=reduction_statistics,
+        **fused_attention.tiling(k.dtype, q.shape[1]), **slopes)
     return mixed, stats
 
 

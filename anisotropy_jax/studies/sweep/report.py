@@ -9,17 +9,36 @@ holds the same for every sweep of a comparison, by label. results.npz holds (see
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+import jax
 import numpy as np
 
 from anisotropy_jax import results
 from anisotropy_jax.config import SweepConfig
-from anisotropy_jax.plotting import sweep as sweep_plots
-from anisotropy_jax.studies.sweep import points, theory
+from anisotropy_jax.studies.sweep import grid, points, theory
 from anisotropy_jax.studies.sweep.grid import ChunkProgress, SweepResult
+
+
+# figures/NAME.png is `anisotropy_jax.plotting.sweep.NAME_figure(summaries)`. The plotting module
+# (and matplotlib, ~0.3 s to import) is loaded only where a figure is drawn.
+PLOTTING_MODULE = "anisotropy_jax.plotting.sweep"
+FIGURE_NAMES = ("cosine", "norms", "attention", "query_key", "categorical")
+# Drawn longest first, so that parallel workers finish together (measured on the 2-core CPU).
+_DRAW_ORDER = ("query_key", "categorical", "cosine", "attention", "norms")
+
+
+def figure_jobs(summaries: Mapping[str, Any], workdir: pathlib.Path) -> list[results.FigureJob]:
+    """The five figures of `summaries` (results.json's "runs") as jobs, longest first. The jobs
+    carry plain values only (no config or layout objects), so a figure process unpickles them
+    without importing JAX."""
+    runs = {label: {k: v for k, v in run.items() if k not in ("sweep_config", "chunk_layout")}
+            for label, run in summaries.items()}
+    return [results.FigureJob(PLOTTING_MODULE, f"{name}_figure", (runs,),
+                              workdir / "figures" / f"{name}.png") for name in _DRAW_ORDER]
 
 
 def write_config(workdir: pathlib.Path, config: Any, sweeps: list[tuple[str, SweepConfig]]
@@ -28,9 +47,12 @@ def write_config(workdir: pathlib.Path, config: Any, sweeps: list[tuple[str, Swe
     results.write_json(workdir / "config.json", {"config": config, "sweeps": dict(sweeps)})
 
 
-def progress_printer(label: str):
-    """A `progress` callback for `grid.run` that prints one line per chunk."""
+def progress_printer(label: str, mark: Callable[[str], None] | None = None):
+    """A `progress` callback for `grid.run` that prints one line per chunk (and calls
+    `mark("chunk I")`, e.g. `cli.PhaseTimes.mark`)."""
     def progress(p: ChunkProgress) -> None:
+        if mark is not None:
+            mark(f"chunk {p.index}")
         print(f"[{label}] chunk {p.index}/{p.total}  seeds {p.seeds[0]}-{p.seeds[1]}  "
               f"s {p.bias_norms[0]:.3g}..{p.bias_norms[1]:.3g}  {p.seconds:.1f} s", flush=True)
     return progress
@@ -131,11 +153,16 @@ def arrays(runs: Mapping[str, SweepResult]) -> dict[str, Any]:
 
 
 def write(runs: Mapping[str, SweepResult], workdir: pathlib.Path,
-          provenance: results.Provenance, config: Any) -> dict:
+          provenance: results.Provenance, config: Any,
+          mark: Callable[[str], None] = lambda phase: None,
+          figure_workers: results.FigureWorkers | None = None) -> dict:
     """Writes results.npz, figures/*.png and, last and atomically, results.json (a run that fails
-    or is interrupted leaves none); returns results.json's dict."""
+    or is interrupted leaves none); returns results.json's dict. The figures are drawn by
+    `figure_workers` (other processes) while this one writes results.npz, or here without them.
+    `mark(phase)` is called as each part is done (`cli.PhaseTimes.mark`)."""
     summaries = {label: run_summary(label, result) for label, result in runs.items()}
     first = next(iter(summaries.values()))
+    mark("summaries")
     doc = {
         "provenance": provenance.finish(),
         "config": config,
@@ -146,8 +173,48 @@ def write(runs: Mapping[str, SweepResult], workdir: pathlib.Path,
         "reliable": first["reliable"],
         "runs": summaries,
     }
-    for name, make in sweep_plots.FIGURES.items():
-        results.save_figure(make(summaries), workdir / "figures" / f"{name}.png")
+    mark("provenance")
+    jobs = figure_jobs(summaries, workdir)
+    if figure_workers is None:
+        for job in jobs:
+            results.draw_figure(job)
+            mark(f"figure {job.path.stem}")
     results.write_npz(workdir / "results.npz", arrays(runs))
+    mark("npz")
+    if figure_workers is not None:
+        figure_workers.save(jobs)
+        mark("figures")
     results.write_json(workdir / "results.json", doc)  # last: its presence means a complete run
+    mark("json")
     return doc
+
+
+def figure_processes(requested: int = -1) -> int:
+    """`requested` figure processes, or with -1 one per CPU core available, at most one per
+    figure."""
+    if requested >= 0:
+        return requested
+    return min(len(FIGURE_NAMES), len(os.sched_getaffinity(0)))
+
+
+def run_and_write(sweeps: list[tuple[str, SweepConfig]], workdir: pathlib.Path, config: Any, *,
+                  figure_processes_requested: int = -1,
+                  mark: Callable[[str], None] = lambda phase: None) -> dict | None:
+    """The main job after its config is validated: config.json, every sweep (one progress line
+    per chunk), then `write`. The figure processes (`figure_processes`) start before the sweeps,
+    so that their imports overlap them. Returns results.json's dict, or None in a process other
+    than the first of a multi-host run (which writes nothing)."""
+    writer = jax.process_index() == 0
+    provenance = results.Provenance()
+    if writer:
+        write_config(workdir, config, sweeps)
+    print(f"bias sweep: {len(sweeps)} run(s) on {jax.device_count()} device(s) "
+          f"({jax.devices()[0].device_kind}); workdir {workdir}", flush=True)
+    processes = figure_processes(figure_processes_requested) if writer else 0
+    with results.FigureWorkers([PLOTTING_MODULE], processes) as figure_workers:
+        mark("setup")
+        runs = {label: grid.run(cfg, progress=progress_printer(label, mark))
+                for label, cfg in sweeps}
+        if not writer:
+            return None
+        return write(runs, workdir, provenance, config, mark=mark, figure_workers=figure_workers)
