@@ -17,6 +17,7 @@ from benchmarks.timing import median_time
 
 _CHUNK = flags.DEFINE_integer("chunk", 32, "Grid points per chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
+_BATCH = flags.DEFINE_integer("batch", 32, "Sequences per grid point (B).")
 
 
 def _isoscore_default(x_BxLxD):
@@ -41,7 +42,7 @@ def main(argv):
     from anisotropy_jax.config import BlockConfig
     from anisotropy_jax.studies.sweep import points
 
-    chunk, b, l, d, h = _CHUNK.value, 32, 128, 768, 12
+    chunk, b, l, d, h = _CHUNK.value, _BATCH.value, 128, 768, 12
     keys = jax.random.split(jax.random.key(0), 8)
     x = jax.random.normal(keys[0], (chunk, b, l, d)) + 3.0
     qk = jax.random.normal(keys[1], (chunk, b, l, h, d // h))
@@ -73,6 +74,14 @@ def main(argv):
         "rounding_bound": lambda p: points.rounding_bound(p, block),
         "whole reduce_probes": lambda p: points.reduce_probes(p, block),
     }
+    logits = jax.random.normal(keys[6], (chunk, b, h, l, l))
+    xla_probes = probes | {"attn_logits": logits, "attn_weights": jax.nn.softmax(logits, -1)}
+    xla_block = BlockConfig(attention_impl="xla")
+    xla_parts = {
+        "categorical (XLA path: logits, weights)": lambda p: points._categorical_metrics(
+            p, xla_block),
+        "whole reduce_probes (XLA path)": lambda p: points.reduce_probes(p, xla_block),
+    }
     kernel_parts = {
         "categorical (kernel key sums)": lambda p: points._categorical_metrics(p, block),
         "query_key_geometry (kernel sums)": points._query_key_geometry,
@@ -82,6 +91,9 @@ def main(argv):
     print(f"{jax.devices()[0].device_kind}: chunk {chunk}, B={b}, L={l}, D={d}; ms per point")
     for name, fn in parts.items():
         seconds = median_time(jax.jit(jax.vmap(fn)), probes, repeats=_REPEATS.value)
+        print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
+    for name, fn in xla_parts.items():
+        seconds = median_time(jax.jit(jax.vmap(fn)), xla_probes, repeats=_REPEATS.value)
         print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
     for name, fn in kernel_parts.items():
         seconds = median_time(jax.jit(jax.vmap(fn)), kernel_probes, repeats=_REPEATS.value)
