@@ -108,8 +108,8 @@ def parity_point(block, params, z_BxLxD, u_D, bias_norm, projected=None):
     counts_Lq = metrics.visible_key_counts((seq_len, seq_len), None if mask is None else mask[0, 0])
     entropy_h = metrics.mean_over_queries(
         metrics.normalized_entropy(probes["attn_entropy"].astype(jnp.float32), counts_Lq), counts_Lq)
-    return {"output_norm": metrics.mean_norm(y),
-            "output_cosine": metrics.average_cosine_similarity(y),
+    cloud = metrics.cloud_metrics(y, sequences=False, drift=False)  # one set of norms and sums
+    return {"output_norm": cloud["norm"], "output_cosine": cloud["cosine"],
             "attention_entropy_normalized": jnp.mean(entropy_h)}
 
 
