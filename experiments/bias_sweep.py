@@ -13,8 +13,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from anisotropy_jax import cli, config, results
-from anisotropy_jax.studies import sweep
+from anisotropy_jax import cli, config
 from anisotropy_jax.studies.sweep import report
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -23,32 +22,36 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (created if missing).")
 _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Call jax.distributed.initialize() first (one process per host).")
+_FIGURE_PROCESSES = flags.DEFINE_integer(
+    "figure_processes", -1, "Processes drawing the figures, started with the run (-1: one per "
+    "CPU core, at most 5; 0: none, this process draws them).")
+_PHASE_TIMES = flags.DEFINE_string(
+    "phase_times", None, "Write each phase's end time as JSON here (benchmarks/process_time.py).")
 
 
 def main(argv: list[str]) -> None:
     del argv
+    phases = cli.PhaseTimes(_PHASE_TIMES.value)
+    phases.mark("start_imports_flags")
     workdir = cli.workdir(_WORKDIR.value)
     cli.require_flag(_CONFIG.value, "config", "experiments/configs/bias_sweep.py")
     with cli.user_errors():
         sweeps = config.sweep_configs_from_mapping(_CONFIG.value)  # validated: nothing compiled
         if _DISTRIBUTED.value:
             jax.distributed.initialize()
-        writer = jax.process_index() == 0
-        provenance = results.Provenance()
-        if writer:
-            report.write_config(workdir, _CONFIG.value, sweeps)
-        print(f"bias sweep: {len(sweeps)} run(s) on {jax.device_count()} device(s) "
-              f"({jax.devices()[0].device_kind}); workdir {workdir}", flush=True)
-        runs = {label: sweep.run(cfg, progress=report.progress_printer(label))
-                for label, cfg in sweeps}
-        if not writer:
-            return
-        doc = report.write(runs, workdir, provenance, _CONFIG.value)
-    for label in runs:
+        doc = report.run_and_write(sweeps, workdir, _CONFIG.value, mark=phases.mark,
+                                   figure_processes_requested=_FIGURE_PROCESSES.value)
+    if doc is None:  # not the writing process
+        return
+    for label in doc["runs"]:
         print(report.format_table(doc["runs"][label]))
     print(f"\nwrote {workdir}/results.json, results.npz, config.json, figures/"
           f"{{cosine,norms,attention,query_key,categorical}}.png in "
-          f"{doc['provenance']['wall_seconds']:.0f} s")
+          f"{doc['provenance']['wall_seconds']:.0f} s", flush=True)
+    phases.mark("table")
+    phases.write()
+    if not _DISTRIBUTED.value:  # jax.distributed shuts down at interpreter exit: keep that
+        cli.exit_without_teardown()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ import sys
 import numpy as np
 import pytest
 
+from anisotropy_jax import results
+from anisotropy_jax.studies.sweep import report
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "experiments" / "bias_sweep.py"
 CONFIG = REPO / "experiments" / "configs" / "bias_sweep.py"
@@ -44,7 +47,7 @@ def _run(env, workdir, *flags, variant="smoke"):
 
 
 def test_smoke_run_writes_results_contract_figures_and_table(env, tmp_path):
-    proc = _run(env, tmp_path)
+    proc = _run(env, tmp_path, f"--phase_times={tmp_path / 'phases.json'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "chunk 1/" in out and "H/lnL" in out and "agree" in out and "F1" in out
@@ -76,6 +79,21 @@ def test_smoke_run_writes_results_contract_figures_and_table(env, tmp_path):
     for name in ("cosine", "norms", "attention", "query_key", "categorical"):
         assert (tmp_path / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert not [p for p in tmp_path.rglob(".*.tmp")]  # no temporaries left behind
+    # the figure processes drew what this process draws from results.json, byte for byte
+    for job in report.figure_jobs(doc["runs"], tmp_path / "here"):
+        results.draw_figure(job)
+        assert job.path.read_bytes() == (tmp_path / "figures" / job.path.name).read_bytes()
+    phases = [name for name, _ in json.loads((tmp_path / "phases.json").read_text())["stamps"]]
+    assert phases == ["start_imports_flags", "setup", "chunk 1", "chunk 2", "summaries",
+                      "provenance", "npz", "figures", "json", "table"], phases
+
+
+def test_report_names_every_figure_of_the_plotting_module():
+    from anisotropy_jax.plotting import sweep as sweep_plots
+
+    assert set(report.FIGURE_NAMES) == set(sweep_plots.FIGURES)
+    for name in report.FIGURE_NAMES:
+        assert getattr(sweep_plots, f"{name}_figure") is sweep_plots.FIGURES[name]
 
 
 def test_control_variant_runs_both_inputs_into_shared_results(env, tmp_path):
@@ -83,7 +101,7 @@ def test_control_variant_runs_both_inputs_into_shared_results(env, tmp_path):
     control has the biased run's input norm but no input cosine and no rise in agreement; a
     grid reaching s = 1e6 (where rounding corrupts this d = 64 block) is flagged by a warning."""
     proc = _run(env, tmp_path, "--config.bias_norms=(0.0,1.0,16.0,256.0,1e6)",
-                variant="smoke+control")
+                "--figure_processes=0", variant="smoke+control")  # figures drawn in-process
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "results.json").read_text())
     biased, control = doc["runs"]["inputs=biased"], doc["runs"]["inputs=norm_matched"]
@@ -98,7 +116,8 @@ def test_control_variant_runs_both_inputs_into_shared_results(env, tmp_path):
                                                                  run["reliable"]) if not ok]
     assert unreliable and set(unreliable) <= {1e6}, unreliable
     assert "warning: [inputs=" in proc.stdout and "at s = 1e+06" in proc.stdout
-    assert (tmp_path / "figures" / "categorical.png").exists()
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(
+        f"{name}.png" for name in report.FIGURE_NAMES)
 
 
 def test_overflow_exits_nonzero_naming_it_and_writes_no_results(env, tmp_path):

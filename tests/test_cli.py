@@ -60,3 +60,30 @@ def test_second_run_reads_the_cache_and_a_bad_folder_is_one_line(tmp_path):
     lines = [line for line in bad.stderr.splitlines() if line.strip()]
     assert bad.returncode == 2 and len(lines) == 1, bad.stderr
     assert lines[0].startswith("error: --compilation_cache: cannot create"), lines
+
+
+def test_phase_times_are_written_only_with_a_path(tmp_path):
+    import json
+    import time
+
+    silent = cli.PhaseTimes(None)
+    silent.mark("a")
+    silent.write()
+    assert silent.stamps == [] and not list(tmp_path.iterdir())
+    before = time.time()
+    phases = cli.PhaseTimes(tmp_path / "sub" / "phases.json")
+    phases.mark("a")
+    phases.mark("b")
+    phases.write()
+    stamps = json.loads((tmp_path / "sub" / "phases.json").read_text())["stamps"]
+    assert [name for name, _ in stamps] == ["a", "b"]
+    assert before <= stamps[0][1] <= stamps[1][1] <= time.time()
+
+
+def test_exit_without_teardown_flushes_output_keeps_the_status_and_skips_atexit():
+    code = ("import atexit, sys; from anisotropy_jax import cli; "
+            "atexit.register(print, 'atexit ran'); print('out', end=''); sys.stderr.write('err'); "
+            "cli.exit_without_teardown(3)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "out", "err")

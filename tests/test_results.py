@@ -59,3 +59,39 @@ def test_git_commit_says_when_the_code_is_not_the_commit(monkeypatch):
     monkeypatch.delenv(results.GIT_COMMIT_ENV)
     monkeypatch.setattr(results, "_git", lambda *args: None)
     assert results._git_commit() is None
+
+
+PLOTS = "anisotropy_jax.plotting.sweep"
+TINY_RUNS = {"a": {"bias_norms": [0.0, 1.0, 4.0], "seq_len": 4,
+                   "metrics": {"input_norm": {"mean": [1.0, 2.0, 3.0],
+                                              "per_seed": [[1.0, 2.0, 3.0], [1.0, 2.1, 2.9]]}}}}
+
+
+def _jobs(folder):
+    return [results.FigureJob(PLOTS, name, (TINY_RUNS,), folder / f"{name}.png")
+            for name in ("norms_figure", "cosine_figure", "attention_figure")]
+
+
+def test_figure_workers_save_the_same_files_as_this_process(tmp_path):
+    with results.FigureWorkers([PLOTS], 2) as workers:
+        workers.save(_jobs(tmp_path / "workers"))
+    for job in _jobs(tmp_path / "here"):
+        results.draw_figure(job)
+        assert job.path.read_bytes() == (tmp_path / "workers" / job.path.name).read_bytes()
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
+def test_a_failing_figure_raises_naming_it_and_lost_workers_fall_back_to_this_process(tmp_path):
+    bad = results.FigureJob(PLOTS, "norms_figure", ({},), tmp_path / "bad.png")  # no run
+    with results.FigureWorkers([PLOTS], 1) as workers:
+        with pytest.raises(RuntimeError, match="(?s)figure bad.png: .*StopIteration"):
+            workers.save([bad])
+    with results.FigureWorkers([PLOTS], 1) as workers:  # its process died: drawn here
+        workers._procs[0].kill()
+        workers._procs[0].wait()
+        workers.save(_jobs(tmp_path / "died"))
+    with results.FigureWorkers([PLOTS], 0) as workers:  # no processes: drawn here
+        workers.save(_jobs(tmp_path / "none"))
+    for folder in ("died", "none"):
+        assert sorted(p.name for p in (tmp_path / folder).iterdir()) == [
+            "attention_figure.png", "cosine_figure.png", "norms_figure.png"]
