@@ -198,10 +198,9 @@ def main(argv):
     base = pathlib.Path(tempfile.mkdtemp(prefix="process_time_"))
     uptime_before = _uptime()
     runs = [r for rnd in range(_REPEATS.value) for r in run_round(rnd, base)]
-    git = lambda *args: subprocess.run(["git", *args], cwd=REPO, capture_output=True,
-                                       text=True).stdout.strip()
-    commit = git("rev-parse", "HEAD") + (
-        "+modified" if git("status", "--porcelain", "--untracked-files=no") else "")
+    from anisotropy_jax import results
+
+    commit = results._git_commit()  # the provenance rule of results.json (git archive trees too)
     doc = {"what": f"benchmarks/process_time.py, workload {_WORKLOAD.value}", "note": _NOTE.value,
            "command": " ".join(sys.argv), "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
            "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
