@@ -29,6 +29,7 @@ with_metrics=False)` is the bare forward (one scalar per point so that nothing i
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import time
@@ -60,7 +61,6 @@ class SeedState(NamedTuple):
     u: Array     # (S, D) unit bias directions
 
 
-@functools.partial(jax.jit, static_argnames=("block", "batch_size", "seq_len"))
 def _init_seeds(keys: Array, block: BlockConfig, batch_size: int, seq_len: int) -> SeedState:
     split = jax.vmap(inputs.split_seed_key)(keys)
     params = init_block_params(block, split.params)
@@ -70,10 +70,39 @@ def _init_seeds(keys: Array, block: BlockConfig, batch_size: int, seq_len: int) 
     return SeedState(params, z, u)
 
 
+@functools.lru_cache(maxsize=4)
+def _init_seeds_jit(platform: str) -> Callable:
+    """`_init_seeds` jitted with the chunks' compiler options: on GPUs, without Triton GEMM
+    autotuning, it compiled in 3.2 s on an H100 with them on (docs/PERFORMANCE.md)."""
+    return jax.jit(_init_seeds, static_argnames=("block", "batch_size", "seq_len"),
+                   compiler_options=layers.compiler_options(platform))
+
+
 def init_seeds(config: SweepConfig) -> SeedState:
     """Weights, z and u of every seed (a pure function of config.seed and the shapes)."""
     keys = inputs.seed_keys(config.seed, config.num_seeds)
-    return _init_seeds(keys, config.block, config.batch_size, config.seq_len)
+    return _init_seeds_jit(jax.default_backend())(keys, config.block, config.batch_size,
+                                                  config.seq_len)
+
+
+def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "ChunkLayout",
+                                 mesh: Mesh) -> tuple[Any, Callable]:
+    """(host copies of `init_seeds(config)`, the chunk function), the chunk function compiled in
+    a second thread for the shapes of one chunk while the seeds are drawn (XLA compiles without
+    the GIL, so the two compilations overlap). A chunk function that cannot be lowered ahead (not
+    a `jax.jit` object) is returned as given and compiles at its first call."""
+    if not hasattr(fn, "lower"):
+        return _fetch(init_seeds(config)), fn
+    state_shapes = jax.eval_shape(lambda: init_seeds(config))
+    replicated, grid_sharding = NamedSharding(mesh, P()), NamedSharding(mesh, P(GRID_AXIS))
+    args = jax.tree.map(lambda a: jax.ShapeDtypeStruct((layout.seeds_per_chunk,) + a.shape[1:],
+                                                       a.dtype, sharding=replicated),
+                        tuple(state_shapes))
+    s = jax.ShapeDtypeStruct((layout.bias_per_chunk,), np.float32, sharding=grid_sharding)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        compiled = pool.submit(lambda: fn.lower(*args, s).compile())
+        state = _fetch(init_seeds(config))
+        return state, compiled.result()
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,7 +328,7 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
     replicated, grid_sharding = NamedSharding(mesh, P()), NamedSharding(mesh, P(GRID_AXIS))
 
     start = time.perf_counter()
-    state = _fetch(init_seeds(config))  # host copies: placed per seed block below
+    state, fn = _compiled_while_initialising(config, fn, layout, mesh)  # host copies of the draws
     per_seed: dict[str, np.ndarray] = {}
     per_head: dict[str, np.ndarray] = {}
     seconds = []
