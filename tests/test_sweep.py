@@ -7,6 +7,7 @@ function for the whole module (`COUNTED`, which is also the `chex.assert_max_tra
 and cheap bare-forward chunk functions for the grid bookkeeping (sharding, chunking, padding),
 which does not depend on what is computed per point.
 """
+import functools
 import itertools
 import math
 
@@ -18,7 +19,7 @@ from scipy import special
 
 from anisotropy_jax import inputs
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
-from anisotropy_jax.models import block as block_lib
+from anisotropy_jax.models import block as block_lib, layers
 from anisotropy_jax.models.attention import StoredQKV
 from anisotropy_jax.studies.sweep import affine, grid, points, report, theory
 from tests import reference
@@ -501,3 +502,23 @@ def test_docs_tables_are_generated_from_the_committed_results():
         assert written == tables.render(kind, repo / path), (kind, path)
     with pytest.raises(ValueError, match="unknown table"):
         tables.render("sideways", repo / embedded[0][1])
+
+
+def test_run_with_compiler_options_as_on_gpus(monkeypatch):
+    """GPUs jit the seed draws and the chunk with compiler options (no Triton GEMM autotuning),
+    which JAX accepts only on top-level jits: the same run on the CPU with an option set, so that
+    a nested options-jit (an error on GPUs only) fails here too; the results equal the default's
+    up to float32 rounding (another optimisation level fuses differently)."""
+    config = SweepConfig(block=BlockConfig(d_model=32, num_heads=2, d_ff=64), batch_size=2,
+                         seq_len=16, bias_norms=(0.0, 1.0, 5.0), num_seeds=2)
+    want = grid.run(config)
+    monkeypatch.setattr(layers, "compiler_options",
+                        lambda platform: {"xla_backend_optimization_level": 2})
+    monkeypatch.setattr(grid, "_init_seeds_jit", functools.lru_cache(maxsize=4)(
+        grid._init_seeds_jit.__wrapped__))
+    monkeypatch.setattr(grid, "make_chunk_fn", functools.lru_cache(maxsize=32)(
+        grid.make_chunk_fn.__wrapped__))
+    got = grid.run(config)
+    for name in want.per_seed:
+        np.testing.assert_allclose(got.per_seed[name], want.per_seed[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)

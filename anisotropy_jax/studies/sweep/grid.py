@@ -93,7 +93,9 @@ def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "Chu
     a `jax.jit` object) is returned as given and compiles at its first call."""
     if not hasattr(fn, "lower"):
         return _fetch(init_seeds(config)), fn
-    state_shapes = jax.eval_shape(lambda: init_seeds(config))
+    state_shapes = jax.eval_shape(functools.partial(  # not the jitted one: options are top-level
+        _init_seeds, block=config.block, batch_size=config.batch_size, seq_len=config.seq_len),
+        inputs.seed_keys(config.seed, config.num_seeds))
     replicated, grid_sharding = NamedSharding(mesh, P()), NamedSharding(mesh, P(GRID_AXIS))
     args = jax.tree.map(lambda a: jax.ShapeDtypeStruct((layout.seeds_per_chunk,) + a.shape[1:],
                                                        a.dtype, sharding=replicated),
