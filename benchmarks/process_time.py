@@ -1,12 +1,12 @@
 r"""Seconds to results as whole processes (issue 14, targets 3 and 4): the main job against a
 PyTorch loop script, wall clock from spawn to exit, with each script's own phase times.
 
-  python -m benchmarks.process_time --out=FILE.json --repeats=N [--notorch] [--workload=default]
-      [--variant=FLAGS ...] [--baseline=CHECKOUT]
+  python -m benchmarks.process_time --out=FILE.json --rounds=N [--notorch] [--workload=default]
+      [--script_flags=FLAGS ...] [--baseline=CHECKOUT]
 
 Each round runs, one process at a time, alternating so that all sides share the machine's load:
 for each cache mode (cold: an empty compilation-cache folder; warm: the same folder again; off:
---compilation_cache=off), our main job in each `--variant` (extra flags; default none), then the
+--compilation_cache=off), our main job in each `--script_flags` variant (extra flags; default none), then the
 `--baseline` checkout's main job if given, each followed by the torch script.
 "ours" is experiments/bias_sweep.py; `--workload=target4` (the default) is the CPU workload of
 target 4 (B = 8, L = 128, one seed, 64 bias norms: s = 0 and 63 log-spaced in [2^-2, 2^12]),
@@ -38,7 +38,7 @@ from absl import app, flags
 
 _OUT = flags.DEFINE_string("out", None, "Write every run and the summary as JSON here.",
                            required=True)
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Rounds (each: cold, warm, off; torch after each).")
+_ROUNDS = flags.DEFINE_integer("rounds", 3, "Rounds (each: cold, warm, off; torch after each).")
 _TORCH = flags.DEFINE_bool("torch", True, "Run the PyTorch loop script after each of ours.")
 _WORKLOAD = flags.DEFINE_enum("workload", "target4", ["target4", "default"],
                               "target4: B = 8, 1 seed, 64 bias norms; default: the README's main "
@@ -46,9 +46,9 @@ _WORKLOAD = flags.DEFINE_enum("workload", "target4", ["target4", "default"],
 _MODES = flags.DEFINE_list("modes", ["cold", "warm", "off"], "Cache modes per round, in order "
                            "('warm' needs a 'cold' before it in the same round).")
 _VARIANTS = flags.DEFINE_multi_string(
-    "variant", [""], "Extra flags of our script, space-separated, one variant per use of this "
-    "flag (run in turn within each round, for A/B comparisons), e.g. --variant= "
-    "--variant=--figure_processes=0. Default: one variant without extra flags.")
+    "script_flags", [""], "Extra flags of our script, space-separated, one variant per use of "
+    "this flag (run in turn within each round, for A/B comparisons), e.g. --script_flags= "
+    "--script_flags=--figure_processes=0. Default: one variant without extra flags.")
 _BASELINE = flags.DEFINE_string(
     "baseline", None, "Another checkout (e.g. `git archive` of an earlier commit whose script has "
     "--phase_times) whose main job runs too, after ours in every round and cache mode, with "
@@ -197,7 +197,7 @@ def main(argv):
         raise app.UsageError("--torch: the PyTorch script has the target4 shapes only (--notorch)")
     base = pathlib.Path(tempfile.mkdtemp(prefix="process_time_"))
     uptime_before = _uptime()
-    runs = [r for rnd in range(_REPEATS.value) for r in run_round(rnd, base)]
+    runs = [r for rnd in range(_ROUNDS.value) for r in run_round(rnd, base)]
     from anisotropy_jax import results
 
     commit = results._git_commit()  # the provenance rule of results.json (git archive trees too)
