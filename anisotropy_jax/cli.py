@@ -24,8 +24,10 @@ _CACHE = flags.DEFINE_string(
     "JAX's persistent compilation cache for this run: 'default' = $JAX_COMPILATION_CACHE_DIR if "
     "set, else ~/.cache/anisotropy_jax/jax; a folder; or 'off'. A second run of the same shapes "
     "then skips compilation.")
-# Compilations shorter than this are not worth a disk write (JAX's default is 1 s).
-CACHE_MIN_COMPILE_SECONDS = 0.2
+# Every compilation is cached (JAX's default skips those under 1 s): the main job's small jits
+# (PRNG seeding, iota, fold_in) took 0.04-0.14 s each to compile on an H100, ~0.35 s of every
+# warm run (docs/PERFORMANCE.md, "Seconds to results").
+CACHE_MIN_COMPILE_SECONDS = 0.0
 
 
 def default_cache_dir() -> pathlib.Path:
