@@ -90,6 +90,14 @@ def exit_without_teardown(status: int = 0) -> NoReturn:
     os._exit(status)
 
 
+def allocate_device_memory_on_demand() -> None:
+    """Lets XLA allocate GPU memory as programs need it instead of reserving 75% of the card at
+    start-up (XLA_PYTHON_CLIENT_PREALLOCATE=false; a value the user set wins). For the main job
+    that reservation was ~1 s of every run on an H100: 5.63 → 4.72 s from the compilation cache,
+    7.62 → 6.45 s without (docs/PERFORMANCE.md). Call before JAX's first device operation."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
 def fail(message: str, status: int = 2) -> NoReturn:
     """Prints "error: message" (one line) to stderr and exits with `status`."""
     print(f"error: {' '.join(str(message).split())}", file=sys.stderr)

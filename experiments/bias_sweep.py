@@ -31,6 +31,7 @@ _PHASE_TIMES = flags.DEFINE_string(
 
 def main(argv: list[str]) -> None:
     del argv
+    cli.allocate_device_memory_on_demand()  # a small job: no 75% reservation of the GPU
     phases = cli.PhaseTimes(_PHASE_TIMES.value)
     phases.mark("start_imports_flags")
     workdir = cli.workdir(_WORKDIR.value)

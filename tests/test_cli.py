@@ -87,3 +87,12 @@ def test_exit_without_teardown_flushes_output_keeps_the_status_and_skips_atexit(
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "out", "err")
+
+
+def test_device_memory_on_demand_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    cli.allocate_device_memory_on_demand()
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    cli.allocate_device_memory_on_demand()
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
