@@ -459,6 +459,27 @@ def test_huge_vectors_give_finite_results(dtype):
     assert np.isfinite(metrics.partition_isotropy(x_big))
 
 
+@pytest.mark.parametrize("scale", [2e37, 1e38])  # norms stay below float32 max
+def test_sums_of_near_float32_max_vectors_do_not_overflow(scale):
+    """128 vectors near float32's largest value (entries up to 1e38, whose reciprocal is
+    subnormal): their plain sum overflows, yet the mean norm, drift, relative drift and IsoScore
+    (sums over x/2^k inside) equal float64 on the same data."""
+    rng = np.random.default_rng(11)
+    x64 = rng.normal(size=(128, 8)) + 2.0
+    x64 = x64 / np.abs(x64).max() * scale
+    x = jnp.asarray(x64, jnp.float32)
+    x64 = np.asarray(x, np.float64)  # the float32 values, exactly
+    assert not np.isfinite(np.sum(np.asarray(x), axis=0, dtype=np.float32)).all()
+    norms = np.linalg.norm(x64, axis=1)
+    mean = x64.mean(axis=0)
+    want = {"mean_norm": norms.mean(), "drift_norm": np.linalg.norm(mean),
+            "relative_drift": np.linalg.norm(mean) / norms.mean(),
+            "isoscore": reference.isoscore_algorithm(x64)}
+    for name, value in want.items():
+        got = jax.jit(getattr(metrics, name))(x)
+        np.testing.assert_allclose(float(got), value, rtol=2e-5, atol=1e-6, err_msg=name)
+
+
 def test_partition_isotropy_does_not_overflow():
     w = jnp.asarray(_cloud(11, n=20, d=4, bias=50.0), jnp.float32) * 100  # w·c ~ 1e4
     value = metrics.partition_isotropy(w)
@@ -492,10 +513,14 @@ def test_average_cosine_of_many_vectors_does_not_overflow_the_pair_count():
 @pytest.mark.parametrize("variant", ["one_pass", "two_pass"])
 def test_scaled_sum_of_squares_variants_give_exact_norms_at_extremes(variant):
     """Both forms of (max, scaled sum of squares) behind the norms (one pass on GPUs, two on the
-    CPU) against float64, for norms from 1e-30 to 1e30 and a zero vector."""
+    CPU) against float64, for norms from 1e-30 to 1e30, entries up to 3e38 (whose reciprocal is
+    subnormal: flushed to zero, it once made such norms 0) and a zero vector."""
     fn = getattr(metrics.norms, f"_scale_and_sum_of_squares_{variant}")
     x = np.random.default_rng(3).normal(size=(61, 96)) * np.logspace(-30, 30, 61)[:, None]
     x[7] = 0.0
+    x[8] = 1e36
+    x[8, :2] = (3e38, -1e38)
+    x[9, 0] = 2e-38
     m, q = jax.jit(fn)(jnp.asarray(x, jnp.float32))
     norms = np.asarray(m, np.float64) * np.sqrt(np.asarray(q, np.float64))
     want = np.linalg.norm(x.astype(np.float32).astype(np.float64), axis=-1)

@@ -36,19 +36,10 @@ import jax
 import jax.numpy as jnp
 
 from anisotropy_jax.metrics.geometry import _gram, _participation_score
-from anisotropy_jax.metrics.norms import _scale_and_sum_of_squares, require_pairs, vector_norms
+from anisotropy_jax.metrics.norms import (_scale_and_sum_of_squares, power_of_two_above,
+                                         require_pairs, vector_norms)
 
 Array = jax.Array
-
-
-def _power_of_two_above(max_abs: Array) -> tuple[Array, Array]:
-    """(c, 1/c) with c = 2^k the smallest power of two above 2·max_abs, k clipped so that c and
-    1/c are normal floats (then |x|/c < 4 still holds for any finite x)."""
-    finfo = jnp.finfo(max_abs.dtype)
-    _, exponent = jnp.frexp(max_abs)  # max_abs < 2^exponent
-    k = jnp.clip(exponent + 1, -finfo.maxexp + 1, -finfo.minexp)
-    one = jnp.ones((), max_abs.dtype)
-    return jnp.ldexp(one, k), jnp.ldexp(one, -k)
 
 
 def _column_sums(x_BxLxD: Array, inv_norm_BxL: Array, inv_c: Array,
@@ -102,7 +93,7 @@ def cloud_metrics(x_BxLxD: Array, *, sequences: bool = True, drift: bool = True,
     # The barriers keep XLA from folding the later sums of these (B, L) and (B, D) partials back
     # into reductions of x (XLA:CPU did: two more passes over x).
     m_BxL, q_BxL = jax.lax.optimization_barrier(_scale_and_sum_of_squares(x_BxLxD))  # pass 1
-    c, inv_c = _power_of_two_above(jnp.max(m_BxL))
+    c, inv_c = power_of_two_above(jnp.max(m_BxL))
     # 1/‖x_i‖ without forming ‖x_i‖ (no overflow); a zero vector gets 1 and stays 0.
     inv_norm_BxL = (1.0 / jnp.where(m_BxL > 0, m_BxL, 1.0)
                     / jnp.sqrt(jnp.where(q_BxL > 0, q_BxL, 1.0)))

@@ -4,7 +4,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from anisotropy_jax.metrics.norms import as_points, require_pairs, unit_vectors, vector_norms
+from anisotropy_jax.metrics.norms import (as_points, mean_norm, power_of_two_above, require_pairs,
+                                         unit_vectors, vector_norms)
 
 Array = jax.Array
 
@@ -100,9 +101,11 @@ def sampled_pair_cosine_similarity(x: Array, key: Array, num_pairs: int = 10_000
 # Drift
 
 def drift_norm(x: Array) -> Array:
-    """‖μ‖ with μ the mean of the *unnormalised* vectors x (..., D) (common drift, Biś et al.)."""
+    """‖μ‖ with μ the mean of the *unnormalised* vectors x (..., D) (common drift, Biś et al.).
+    The sum runs over x/c (c a power of two above max |x|), so it cannot overflow."""
     x_NxD = as_points(x)
-    return vector_norms(jnp.mean(x_NxD, axis=0))
+    c, inv_c = power_of_two_above(jnp.max(jnp.abs(x_NxD)))
+    return vector_norms(jnp.mean(x_NxD * inv_c, axis=0)) * c
 
 
 def relative_drift(x: Array) -> Array:
@@ -111,8 +114,8 @@ def relative_drift(x: Array) -> Array:
     0 for a cloud of zero vectors (no drift), never NaN.
     """
     x_NxD = as_points(x)
-    mean_norm = jnp.mean(vector_norms(x_NxD))
-    return drift_norm(x_NxD) / jnp.where(mean_norm > 0, mean_norm, 1.0)
+    mean = mean_norm(x_NxD)
+    return drift_norm(x_NxD) / jnp.where(mean > 0, mean, 1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,15 +124,19 @@ def relative_drift(x: Array) -> Array:
 def _centred_covariance(x_NxD: Array) -> tuple[Array, Array]:
     """(C / s², s): sample covariance (1/(N − 1) normalisation) of x / s, and the scale s.
 
-    The mean is removed first and the data divided by s = max |x − mean| so that the products
-    cannot overflow for huge activations (IsoScore is scale-free; IsoScore* rescales its shrinkage).
+    The data are divided by a power of two c above max |x| (exact) so that the mean's sum cannot
+    overflow, the mean is removed, and the result divided by s' = max |x/c − mean| so that the
+    products cannot overflow for huge activations (IsoScore is scale-free; IsoScore* rescales its
+    shrinkage by s = c·s').
     """
+    c, inv_c = power_of_two_above(jnp.max(jnp.abs(x_NxD)))
+    x_NxD = x_NxD * inv_c
     xc_NxD = x_NxD - jnp.mean(x_NxD, axis=0, keepdims=True)
     scale = jnp.max(jnp.abs(xc_NxD))
     scale = jnp.where(scale > 0, scale, 1.0)
     xc_NxD = xc_NxD / scale
     n = x_NxD.shape[0]
-    return _gram(xc_NxD) / (n - 1), scale
+    return _gram(xc_NxD) / (n - 1), scale * c
 
 
 def _gram_at(precision):
