@@ -4,8 +4,9 @@ The functions of `geometry` and `norms` each recompute the per-token norms and u
 their own column sums, each in passes of its own over the tensor. `cloud_metrics` reads x three
 times at most:
 
-  pass 1  per token i: m_i = max_d |x_id| and q_i = Σ_d (x_id/m_i)², so ‖x_i‖ = m_i √q_i
-          (`norms._scale_and_sum_of_squares`: one pass on accelerators, two on the CPU);
+  pass 1  per token i: m_i, a power of two above max_d |x_id|, and q_i = Σ_d (x_id/m_i)², so
+          ‖x_i‖ = m_i √q_i (`norms._scale_and_sum_of_squares`: one pass on accelerators, two on
+          the CPU);
   pass 2  two reductions with the same axes and shapes (over L, to (B, D)), which XLA's GPU
           compiler emits as one multi-output fusion (optimized HLO, H100; XLA:CPU does not):
           S_b = Σ_t u_bt with u_i = x_i / ‖x_i‖ (0 for a zero vector), and Σ_t x_bt / c;
