@@ -8,7 +8,7 @@ times at most:
           ‖x_i‖ = m_i √q_i (`norms._scale_and_sum_of_squares`: one pass on accelerators, two on
           the CPU);
   pass 2  two reductions with the same axes and shapes (over L, to (B, D)), which XLA's GPU
-          compiler emits as one multi-output fusion (optimized HLO, H100; XLA:CPU does not):
+          compiler can emit as one multi-output fusion (XLA:CPU does not):
           S_b = Σ_t u_bt with u_i = x_i / ‖x_i‖ (0 for a zero vector), and Σ_t x_bt / c;
   pass 3  (IsoScore only) the centred (x − μ)/c, written once, and its Gram matrix
           (`geometry._gram`, the GEMM reading it).
