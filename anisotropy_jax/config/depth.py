@@ -7,8 +7,11 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
+import ml_collections
+
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_int)
+from anisotropy_jax.config.defaults import block_form
 from anisotropy_jax.config.model import BlockConfig
 from anisotropy_jax.config.sweep import _as_bias_norms
 
@@ -20,6 +23,9 @@ ARCHITECTURES = ("post", "pre", "attention_only")
 # scanned over; per_layer: each layer's parameters drawn inside the scan from its key (P floats).
 WEIGHT_MODES = ("auto", "stacked", "per_layer")
 STACKED_WEIGHTS_BYTES = 2 ** 30  # 'auto' stacks a stack's weights up to 1 GiB (BERT-base: 0.34 GB)
+# The BlockConfig fields of the experiment form's `model` (experiments/configs/depth_sweep.py;
+# the others are set per stack, `precision` is top level).
+DEPTH_MODEL_FIELDS = ("init", "init_std", "layer_norm_eps", "causal", "use_bias")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +45,8 @@ class DepthConfig:
       branch_scale: α multiplying every residual branch (attention and MLP outputs).
       scale_with_depth: α = branch_scale / √(2·num_layers) (GPT-2's output-projection scaling).
       attention_only_skip: the skip weight of 'attention_only' (0 = no residual connection).
-      batch_size, seq_len, bias_norms, num_seeds, seed: the inputs x = z + s·u, as the bias sweep.
+      batch_size, seq_len, bias_norms, num_seeds, seed: the inputs x = z + s·u, as the bias sweep
+        (B sequences of L tokens; s from 0 to 4096 by factors of 4 by default).
       chunk_size: grid points (seed × s) in flight over all devices; 0 = a whole (arch, width).
       weights: WEIGHT_MODES; 'per_layer' never holds more than one layer's parameters;
         'stacked' draws every layer before the scan: it compiled faster on one H100 (`:bert_base`
@@ -61,10 +68,10 @@ class DepthConfig:
     attention_only_skip: float = 0.0
     batch_size: int = 16
     seq_len: int = 128
-    bias_norms: tuple[float, ...] = (0.0, 4.0, 16.0, 64.0)
+    bias_norms: tuple[float, ...] = (0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0)
     num_seeds: int = 3
     seed: int = 0
-    chunk_size: int = 8
+    chunk_size: int = 24
     weights: str = "auto"
     points_per_step: int = 0
 
@@ -114,6 +121,14 @@ class DepthConfig:
 
     def replace(self, **changes: Any) -> "DepthConfig":
         return dataclasses.replace(self, **changes)
+
+
+def depth_config_dict() -> ml_collections.ConfigDict:
+    """DepthConfig's defaults in the experiment form that `depth_config_from_mapping` reads
+    (experiments/configs/depth_sweep.py starts from it): DepthConfig's fields, `model` = the
+    template block's DEPTH_MODEL_FIELDS, and `precision` (the block's matmul precision, 'highest'
+    | 'default' | 'bfloat16') at top level."""
+    return block_form(DepthConfig(), DEPTH_MODEL_FIELDS)
 
 
 def depth_config_from_mapping(fields: Mapping[str, Any]) -> DepthConfig:

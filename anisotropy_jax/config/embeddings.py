@@ -25,8 +25,10 @@ class EmbeddingsConfig:
     """Tokenizer, models, training and measurement of the study.
 
     Attributes:
-      vocab_size: size of the byte-level BPE vocabulary (256 byte tokens + merges; ≥ 257).
-      corpus_chars: use only the first N characters of the Shakespeare text (0 = all of it).
+      vocab_size: size of the byte-level BPE vocabulary (256 byte tokens + merges; ≥ 257),
+        much larger than the widths (N ≫ D).
+      corpus_chars: use only the first N characters of the Shakespeare text (0 = all of it,
+        about 5 MB).
       chunk_len: the text is cut into chunks of this many characters; a seeded share
         `val_fraction` of the chunks is held out (the tokenizer never sees it).
       val_fraction: share of the chunks held out for the validation loss.
@@ -64,7 +66,7 @@ class EmbeddingsConfig:
     steps: int = 400
     checkpoint_steps: tuple[int, ...] = (0, 25, 50, 100, 200, 400)
     eval_batches: int = 4
-    seeds: tuple[int, ...] = (0,)
+    seeds: tuple[int, ...] = (0, 1, 2)
     precision: str = "highest"
     optim: OptimConfig = OptimConfig(learning_rate=3e-3, warmup_steps=50, weight_decay=0.01)
 

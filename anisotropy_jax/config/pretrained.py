@@ -4,7 +4,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import ml_collections
+
 from anisotropy_jax.config.base import require, require_bool, require_choice, require_int
+from anisotropy_jax.config.defaults import config_dict
 from anisotropy_jax.config.model import PRECISIONS
 
 
@@ -88,6 +91,10 @@ def validate_text_sample(config: Any) -> None:
 CROSS_MODAL_MODELS = ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2", "all-mpnet-base-v2",
                       "SmolLM2-135M-Instruct", "DINOv2-S", "ResNet-50-untrained",
                       "Whisper-tiny.en", "Whisper-base")
+# The PretrainedConfig fields of the cross-modal experiment form's `pretrained`
+# (experiments/configs/cross_modal.py); the others keep PretrainedConfig's defaults.
+CROSS_MODAL_PRETRAINED_FIELDS = ("num_sentences", "max_length", "length_multiple", "inputs",
+                                 "num_inputs", "batch_size", "num_pairs", "seed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,3 +125,11 @@ class CrossModalConfig:
                 "must be a PretrainedConfig")
         require(not self.pretrained.model_dir, "pretrained.model_dir",
                 "is set per model; leave it empty")
+
+
+def cross_modal_config_dict() -> ml_collections.ConfigDict:
+    """CrossModalConfig's defaults in the experiment form (experiments/configs/cross_modal.py
+    starts from it): `models`, `reuse`, and `pretrained` = its CROSS_MODAL_PRETRAINED_FIELDS."""
+    out = config_dict(CrossModalConfig, ("models", "reuse"))
+    out.pretrained = config_dict(CrossModalConfig().pretrained, CROSS_MODAL_PRETRAINED_FIELDS)
+    return out

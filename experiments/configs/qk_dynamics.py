@@ -6,16 +6,16 @@ anisotropy_jax.config.AnalysisConfig (`--config.analysis.*` in the training conf
 """
 import ml_collections
 
+from anisotropy_jax.config import AnalysisConfig, config_dict
+
 VARIANTS = ("default", "smoke")
 
 
-def get_config(arg=None):
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     variant = arg or "default"
     if variant not in VARIANTS:
         raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = ml_collections.ConfigDict()
-    c.batch_size = 16  # validation sequences analysed per checkpoint (fixed across checkpoints)
-    c.seed = 0  # which fixed validation batch
+    c = config_dict(AnalysisConfig, ("batch_size", "seed"))  # its defaults (`run` is training's)
     if variant == "smoke":
         c.batch_size = 8
     return c

@@ -2,8 +2,10 @@
 
   python experiments/reproduce.py --config=experiments/configs/reproduce.py[:VARIANT] --workdir=DIR
 
-Each study's sub-config is that study's own experiment config (loaded by path from this folder),
-resized per variant:
+Each study's sub-config is that study's own experiment config (the sweep, depth and embeddings
+files loaded by path from this folder; training from `train_config_dict`, the pretrained study
+and the vision/speech measurement from their dataclasses' defaults: ReproduceConfig in
+anisotropy_jax/config/reproduce.py), resized per variant:
   (default)  CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its control;
              small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 3 seeds; every installed
              pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
@@ -21,6 +23,9 @@ import pathlib
 
 import ml_collections
 
+from anisotropy_jax.config import (ModalitiesConfig, PretrainedConfig, ReproduceConfig, config_dict,
+                                   train_config_dict)
+
 VARIANTS = ("default", "smoke", "full")
 
 
@@ -35,7 +40,7 @@ def _training(variant: str) -> ml_collections.ConfigDict:
     out = ml_collections.ConfigDict()
     objectives = ("clm",) if variant == "smoke" else ("clm", "mlm")
     for objective in objectives:
-        c = _load(f"train_{objective}.py", {"full": "small"}.get(variant, "smoke"))
+        c = train_config_dict({"full": "small"}.get(variant, "smoke"), objective)
         c.analysis.run = False  # analysed by the reproduction itself, seed by seed
         if variant == "smoke":
             c.model.d_model, c.model.d_ff, c.model.num_layers, c.data.seq_len = 32, 64, 1, 16
@@ -51,18 +56,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     variant = arg or "default"
     if variant not in VARIANTS:
         raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
-    c = ml_collections.ConfigDict()
-    c.studies = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings")
-    c.seeds = (0, 1) if variant == "smoke" else (0, 1, 2)
-    c.pretrained_models = ("minilm_l6",) if variant == "smoke" else ("minilm_l6", "smollm2", "mpnet")
+    c = config_dict(ReproduceConfig, ("studies", "seeds", "pretrained_models"))  # defaults
     c.sweep = _load("bias_sweep.py", "smoke+control" if variant == "smoke" else "control")
     c.training = _training(variant)
-    c.pretrained = _load("pretrained_anisotropy.py", None)
-    c.modalities = ml_collections.ConfigDict({"num_images": 16, "num_utterances": 16, "seed": 0})
+    c.pretrained = config_dict(PretrainedConfig)
+    c.modalities = config_dict(ModalitiesConfig)
     c.depth = _load("depth_sweep.py", {"smoke": "smoke", "default": "cpu"}.get(variant, "bert_base"))
     c.embeddings = _load("embedding_isotropy.py", {"smoke": "smoke", "full": "gpu"}.get(variant))
     if variant == "smoke":
         c.studies = ("sweep", "training", "pretrained", "depth", "embeddings")
+        c.seeds, c.pretrained_models = (0, 1), ("minilm_l6",)
         c.pretrained.num_sentences, c.pretrained.batch_size, c.pretrained.num_pairs = 8, 8, 200
         c.pretrained.untrained_baseline = False
         c.depth.architectures = ("attention_only",)

@@ -1,4 +1,5 @@
-"""Training config: GPT-style pre-LN causal byte-level LM on Shakespeare (issue 4).
+"""Training config: GPT-style pre-LN causal byte-level LM on Shakespeare, next-byte loss, final
+LayerNorm, LayerNorm epsilon of GPT-2 (1e-5).
 
 Run (defaults: about 15 minutes on 2 CPU cores, then the per-checkpoint analysis):
   python experiments/train.py --config=experiments/configs/train_clm.py --workdir=runs/clm
@@ -9,18 +10,16 @@ Variants (the `:arg` suffix):
   :gpu    sized for one H100 (a few minutes)
 Override any field with --config.FIELD=VALUE, e.g.
   --config.steps=2000 --config.model.tie_embeddings=False
-Every field, default and variant: experiments/configs/train_common.py (shared with train_mlm.py).
+Fields, defaults and their meaning: TrainConfig and AnalysisConfig (`analysis`) in
+anisotropy_jax/config/training.py; the variants: `train_config_dict` there (shared with
+train_mlm.py).
 """
-import importlib.util
-import pathlib
+import ml_collections
 
-_spec = importlib.util.spec_from_file_location(
-    "train_common", pathlib.Path(__file__).with_name("train_common.py"))
-train_common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(train_common)
-VARIANTS = train_common.VARIANTS
+from anisotropy_jax.config import TRAIN_VARIANTS, train_config_dict
+
+VARIANTS = TRAIN_VARIANTS
 
 
-def get_config(arg=None):
-    # 'clm': pre-LN causal LM with final LayerNorm, next-byte loss; LayerNorm epsilon of GPT-2.
-    return train_common.get_config(arg, objective="clm", layer_norm_eps=1e-5)
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    return train_config_dict(arg, objective="clm")

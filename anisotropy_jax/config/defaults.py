@@ -1,0 +1,55 @@
+"""The experiment form of a config's defaults: a config dataclass (its class defaults, or an
+instance's values) as an `ml_collections.ConfigDict`, which experiment config files start from and
+then change by their named variants. The defaults and their docs live in the dataclasses only
+(`Attributes:` of each docstring); `from_mapping` (config/base.py) is the way back.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import ml_collections
+
+
+def field_names(config: Any) -> tuple[str, ...]:
+    """The init fields of a config dataclass (class or instance), in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(config) if f.init)
+
+
+def _default(cls: type, name: str) -> Any:
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    raise TypeError(f"{cls.__name__}.{name} has no default")
+
+
+def config_dict(config: Any, fields: Sequence[str] | None = None) -> ml_collections.ConfigDict:
+    """A ConfigDict of `fields` (default: every init field) of a config dataclass.
+
+    A class gives its defaults, read from its fields without constructing it (so a class with a
+    required field, SeriesConfig.series_dir = '', works too); an instance gives its values.
+    A value that is itself a config dataclass becomes a nested ConfigDict of all its fields;
+    tuples stay tuples (ml_collections then parses `--config.X='(1, 2)'` as a tuple).
+    """
+    names = field_names(config) if fields is None else tuple(fields)
+    known = field_names(config)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise KeyError(f"{unknown} are not fields of {getattr(config, '__name__', config)}")
+    out = ml_collections.ConfigDict()
+    for name in names:
+        value = _default(config, name) if isinstance(config, type) else getattr(config, name)
+        out[name] = config_dict(value) if dataclasses.is_dataclass(value) else value
+    return out
+
+
+def block_form(config: Any, model_fields: Sequence[str]) -> ml_collections.ConfigDict:
+    """The experiment form of a study config holding a `block` (SweepConfig, DepthConfig): its
+    other fields at top level, `model` = the block's `model_fields`, and the block's `precision`
+    at top level (the form `sweep_configs_from_mapping` and `depth_config_from_mapping` read)."""
+    out = config_dict(config, [name for name in field_names(config) if name != "block"])
+    out.model = config_dict(config.block, model_fields)
+    out.precision = config.block.precision
+    return out

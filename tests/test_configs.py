@@ -1,0 +1,134 @@
+"""The experiment config files: each builds every named variant, each variant converts to the typed
+configs the scripts run, and each file's defaults are its dataclasses' defaults (they are written
+once, in anisotropy_jax/config; a file holds only its variants and its command)."""
+import dataclasses
+import importlib.util
+import pathlib
+
+import pytest
+
+from anisotropy_jax import config
+from anisotropy_jax.config import (AnalysisConfig, BlockConfig, CrossModalConfig, DataConfig,
+                                   DepthConfig, EmbeddingsConfig, ModalitiesConfig, ModelSpec,
+                                   OptimConfig, PretrainedConfig, ReproduceConfig, SeriesConfig,
+                                   SweepConfig, TrainConfig, config_dict, from_mapping)
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
+SERIES_DIR = "runs/series"  # SeriesConfig.series_dir is required (its default '' is refused)
+
+
+def _series(c):
+    return from_mapping(SeriesConfig, {**c.to_dict(), "series_dir": SERIES_DIR})
+
+
+# The converter each script applies to its config (experiments/<name>.py).
+CONVERTERS = {
+    "bias_sweep": config.sweep_configs_from_mapping,
+    "checkpoint_series": _series,
+    "cross_modal": lambda c: from_mapping(CrossModalConfig, c),
+    "depth_sweep": config.depth_config_from_mapping,
+    "embedding_isotropy": lambda c: from_mapping(EmbeddingsConfig, c),
+    "pretrained_anisotropy": lambda c: from_mapping(PretrainedConfig, c),
+    "qk_dynamics": lambda c: from_mapping(AnalysisConfig, c),
+    "reproduce": config.reproduce_config_from_mapping,
+    "train_clm": config.train_config_from_mapping,
+    "train_mlm": config.train_config_from_mapping,
+}
+
+
+def _defaults(name):
+    """What the converter must give for the file's default config: its dataclasses' defaults."""
+    return {
+        "bias_sweep": lambda: [(config.default_label(BlockConfig()), SweepConfig())],
+        "checkpoint_series": lambda: SeriesConfig(series_dir=SERIES_DIR),
+        "cross_modal": CrossModalConfig,
+        "depth_sweep": DepthConfig,
+        "embedding_isotropy": EmbeddingsConfig,
+        "pretrained_anisotropy": PretrainedConfig,
+        "qk_dynamics": AnalysisConfig,
+        "train_clm": lambda: (config.default_train_config("clm"), AnalysisConfig()),
+        "train_mlm": lambda: (config.default_train_config("mlm"), AnalysisConfig()),
+    }[name]()
+
+
+def _module(name):
+    """The config file, loaded by path as ml_collections loads it."""
+    spec = importlib.util.spec_from_file_location(f"config_{name}", CONFIGS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _variants():
+    cases = []
+    for name in sorted(CONVERTERS):
+        variants = _module(name).VARIANTS
+        cases += [(name, None)] + [(name, v) for v in variants]
+        if name in ("bias_sweep", "depth_sweep"):  # variants combine with '+'
+            cases += [(name, f"smoke+{v}") for v in variants if v != "smoke"]
+    return cases
+
+
+def test_every_config_file_is_checked_here():
+    assert sorted(p.stem for p in CONFIGS.glob("*.py")) == sorted(CONVERTERS)
+
+
+@pytest.mark.parametrize("name, variant", _variants())
+def test_every_variant_builds_and_converts(name, variant):
+    CONVERTERS[name](_module(name).get_config(variant))
+
+
+@pytest.mark.parametrize("name", sorted(set(CONVERTERS) - {"reproduce"}))
+def test_the_default_config_is_the_dataclass_defaults(name):
+    assert CONVERTERS[name](_module(name).get_config(None)) == _defaults(name)
+
+
+def test_reproduce_starts_from_its_dataclass_defaults():
+    """reproduce.py's default variant is CPU-sized; `:full` keeps the defaults of every field it
+    does not take from another config file's variant."""
+    full = CONVERTERS["reproduce"](_module("reproduce").get_config("full"))
+    default = {f.name: f.default for f in dataclasses.fields(ReproduceConfig)}  # no sweeps: refused
+    for field in ("studies", "seeds", "pretrained_models", "pretrained", "modalities", "depth"):
+        assert getattr(full, field) == default[field], field
+    assert [label for label, _ in full.sweeps] == ["inputs=biased", "inputs=norm_matched"]
+    small = config.train_config_from_mapping(config.train_config_dict("small", "mlm"))[0]
+    assert full.training[1][0] == small and not full.training[1][1].run
+
+
+def test_bias_sweep_defaults_are_the_design_contract():
+    """DESIGN.md "Bias-sweep config fields (contract)": the main job's defaults. They come from
+    BlockConfig and SweepConfig; changing one changes the main job's results."""
+    c = _module("bias_sweep").get_config(None)
+    assert c.model.to_dict() == {
+        "d_model": 768, "num_heads": 12, "d_ff": 3072, "norm_position": "post", "init": "bert",
+        "init_std": 0.02, "layer_norm_eps": 1e-12, "attention": "softmax",
+        "logit_temperature": 1.0, "causal": False, "use_mlp": True, "use_bias": True,
+        "attention_impl": "xla"}
+    assert (c.batch_size, c.seq_len, c.num_seeds, c.seed, c.precision) == (16, 128, 3, 0, "highest")
+    assert c.bias_norms == config.DEFAULT_BIAS_NORMS and len(c.bias_norms) == 30
+
+
+def test_train_defaults_differ_by_objective_only_where_the_family_does():
+    clm, mlm = (config.train_config_dict(None, o) for o in ("clm", "mlm"))
+    assert (clm.model.layer_norm_eps, mlm.model.layer_norm_eps) == (1e-5, 1e-12)
+    clm.objective, clm.model.layer_norm_eps = "mlm", 1e-12
+    assert clm.to_dict() == mlm.to_dict()
+    with pytest.raises(ValueError, match="unknown variant 'large'"):
+        config.train_config_dict("large", "clm")
+
+
+@pytest.mark.parametrize("cls", [DataConfig, ModelSpec, OptimConfig, AnalysisConfig, TrainConfig,
+                                 PretrainedConfig, CrossModalConfig, EmbeddingsConfig,
+                                 ModalitiesConfig])
+def test_config_dict_round_trips(cls):
+    assert config_dict(cls).to_dict() == config_dict(cls()).to_dict()
+    assert from_mapping(cls, config_dict(cls)) == cls()
+
+
+def test_config_dict_nests_keeps_tuples_and_reads_required_fields_without_constructing():
+    c = config_dict(TrainConfig(optim=OptimConfig(warmup_steps=7)), ("optim", "steps"))
+    assert sorted(c.keys()) == ["optim", "steps"] and c.optim.warmup_steps == 7
+    assert isinstance(config_dict(EmbeddingsConfig).widths, tuple)
+    assert config_dict(SeriesConfig).series_dir == ""  # SeriesConfig() itself refuses ''
+    with pytest.raises(KeyError, match="not fields of"):
+        config_dict(SeriesConfig, ("series_dir", "no_such_field"))
