@@ -182,7 +182,8 @@ def matmul_rate(n: int, precision: str, repeats: int) -> float:
     """Achieved FLOP/s of an n×n×n matmul at the benchmark's precision (random data)."""
     import jax
     import jax.numpy as jnp
-    import numpy as np
+
+    from benchmarks.profiling import harness
 
     dtype = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
     lax_precision = "highest" if precision == "highest" else "default"
@@ -191,13 +192,7 @@ def matmul_rate(n: int, precision: str, repeats: int) -> float:
     b = jax.random.normal(kb, (n, n), dtype)
     f = jax.jit(lambda x, y: jnp.dot(x, y, precision=lax_precision,
                                      preferred_element_type=jnp.float32))
-    jax.block_until_ready(f(a, b))
-    times = []
-    for _ in range(max(repeats, 3)):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(a, b))
-        times.append(time.perf_counter() - t0)
-    return 2 * n ** 3 / float(np.median(times))
+    return 2 * n ** 3 / harness.time_calls(f, a, b, repeats=max(repeats, 3)).median_s
 
 
 def memory_footprint(fn, state, chunk_sizes, mesh) -> list[dict[str, Any]]:

@@ -20,19 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax import metrics
+from benchmarks.profiling import harness
 
 
 def _timed(fn, *args, repeats: int = 3) -> tuple[Any, float, float]:
     """(result, first-call seconds, median seconds of `repeats` further calls)."""
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return out, first, float(np.median(times))
+    timing = harness.time_calls(fn, *args, repeats=repeats)
+    return timing.result, timing.first_s, timing.median_s
 
 
 def blocked_average_cosine(u_NxD: jax.Array, block: int = 8192) -> float:

@@ -207,7 +207,7 @@ def main(argv):
                     "python": platform.python_version()},
            "git_commit": commit, "uptime_before": uptime_before, "uptime_after": _uptime(),
            "summary": summarize(runs), "runs": runs, "logs": str(base)}
-    pathlib.Path(_OUT.value).write_text(json.dumps(doc, indent=1) + "\n")
+    results.write_json(_OUT.value, doc)  # atomic, as every results file
     print(json.dumps(doc["summary"], indent=1))
 
 

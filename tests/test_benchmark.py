@@ -1,5 +1,6 @@
 """CPU smoke test of benchmarks/benchmark.py: every variant runs, the PyTorch peers compute the
-same function as JAX (same weights, z, u), ratios and the compiled-memory relation are reported."""
+same function as JAX (same weights, z, u), ratios and the compiled-memory relation are reported;
+and the profilers' harness (benchmarks/profiling/harness.py)."""
 import importlib.util
 import pathlib
 import subprocess
@@ -112,5 +113,45 @@ def test_trace_sweep_sums_device_kernels_by_name(tmp_path):
     (tmp_path / "plugins" / "profile").mkdir(parents=True)
     with gzip.open(tmp_path / "plugins" / "profile" / "x.trace.json.gz", "wt") as f:
         json.dump({"traceEvents": events}, f)
-    totals = _load("trace_sweep").kernel_times(str(tmp_path))
+    totals = _load("profiling.trace_sweep").kernel_times(str(tmp_path))
     assert dict(totals) == {"gemm_a": 12, "fusion": 3}
+
+
+def test_profilers_import_together_without_defining_flags():
+    """Flags are defined only when a profiler runs (harness.run), so importing never clashes."""
+    from absl import flags
+
+    before = set(flags.FLAGS)
+    names = sorted(p.stem for p in (ROOT / "benchmarks" / "profiling").glob("*.py")
+                   if p.stem != "__init__")
+    assert {"harness", "trace_sweep", "profile_block", "profile_metrics"} <= set(names)
+    for name in names:
+        module = _load(f"profiling.{name}")
+        assert name == "harness" or callable(module.main), name
+    assert set(flags.FLAGS) == before
+
+
+def test_harness_times_calls_and_writes_rows_with_provenance(tmp_path, capsys):
+    import json
+
+    import jax.numpy as jnp
+
+    harness = _load("profiling.harness")
+    timing = harness.time_calls(lambda x: x * 2, jnp.ones(4), repeats=3)
+    assert len(timing.times_s) == 3 and timing.first_s > 0
+    assert timing.min_s <= timing.median_s and float(timing.result[0]) == 2.0
+    with pytest.raises(ValueError, match="repeats"):
+        harness.time_calls(lambda: 0, repeats=0)
+    report = harness.Report("unit_test", repeats=2)
+    report.describe("a title", chunk=4)
+    report.time("double", lambda x: x * 2, jnp.ones(4), per=4, unit="µs", flop=8.0)
+    report.row("a count", 3.0, "s", note="given")
+    assert "a title" in capsys.readouterr().out
+    doc = json.loads(report.write(tmp_path / "sub" / "out.json").read_text())
+    assert doc["profiler"] == "benchmarks.profiling.unit_test" and doc["setup"] == {"chunk": 4}
+    first, second = doc["rows"]
+    assert first["label"] == "double" and first["unit"] == "µs/point" and first["value"] > 0
+    assert first["min"] <= first["value"] and first["TFLOP/s"] > 0
+    assert second == {"label": "a count", "value": 3.0, "unit": "s", "note": "given"}
+    assert {"git_commit", "device_kind", "jax_version"} <= set(doc["provenance"])
+    assert not list((tmp_path / "sub").glob(".*.tmp"))  # written atomically

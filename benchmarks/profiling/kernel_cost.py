@@ -1,24 +1,27 @@
 r"""What the fused attention kernel's on-chip reduction statistics cost (GPU tuning, issue 14).
 
-  python -m benchmarks.kernel_cost [--chunk=32] [--repeats=20]
+  python -m benchmarks.profiling.kernel_cost [--chunk=32] [--ablate] [--repeats=20] [--json=FILE]
 
 Times `models.fused_attention.fused_attention` alone on the sweep's BERT-base shapes (B = 32,
 L = 128, 12 heads of 64) with affine inputs, vmapped over a chunk of coefficients as the sweep
 calls it, with and without `reduction_statistics`, for query blocks of 128 and 64 and 4 or 8
-warps, at TF32 and bfloat16; prints µs per grid point.
+warps, at TF32 and bfloat16: µs per grid point.
 
   --ablate: the statistics' parts switched off one at a time (their outputs written as zeros: a
   profiling device, not a result), to see which part of the on-chip statistics costs the time.
 """
 from __future__ import annotations
 
-from absl import app, flags
+import functools
 
-from benchmarks.timing import median_time
+from absl import flags
 
-_CHUNK = flags.DEFINE_integer("chunk", 32, "Grid points (coefficients) per call.")
-_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
-_ABLATE = flags.DEFINE_bool("ablate", False, "Also time the statistics with parts switched off.")
+from benchmarks.profiling import harness
+
+
+def define_flags():
+    flags.DEFINE_integer("chunk", 32, "Grid points (coefficients) per call.")
+    flags.DEFINE_bool("ablate", False, "Also time the statistics with parts switched off.")
 
 ABLATIONS = ("token norms and sums", "key mass and unit mass", "votes")
 
@@ -62,52 +65,50 @@ def _ablated(module, part: str):
     return undo
 
 
-def main(argv):
-    del argv
+def main(args, report):
     import jax
     import jax.numpy as jnp
 
     from anisotropy_jax.models import fused_attention
 
     b, l, h, dh = 32, 128, 12, 64
+    chunk = args.chunk
     keys = jax.random.split(jax.random.key(0), 6)
-    t = jnp.linspace(0.0, 100.0, _CHUNK.value)
+    t = jnp.linspace(0.0, 100.0, chunk)
     slopes = [jax.random.normal(k, (h, dh)) for k in keys[3:]]
-    print(f"{jax.devices()[0].device_kind}: chunk {_CHUNK.value}, B={b}, L={l}, H={h}, "
-          f"Dh={dh}; µs per point")
+    report.describe(f"chunk {chunk}, B={b}, L={l}, H={h}, Dh={dh}; µs per point", chunk=chunk,
+                    batch=b, seq_len=l, heads=h, head_dim=dh)
     for precision, dtype in ((jax.lax.Precision.DEFAULT, jnp.float32),
                              (jax.lax.Precision.DEFAULT, jnp.bfloat16)):
         q, k, v = (jax.random.normal(key, (b, l, h, dh)).astype(dtype) for key in keys[:3])
         q = q.astype(jnp.float32)  # the sweep's affine queries stay float32
+
+        def point(c, reduce=True, **tiling):
+            extra = {"key_slope_HxDh": slopes[1]} if reduce else {}
+            return fused_attention.fused_attention(
+                q, k, v, logit_scale=0.125, precision=precision, query_slope_HxDh=slopes[0],
+                value_slope_HxDh=slopes[2], coefficient=c, reduction_statistics=reduce,
+                **tiling, **extra)
+
+        name = jnp.dtype(dtype).name
         for reduce in (False, True):
             for block_q in (0, 64):
                 for warps in (4, 8):
-                    def point(c, reduce=reduce, block_q=block_q, warps=warps):
-                        extra = {"key_slope_HxDh": slopes[1]} if reduce else {}
-                        return fused_attention.fused_attention(
-                            q, k, v, logit_scale=0.125, precision=precision, num_warps=warps,
-                            block_q=block_q, query_slope_HxDh=slopes[0],
-                            value_slope_HxDh=slopes[2], coefficient=c,
-                            reduction_statistics=reduce, **extra)
-                    seconds = median_time(jax.jit(jax.vmap(point)), t, repeats=_REPEATS.value)
-                    print(f"  {jnp.dtype(dtype).name:8s} reduction_statistics={reduce!s:5s} "
-                          f"block_q={block_q or l:3d} warps={warps}: "
-                          f"{seconds / _CHUNK.value * 1e6:7.2f}")
-        for part in ABLATIONS if _ABLATE.value else ():
+                    fn = jax.jit(jax.vmap(functools.partial(point, reduce=reduce, block_q=block_q,
+                                                            num_warps=warps)))
+                    report.time(f"{name} reduction_statistics={reduce!s:5s} "
+                                f"block_q={block_q or l:3d} warps={warps}", fn, t, per=chunk,
+                                unit="µs")
+        for part in ABLATIONS if args.ablate else ():
             undo = _ablated(fused_attention, part)
             jax.clear_caches()
-
-            def ablated_point(c):
-                return fused_attention.fused_attention(
-                    q, k, v, logit_scale=0.125, precision=precision, query_slope_HxDh=slopes[0],
-                    value_slope_HxDh=slopes[2], coefficient=c, reduction_statistics=True,
-                    key_slope_HxDh=slopes[1])
-            seconds = median_time(jax.jit(jax.vmap(ablated_point)), t, repeats=_REPEATS.value)
-            undo()
-            jax.clear_caches()
-            print(f"  {jnp.dtype(dtype).name:8s} statistics without {part}: "
-                  f"{seconds / _CHUNK.value * 1e6:7.2f}")
+            try:
+                report.time(f"{name} statistics without {part}", jax.jit(jax.vmap(point)), t,
+                            per=chunk, unit="µs")
+            finally:
+                undo()
+                jax.clear_caches()
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run("kernel_cost", main, define_flags)

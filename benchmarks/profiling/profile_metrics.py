@@ -1,23 +1,25 @@
 r"""What the bias sweep's full results contract costs, metric by metric (GPU tuning, issue 14).
 
-  python -m benchmarks.profile_metrics [--chunk=32] [--repeats=20]
+  python -m benchmarks.profiling.profile_metrics [--chunk=32] [--batch=32] [--repeats=20]
+      [--json=FILE]
 
 For one chunk of `chunk` grid points of BERT-base activations (B = 32, L = 128, D = 768, 12 heads),
 times each reduction of `studies/sweep/points.reduce_probes` on its own (vmapped over the chunk,
-jitted), then the whole reduction, and prints ms per grid point. The probes are random arrays of
+jitted), then the whole reduction: ms per grid point. The probes are random arrays of
 the right shapes (attention statistics as the fused kernel returns them, no logits; with and
 without its on-chip `reduction_statistics`), so the numbers are the metrics' cost alone, without
 the forward (the kernel's own extra cost shows in benchmarks/benchmark.py's jax_full_metrics).
 """
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
 
-from benchmarks.timing import median_time
+from benchmarks.profiling import harness
 
-_CHUNK = flags.DEFINE_integer("chunk", 32, "Grid points per chunk.")
-_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
-_BATCH = flags.DEFINE_integer("batch", 32, "Sequences per grid point (B).")
+
+def define_flags():
+    flags.DEFINE_integer("chunk", 32, "Grid points per chunk.")
+    flags.DEFINE_integer("batch", 32, "Sequences per grid point (B).")
 
 
 def _isoscore_default(x_BxLxD):
@@ -33,8 +35,7 @@ def _isoscore_default(x_BxLxD):
     return jnp.trace(c) ** 2 / jnp.sum(c * c)
 
 
-def main(argv):
-    del argv
+def main(args, report):
     import jax
     import jax.numpy as jnp
 
@@ -42,7 +43,7 @@ def main(argv):
     from anisotropy_jax.config import BlockConfig
     from anisotropy_jax.studies.sweep import points
 
-    chunk, b, l, d, h = _CHUNK.value, _BATCH.value, 128, 768, 12
+    chunk, b, l, d, h = args.chunk, args.batch, 128, 768, 12
     keys = jax.random.split(jax.random.key(0), 8)
     x = jax.random.normal(keys[0], (chunk, b, l, d)) + 3.0
     qk = jax.random.normal(keys[1], (chunk, b, l, h, d // h))
@@ -88,20 +89,15 @@ def main(argv):
         "rounding_bound (kernel norms)": lambda p: points.rounding_bound(p, block),
         "whole reduce_probes (kernel stats)": lambda p: points.reduce_probes(p, block),
     }
-    print(f"{jax.devices()[0].device_kind}: chunk {chunk}, B={b}, L={l}, D={d}; ms per point")
-    for name, fn in parts.items():
-        seconds = median_time(jax.jit(jax.vmap(fn)), probes, repeats=_REPEATS.value)
-        print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
-    for name, fn in xla_parts.items():
-        seconds = median_time(jax.jit(jax.vmap(fn)), xla_probes, repeats=_REPEATS.value)
-        print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
-    for name, fn in kernel_parts.items():
-        seconds = median_time(jax.jit(jax.vmap(fn)), kernel_probes, repeats=_REPEATS.value)
-        print(f"  {name:32s} {seconds / chunk * 1e3:8.4f}")
+    report.describe(f"chunk {chunk}, B={b}, L={l}, D={d}; ms per point", chunk=chunk, batch=b,
+                    seq_len=l, d_model=d, heads=h)
+    for group, group_probes in ((parts, probes), (xla_parts, xla_probes),
+                                (kernel_parts, kernel_probes)):
+        for name, fn in group.items():
+            report.time(name, jax.jit(jax.vmap(fn)), group_probes, per=chunk)
     one_pass = jax.jit(jax.vmap(lambda p: jnp.sum(p["resid_post"] * p["resid_post"])))
-    seconds = median_time(one_pass, probes, repeats=_REPEATS.value)
-    print(f"  {'one read of resid_post':32s} {seconds / chunk * 1e3:8.4f}   (memory-bound floor)")
+    report.time("one read of resid_post (memory-bound floor)", one_pass, probes, per=chunk)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run("profile_metrics", main, define_flags)

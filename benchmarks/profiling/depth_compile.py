@@ -1,7 +1,7 @@
 r"""Compilation time of one depth-sweep chunk per weights mode (issue 15: what the compile of
 `:bert_base` is made of).
 
-  python -m benchmarks.depth_compile [--width=128] [--num_layers=2]
+  python -m benchmarks.profiling.depth_compile [--width=128] [--num_layers=2] [--json=FILE]
 
 Lowers and compiles the chunk function of one post-LN stack (B = 4, L = 32, 2 bias norms, 1 seed)
 for weights 'per_layer' and 'stacked', and once more with the bias sweep's metric reduction
@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import time
 
-from absl import app, flags
+from absl import flags
 
-_WIDTH = flags.DEFINE_integer("width", 128, "Residual width D.")
-_LAYERS = flags.DEFINE_integer("num_layers", 2, "Stack depth.")
+from benchmarks.profiling import harness
 
 
-def compile_seconds(weights: str, reduce_metrics: bool = True) -> float:
+def define_flags():
+    flags.DEFINE_integer("width", 128, "Residual width D.")
+    flags.DEFINE_integer("num_layers", 2, "Stack depth.")
+
+
+def compile_seconds(width: int, num_layers: int, weights: str,
+                    reduce_metrics: bool = True) -> float:
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -29,7 +34,7 @@ def compile_seconds(weights: str, reduce_metrics: bool = True) -> float:
     from anisotropy_jax.config import DepthConfig
     from anisotropy_jax.studies.depth import grid, stack
 
-    cfg = DepthConfig(widths=(_WIDTH.value,), num_layers=_LAYERS.value, batch_size=4, seq_len=32,
+    cfg = DepthConfig(widths=(width,), num_layers=num_layers, batch_size=4, seq_len=32,
                       architectures=("post",), bias_norms=(0.0, 4.0), num_seeds=1,
                       chunk_size=2, weights=weights)
     original = stack.reduce_probes
@@ -39,7 +44,7 @@ def compile_seconds(weights: str, reduce_metrics: bool = True) -> float:
         mesh = grid.grid_mesh(jax.devices()[:1])
         layout = grid.chunk_layout(cfg.num_seeds, len(cfg.bias_norms), cfg.chunk_size, 1)
         keys = np.asarray(jax.random.key_data(inputs.seed_keys(cfg.seed, cfg.num_seeds)))
-        fn = grid.chunk_computation(cfg, "post", _WIDTH.value, 1)
+        fn = grid.chunk_computation(cfg, "post", width, 1)
         jitted = jax.jit(fn)
         k = jax.ShapeDtypeStruct((layout.seeds_per_chunk,) + keys.shape[1:], keys.dtype,
                                  sharding=NamedSharding(mesh, P()))
@@ -53,16 +58,16 @@ def compile_seconds(weights: str, reduce_metrics: bool = True) -> float:
         stack.reduce_probes = original
 
 
-def main(argv):
-    del argv
-    import jax
-    compile_seconds("stacked", False)  # warm-up: the process's one-time compiler start-up
-    print(f"{jax.devices()[0].device_kind}: post-LN stack, D = {_WIDTH.value}, "
-          f"{_LAYERS.value} layers; compile seconds")
+def main(args, report):
+    shape = (args.width, args.num_layers)
+    compile_seconds(*shape, "stacked", False)  # warm-up: the process's one-time compiler start-up
+    report.describe(f"post-LN stack, D = {args.width}, {args.num_layers} layers; compile seconds",
+                    width=args.width, num_layers=args.num_layers)
     for weights in ("per_layer", "stacked"):
-        print(f"  weights={weights:9s}  with metrics {compile_seconds(weights):6.2f}   "
-              f"metrics replaced by a sum {compile_seconds(weights, False):6.2f}")
+        report.row(f"weights={weights}, with metrics", compile_seconds(*shape, weights), "s")
+        report.row(f"weights={weights}, metrics replaced by a sum",
+                   compile_seconds(*shape, weights, False), "s")
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run("depth_compile", main, define_flags, repeats=None)

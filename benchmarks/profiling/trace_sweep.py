@@ -1,7 +1,7 @@
 r"""GPU time of one bias-sweep chunk, kernel by kernel, from a profiler trace (GPU tuning).
 
-  python -m benchmarks.trace_sweep [--precision=tf32|bfloat16|highest] [--chunk=32] [--top=16]
-      [--variant=three|full|bare]
+  python -m benchmarks.profiling.trace_sweep [--precision=tf32|bfloat16|highest] [--chunk=32]
+      [--top=16] [--variant=three|full|bare] [--repeats=10] [--json=FILE]
 
 Runs a sweep chunk of BERT-base, B = 32, L = 128, with the library's default schedule — the
 benchmark's three metrics (`benchmark.parity_chunk`, `three`), the full results contract the main
@@ -19,14 +19,17 @@ import json
 import os
 import tempfile
 
-from absl import app, flags
+from absl import flags
 
-_PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
-_CHUNK = flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
-_REPEATS = flags.DEFINE_integer("repeats", 10, "Traced chunk calls.")
-_TOP = flags.DEFINE_integer("top", 16, "Kernels listed.")
-_VARIANT = flags.DEFINE_enum("variant", "three", ["three", "full", "bare"],
-                             "Chunk traced: three metrics, the full results contract, no metrics.")
+from benchmarks.profiling import harness
+
+
+def define_flags():
+    flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
+    flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
+    flags.DEFINE_integer("top", 16, "Kernels listed.")
+    flags.DEFINE_enum("variant", "three", ["three", "full", "bare"],
+                      "Chunk traced: three metrics, the full results contract, no metrics.")
 
 GEMM_MARKERS = ("gemm", "nvjet", "cublas", "cutlass")
 
@@ -46,8 +49,7 @@ def kernel_times(trace_dir: str) -> collections.Counter:
     return totals
 
 
-def main(argv):
-    del argv
+def main(args, report):
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -59,42 +61,44 @@ def main(argv):
     from anisotropy_jax.studies.sweep import grid
     from anisotropy_jax.config import BlockConfig
 
-    precision = benchmark.PRECISIONS[_PRECISION.value]
+    precision = benchmark.PRECISIONS[args.precision]
     impl = "pallas" if jax.default_backend() == "gpu" and precision != "highest" else "xla"
     block = BlockConfig(precision=precision, attention_impl=impl)
     mesh = grid.grid_mesh(jax.devices()[:1])
     config = SweepConfig(block=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
                                num_seeds=1)
     state = jax.device_put(tuple(grid.init_seeds(config)), NamedSharding(mesh, P()))
-    if _VARIANT.value == "three":
+    if args.variant == "three":
         chunk_fn = benchmark.parity_chunk(block)
     else:
-        chunk_fn = grid.chunk_computation(block, _VARIANT.value == "full", True,
+        chunk_fn = grid.chunk_computation(block, args.variant == "full", True,
                                           grid.default_points_per_step())
     fn = grid.jit_chunk(chunk_fn, mesh)
-    norms = jax.device_put(np.linspace(0.0, 100.0, _CHUNK.value).astype(np.float32),
+    norms = jax.device_put(np.linspace(0.0, 100.0, args.chunk).astype(np.float32),
                            NamedSharding(mesh, P(grid.GRID_AXIS)))
     jax.block_until_ready(fn(*state, norms))
     with tempfile.TemporaryDirectory() as trace_dir:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            out = [fn(*state, norms) for _ in range(_REPEATS.value)]
+            out = [fn(*state, norms) for _ in range(args.repeats)]
             jax.block_until_ready(out)
         totals = kernel_times(trace_dir)
     if not totals:
         raise SystemExit("trace_sweep.py: the trace has no device kernels (run it on a GPU)")
-    points = _REPEATS.value * _CHUNK.value
+    points = args.repeats * args.chunk
     busy = sum(totals.values()) / points
     gemm = sum(t for n, t in totals.items() if any(m in n.lower() for m in GEMM_MARKERS)) / points
-    executed = flops.sweep_point_flops(block, 32, 128, _CHUNK.value)
-    print(f"{jax.devices()[0].device_kind}, {_PRECISION.value}, {impl} attention, "
-          f"{_VARIANT.value} chunk "
-          f"{_CHUNK.value}: device busy {busy:.1f} µs per point")
+    executed = flops.sweep_point_flops(block, 32, 128, args.chunk)
+    report.describe(f"{args.precision}, {impl} attention, {args.variant} chunk {args.chunk}: "
+                    f"device busy {busy:.1f} µs per point", precision=args.precision,
+                    attention_impl=impl, variant=args.variant, chunk=args.chunk,
+                    device_busy_us_per_point=busy)
     if gemm:
-        print(f"GEMM kernels {gemm:.1f} µs/point ({100 * gemm / busy:.0f}%), "
-              f"{executed / gemm / 1e6:.0f} TFLOP/s on the {executed / 1e9:.2f} executed GFLOP")
-    for name, total in totals.most_common(_TOP.value):
-        print(f"{total / points:9.2f} µs/point  {100 * total / points / busy:5.1f}%  {name[:90]}")
+        report.row("GEMM kernels", gemm, "µs/point", share_percent=100 * gemm / busy,
+                   **{"TFLOP/s": executed / gemm / 1e6, "executed_GFLOP": executed / 1e9})
+    for name, total in totals.most_common(args.top):
+        report.row(name[:90], total / points, "µs/point",
+                   share_percent=100 * total / points / busy)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run("trace_sweep", main, define_flags, repeats=10)

@@ -1,28 +1,29 @@
 r"""Where the time of one bias-sweep chunk goes: the block's parts timed on their own (GPU tuning).
 
-  python -m benchmarks.profile_block [--chunk=32] [--precision=tf32|highest|bfloat16]
+  python -m benchmarks.profiling.profile_block [--chunk=32] [--precision=tf32|highest|bfloat16]
+      [--repeats=20] [--json=FILE]
 
 Times, for one chunk of `chunk` bias norms (BERT-base, B = 32, L = 128; M = chunk·B·L rows): the
 whole bare forward, the four D×D projections, the MLP with and without its GELU, the attention
 core (q·kᵀ, softmax, ·v), the two LayerNorms with their residual adds, and bare GEMMs of the
-block's shapes. Each line gives ms per chunk, ms per grid point and TFLOP/s of counted matmuls.
+block's shapes. Each row gives ms per grid point and TFLOP/s of counted matmuls.
 Used to find what stands between the sweep and the matmul rate (docs/PERFORMANCE.md).
 """
 from __future__ import annotations
 
 import functools
 
-from absl import app, flags
+from absl import flags
 
-from benchmarks.timing import median_time
-
-_CHUNK = flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
-_PRECISION = flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
-_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
+from benchmarks.profiling import harness
 
 
-def main(argv):
-    del argv
+def define_flags():
+    flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
+    flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
+
+
+def main(args, report):
     import jax
     import jax.numpy as jnp
 
@@ -30,10 +31,10 @@ def main(argv):
     from anisotropy_jax.models import block as block_lib, layers
     from anisotropy_jax.config import BlockConfig
 
-    precision = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}[_PRECISION.value]
+    precision = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}[args.precision]
     block = BlockConfig(precision=precision)
     dtype, lax_precision = layers.matmul_settings(block)
-    chunk, b, l, d, f, h = _CHUNK.value, 32, 128, 768, 3072, 12
+    chunk, b, l, d, f, h = args.chunk, 32, 128, 768, 3072, 12
     m = chunk * b * l
     key = jax.random.key(0)
     params = block_lib.TransformerBlock(block).init(key, jnp.zeros((1, 2, d)))
@@ -41,12 +42,9 @@ def main(argv):
     u = inputs.random_unit_vector(jax.random.key(1), d)
     s = jnp.linspace(0.0, 100.0, chunk)
     x = jax.random.normal(key, (chunk, b, l, d))
-    rows = []
-
-    def report(name, seconds, gflop):
-        rows.append((name, seconds, gflop))
-        print(f"{name:44s}{seconds * 1e3:9.3f} ms{seconds * 1e3 / chunk:9.4f} ms/pt"
-              f"{gflop / seconds / 1e3 if gflop else 0:9.1f} TFLOP/s", flush=True)
+    report.describe(f"precision {args.precision}, chunk {chunk}, B={b}, L={l}, D={d}",
+                    precision=args.precision, chunk=chunk, batch=b, seq_len=l, d_model=d)
+    timed = functools.partial(report.time, per=chunk)
 
     def bare(params, z, u, s, block=block):
         def point(si):
@@ -54,13 +52,11 @@ def main(argv):
             return jnp.sum(y)
         return jax.vmap(point)(s)
 
-    gflop_point = (8 * b * l * d * d + 4 * b * h * l * l * 64 + 4 * b * l * d * f) / 1e9
-    report("whole block, bare forward", median_time(jax.jit(bare), params, z, u, s,
-                                              repeats=_REPEATS.value), gflop_point * chunk)
+    flop_chunk = chunk * (8 * b * l * d * d + 4 * b * h * l * l * 64 + 4 * b * l * d * f)
+    timed("whole block, bare forward", jax.jit(bare), params, z, u, s, flop=flop_chunk)
     pallas_block = block.replace(attention_impl="pallas")
-    report("whole block, bare forward, pallas attention",
-           median_time(jax.jit(functools.partial(bare, block=pallas_block)), params, z, u, s,
-                 repeats=_REPEATS.value), gflop_point * chunk)
+    timed("whole block, bare forward, pallas attention",
+          jax.jit(functools.partial(bare, block=pallas_block)), params, z, u, s, flop=flop_chunk)
 
     def gemm(x2, w):
         return jnp.dot(x2.astype(dtype), w.astype(dtype), precision=lax_precision,
@@ -69,9 +65,8 @@ def main(argv):
     for k_dim, n_dim in ((d, d), (d, f), (f, d), (d, 3 * d)):
         a = jax.random.normal(key, (m, k_dim))
         w = jax.random.normal(key, (k_dim, n_dim)) * 0.02
-        report(f"GEMM {m}×{k_dim}×{n_dim}", median_time(jax.jit(lambda a, w: jnp.sum(gemm(a, w))),
-                                                  a, w, repeats=_REPEATS.value),
-               2 * m * k_dim * n_dim / 1e9)
+        timed(f"GEMM {m}×{k_dim}×{n_dim}", jax.jit(lambda a, w: jnp.sum(gemm(a, w))), a, w,
+              flop=2 * m * k_dim * n_dim)
 
     p = params["params"]
 
@@ -80,8 +75,7 @@ def main(argv):
                 for n in ("query", "key", "value", "out")]
         return sum(jnp.sum(o) for o in outs)
 
-    report("4 projections (+bias)", median_time(jax.jit(projections), x, repeats=_REPEATS.value),
-           8 * m * d * d / 1e9)
+    timed("4 projections (+bias)", jax.jit(projections), x, flop=8 * m * d * d)
 
     def mlp(x, gelu=layers.gelu_exact):
         hdn = gemm(x, p["mlp"]["fc_in"]["kernel"]) + p["mlp"]["fc_in"]["bias"]
@@ -93,10 +87,11 @@ def main(argv):
                         functools.partial(jax.nn.gelu, approximate=False)),
                        ("tanh GELU", functools.partial(jax.nn.gelu, approximate=True)),
                        ("no GELU", lambda hdn: hdn)):
-        report(f"MLP, {name}", median_time(jax.jit(functools.partial(mlp, gelu=gelu)), x,
-                                     repeats=_REPEATS.value), 4 * m * d * f / 1e9)
+        timed(f"MLP, {name}", jax.jit(functools.partial(mlp, gelu=gelu)), x, flop=4 * m * d * f)
 
     q = jax.random.normal(key, (chunk * b, l, h, 64)).astype(dtype)
+    qkv = (q, q * 0.5, q * 2)
+    core_flop = 4 * chunk * b * h * l * l * 64
 
     def attention_core(q, k, v):
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=lax_precision,
@@ -106,37 +101,27 @@ def main(argv):
                        preferred_element_type=jnp.float32)
         return jnp.sum(o)
 
-    report("attention core (qk, softmax, pv)", median_time(jax.jit(attention_core), q, q * 0.5, q * 2,
-                                                     repeats=_REPEATS.value),
-           4 * chunk * b * h * l * l * 64 / 1e9)
+    timed("attention core (qk, softmax, pv)", jax.jit(attention_core), *qkv, flop=core_flop)
 
     from anisotropy_jax.models import fused_attention
 
-    def pallas_core(q, k, v):
-        o, stats = fused_attention.fused_attention(q, k, v, logit_scale=0.125,
-                                                   precision=lax_precision)
-        return jnp.sum(o) + jnp.sum(stats["attn_entropy"])
-
-    report("attention core, fused pallas kernel + stats",
-           median_time(jax.jit(pallas_core), q, q * 0.5, q * 2, repeats=_REPEATS.value),
-           4 * chunk * b * h * l * l * 64 / 1e9)
-    for warps in (4, 8):
-        def core_w(q, k, v, warps=warps):
+    for warps in (None, 4, 8):
+        def pallas_core(q, k, v, warps=warps):
+            extra = {} if warps is None else {"num_warps": warps}
             o, stats = fused_attention.fused_attention(q, k, v, logit_scale=0.125,
-                                                       precision=lax_precision, num_warps=warps)
+                                                       precision=lax_precision, **extra)
             return jnp.sum(o) + jnp.sum(stats["attn_entropy"])
-        report(f"  same, num_warps={warps}", median_time(jax.jit(core_w), q, q * 0.5, q * 2,
-                                                    repeats=_REPEATS.value),
-               4 * chunk * b * h * l * l * 64 / 1e9)
+        label = ("attention core, fused pallas kernel + stats" if warps is None
+                 else f"  same, num_warps={warps}")
+        timed(label, jax.jit(pallas_core), *qkv, flop=core_flop)
 
     def norms(x):
         ln = functools.partial(layers.layer_norm, block)
         y = ln("a").apply({"params": p["attention_norm"]}, x + x * 0.5)
         return jnp.sum(ln("b").apply({"params": p["mlp_norm"]}, y + y * 0.5))
 
-    report("2 LayerNorms + residual adds", median_time(jax.jit(norms), x, repeats=_REPEATS.value), 0.0)
-    print(f"device {jax.devices()[0].device_kind}, precision {_PRECISION.value}, chunk {chunk}")
+    timed("2 LayerNorms + residual adds", jax.jit(norms), x)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run("profile_block", main, define_flags)
