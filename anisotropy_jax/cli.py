@@ -128,7 +128,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         fail(f"unexpected arguments: {' '.join(rest[1:])}")
     enable_compilation_cache(_CACHE.value)
     # Threefry draws lowered to JAX's own GPU kernel instead of XLA code: the same bits (checked by
-    # benchmarks/init_compile.py), and the sweep's seed draws compiled in ~4 s less on an H100
+    # docs/PERFORMANCE.md, "Retired profilers"), and the sweep's seed draws compiled in ~4 s less on an H100
     # (docs/PERFORMANCE.md). No effect off GPUs.
     import jax  # the scripts import it anyway; this module's import stays free of it
 

@@ -18,7 +18,7 @@ def qkv_projection_flops(config: BlockConfig, batch_size: int, seq_len: int) -> 
 
 
 def block_forward_flops(config: BlockConfig, batch_size: int, seq_len: int) -> dict[str, int]:
-    """FLOPs of one forward pass of `TransformerBlock(config)` on (batch_size, seq_len, D).
+    """FLOPs of one forward pass of `Block(config)` on (batch_size, seq_len, D).
 
     Returns {"projections", "attention", "mlp", "total"}:
       projections = 4 · 2·B·L·D²         (query, key, value, output)

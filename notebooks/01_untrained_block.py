@@ -51,7 +51,7 @@ from IPython.display import Markdown
 from anisotropy_jax import cli
 from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import fused_attention
-from anisotropy_jax.models.block import TransformerBlock
+from anisotropy_jax.models.block import Block
 from anisotropy_jax.plotting import attention as attention_plots, sweep as sweep_plots
 from anisotropy_jax.studies import sweep
 from anisotropy_jax.studies.sweep import affine, grid, report, tables
@@ -89,11 +89,11 @@ treescope.display(sweeps)
 # The block's parameters and the probes of one forward pass (shapes).
 
 # %%
-params = TransformerBlock(block).init(jax.random.key(0), np.zeros((1, 2, block.d_model)))
+params = Block(block).init(jax.random.key(0), np.zeros((1, 2, block.d_model)))
 treescope.display(jax.tree.map(np.shape, params))
 
 # %%
-probes = jax.eval_shape(TransformerBlock(block).apply, params,
+probes = jax.eval_shape(Block(block).apply, params,
                         jax.ShapeDtypeStruct((2, config.seq_len, block.d_model), np.float32))[1]
 treescope.display(jax.tree.map(np.shape, probes))
 

@@ -17,7 +17,6 @@ from scipy import special
 
 from anisotropy_jax.config import (BlockConfig, ConfigError, DepthConfig,
                                    depth_config_from_mapping)
-from anisotropy_jax.models.block import TransformerBlock
 from anisotropy_jax.studies import depth
 from anisotropy_jax.studies.depth import grid, report, stack, theory
 from tests import reference
@@ -107,14 +106,26 @@ def test_every_layer_equals_a_float64_numpy_loop(result, arch):
                     assert got == pytest.approx(value, rel=2e-4, abs=tol), (name, s, layer)
 
 
-def test_alpha_one_layer_is_the_transformer_block():
-    for arch in ("post", "pre"):
-        layer = grid.stack_layer(CONFIG, arch, 16)
+def test_scaled_layer_adds_alpha_times_each_branch():
+    """The stack's layer is the one Block with residual_scale α (and, attention-only, skip_scale):
+    its residual sums are skip·x + α·attn_out and resid_mid + α·mlp_out; α = 1 adds exactly."""
+    x = jax.random.normal(jax.random.key(1), (2, 5, 16))
+    for arch in ("pre", "attention_only"):
+        cfg = CONFIG.replace(branch_scale=0.3, attention_only_skip=0.7)
+        layer = grid.stack_layer(cfg, arch, 16)
         params = stack.init_layer(layer, jax.random.key(0))
-        x = jax.random.normal(jax.random.key(1), (2, 5, 16))
-        y, _ = layer.apply(params, x)
-        y_block, _ = TransformerBlock(layer.config).apply(params, x)
-        np.testing.assert_array_equal(np.asarray(y), np.asarray(y_block))
+        y, probes = layer.apply(params, x)
+        skip = 0.7 if arch == "attention_only" else 1.0
+        np.testing.assert_allclose(probes["resid_mid"], skip * x + 0.3 * probes["attn_out"],
+                                   rtol=1e-6, atol=1e-6)
+        if arch == "pre":
+            np.testing.assert_allclose(y, probes["resid_mid"] + 0.3 * probes["mlp_out"],
+                                       rtol=1e-6, atol=1e-6)
+        if arch == "pre":  # α = 1: exactly x + attn_out, no multiplication by 1
+            _, p_plain = grid.stack_layer(CONFIG.replace(branch_scale=1.0), arch, 16).apply(
+                params, x)
+            np.testing.assert_array_equal(np.asarray(p_plain["resid_mid"]),
+                                          np.asarray(x + p_plain["attn_out"]))
 
 
 def test_one_device_and_stacked_weights_give_the_same_numbers(result):

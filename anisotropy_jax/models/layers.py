@@ -1,6 +1,6 @@
 """Primitives shared by attention and the block: initialisers, matmul precision, dense layers,
-LayerNorm, the exact GELU and the MLP. Every linear layer gets a named initialiser (never a silent
-framework default)."""
+LayerNorm and RMSNorm, the activations (one table, Hugging Face names) and the MLP. Every linear
+layer gets a named initialiser (never a silent framework default)."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,11 +14,24 @@ from anisotropy_jax.config import BlockConfig
 Array = jax.Array
 
 
-def kernel_init(config: BlockConfig) -> nn.initializers.Initializer:
-    """The named initialiser of every linear kernel (never a silent framework default)."""
+# The two kernels that write into the residual stream (GPT-2's scaled init, T5's fan-ins).
+RESIDUAL_KERNELS = ("out", "fc_out")
+
+
+def kernel_init(config: BlockConfig, name: str = "") -> nn.initializers.Initializer:
+    """The named initialiser of the linear kernel `name` of a block (never a silent framework
+    default; BlockConfig.init says which)."""
     if config.init == "bert":
-        # Hugging Face BertPreTrainedModel._init_weights: normal_(0, initializer_range), untruncated.
-        return nn.initializers.normal(stddev=config.init_std)
+        # Hugging Face _init_weights: normal_(0, initializer_range), untruncated.
+        std = config.init_std
+        if name in RESIDUAL_KERNELS and config.residual_init_std is not None:
+            std = config.residual_init_std
+        return nn.initializers.normal(stddev=std)
+    if config.init == "t5":
+        # T5PreTrainedModel._init_weights with initializer_factor = init_std.
+        fan = {"query": config.d_model * config.d_head, "out": config.num_heads * config.d_head,
+               "fc_out": config.d_ff}.get(name, config.d_model)
+        return nn.initializers.normal(stddev=config.init_std * fan ** -0.5)
     if config.init == "lecun":
         return nn.initializers.lecun_normal()  # Flax's default: truncated normal, var 1/fan_in.
     if config.init == "xavier":
@@ -33,15 +46,22 @@ def embedding_init(config: BlockConfig) -> nn.initializers.Initializer:
     return nn.initializers.normal(stddev=config.d_model ** -0.5)
 
 
-def matmul_settings(config: BlockConfig) -> tuple[Any, jax.lax.Precision]:
+PRECISION_SETTINGS = {"highest": (jnp.float32, jax.lax.Precision.HIGHEST),
+                      "default": (jnp.float32, jax.lax.Precision.DEFAULT),
+                      "bfloat16": (jnp.bfloat16, jax.lax.Precision.DEFAULT)}
+
+
+def precision_settings(precision: str) -> tuple[Any, jax.lax.Precision]:
+    """(compute dtype, lax precision) of the matmuls for a precision name."""
+    if precision not in PRECISION_SETTINGS:
+        raise ValueError(f"model.precision: unknown precision {precision!r}; choose one of "
+                         f"{tuple(PRECISION_SETTINGS)}")
+    return PRECISION_SETTINGS[precision]
+
+
+def matmul_settings(config: Any) -> tuple[Any, jax.lax.Precision]:
     """(compute dtype, lax precision) of the matmuls for `config.precision`."""
-    if config.precision == "highest":
-        return jnp.float32, jax.lax.Precision.HIGHEST
-    if config.precision == "default":
-        return jnp.float32, jax.lax.Precision.DEFAULT
-    if config.precision == "bfloat16":
-        return jnp.bfloat16, jax.lax.Precision.DEFAULT
-    raise ValueError(f"model.precision: unknown precision {config.precision!r}")
+    return precision_settings(config.precision)
 
 
 # XLA's GPU compiler autotunes Triton GEMM tilings for every matmul shape at compile time. For the
@@ -57,11 +77,14 @@ def compiler_options(platform: str) -> dict[str, Any] | None:
     return dict(GPU_COMPILER_OPTIONS) if platform in ("gpu", "cuda") else None
 
 
-def dense(config: BlockConfig, features: int, name: str) -> nn.Dense:
+def dense(config: BlockConfig, features: int, name: str, use_bias: bool | None = None
+          ) -> nn.Dense:
+    """A linear layer with the block's precision and the named initialiser of `name`
+    (`use_bias` None: config.use_bias)."""
     dtype, precision = matmul_settings(config)
-    return nn.Dense(features, use_bias=config.use_bias, kernel_init=kernel_init(config),
-                    bias_init=nn.initializers.zeros, dtype=dtype, param_dtype=jnp.float32,
-                    precision=precision, name=name)
+    return nn.Dense(features, use_bias=config.use_bias if use_bias is None else use_bias,
+                    kernel_init=kernel_init(config, name), bias_init=nn.initializers.zeros,
+                    dtype=dtype, param_dtype=jnp.float32, precision=precision, name=name)
 
 
 class DenseParams(nn.Module):
@@ -71,13 +94,14 @@ class DenseParams(nn.Module):
     config: BlockConfig
     in_features: int
     features: int
+    use_bias: bool = True
 
     @nn.compact
     def __call__(self) -> tuple[Array, Array | None]:
-        kernel = self.param("kernel", kernel_init(self.config), (self.in_features, self.features),
-                            jnp.float32)
+        kernel = self.param("kernel", kernel_init(self.config, self.name),
+                            (self.in_features, self.features), jnp.float32)
         bias = (self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
-                if self.config.use_bias else None)
+                if self.use_bias else None)
         return kernel, bias
 
 
@@ -85,6 +109,13 @@ def layer_norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.Laye
     # LayerNorm always in float32, γ = 1, β = 0 at init.
     return nn.LayerNorm(epsilon=config.layer_norm_eps, use_bias=use_bias, dtype=jnp.float32,
                         param_dtype=jnp.float32, name=name)
+
+
+def norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.Module:
+    """The block's norm kind (`config.norm`): LayerNorm, or RMSNorm (which has no bias)."""
+    if config.norm == "rms":
+        return RmsNorm(epsilon=config.layer_norm_eps, name=name)
+    return layer_norm(config, name, use_bias)
 
 
 # erf(x) ≈ x·P(x²)/Q(x²) on [-4, 4] (clamped outside, where |erf| = 1 to float32): the rational
@@ -120,34 +151,24 @@ def gelu_exact(x: Array) -> Array:
 
 
 class Mlp(nn.Module):
-    """D → d_ff → exact-erf GELU → D."""
+    """D → d_ff → activation → D, or gated: fc_out(act(fc_gate(x)) · fc_in(x))."""
 
     config: BlockConfig
 
     @nn.compact
     def __call__(self, x_BxLxD: Array) -> Array:
         cfg = self.config
-        h_BxLxF = dense(cfg, cfg.d_ff, "fc_in")(x_BxLxD)
-        h_BxLxF = gelu_exact(h_BxLxF)
-        return dense(cfg, cfg.d_model, "fc_out")(h_BxLxF).astype(jnp.float32)
+        act, bias = ACTIVATIONS[cfg.activation], cfg.bias("mlp")
+        h_BxLxF = dense(cfg, cfg.d_ff, "fc_in", bias)(x_BxLxD)
+        if cfg.gated_mlp:
+            h_BxLxF = act(dense(cfg, cfg.d_ff, "fc_gate", bias)(x_BxLxD)) * h_BxLxF
+        else:
+            h_BxLxF = act(h_BxLxF)
+        return dense(cfg, cfg.d_model, "fc_out", bias)(h_BxLxF).astype(jnp.float32)
 
 
 # --------------------------------------------------------------------------------------------
-# Primitives of the pretrained families (models/decoder.py and the encoder families)
-
-PRECISION_SETTINGS = {"highest": (jnp.float32, jax.lax.Precision.HIGHEST),
-                      "default": (jnp.float32, jax.lax.Precision.DEFAULT),
-                      "bfloat16": (jnp.bfloat16, jax.lax.Precision.DEFAULT)}
-
-
-def precision_settings(precision: str) -> tuple[Any, jax.lax.Precision]:
-    """(compute dtype, lax precision) for a precision name, as `matmul_settings` without a
-    BlockConfig (the pretrained families have their own configs)."""
-    if precision not in PRECISION_SETTINGS:
-        raise ValueError(f"precision: unknown precision {precision!r}; choose one of "
-                         f"{tuple(PRECISION_SETTINGS)}")
-    return PRECISION_SETTINGS[precision]
-
+# Norms and activations of the pretrained families
 
 def rms_norm(x: Array, scale: Array, eps: float) -> Array:
     """RMSNorm (Llama, T5): x / sqrt(mean(x²) + eps) · scale, in float32 (no mean subtraction,
@@ -192,6 +213,3 @@ ACTIVATIONS = {"gelu": gelu_exact, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": g
                "silu": silu, "swish": silu, "relu": relu}
 
 
-def swiglu(gate: Array, up: Array) -> Array:
-    """SiLU(gate) · up, the gated unit of Llama's MLP (down(swiglu(gate(x), up(x))))."""
-    return silu(gate) * up

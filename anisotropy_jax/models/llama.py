@@ -1,8 +1,9 @@
-"""The Llama family (SmolLM2, ...): config mapping and weight conversion onto `models/decoder.py`.
+"""The Llama family (SmolLM2, ...): config translation and name table onto `models/transformer.py`.
 
 Llama is the pre-norm decoder with RMSNorm, rotary positions on the whole head (rotate_half
 convention), grouped-query attention (num_key_value_heads ≤ num_attention_heads), the SwiGLU MLP
 down(silu(gate(x)) · up(x)), no biases by default (attention_bias, mlp_bias) and a final RMSNorm.
+`models/qwen2.py` reuses this name table.
 
   embed_tokens.weight                       token_embedding
   layers.i.input_layernorm.weight           block_i.attention_norm.scale
@@ -10,7 +11,7 @@ down(silu(gate(x)) · up(x)), no biases by default (attention_bias, mlp_bias) an
   layers.i.post_attention_layernorm.weight  block_i.mlp_norm.scale
   layers.i.mlp.{up,gate,down}_proj          block_i.mlp.{fc_in,fc_gate,fc_out}
   norm.weight                               final_norm.scale
-  lm_head.weight (untied LlamaForCausalLM)  output_embedding
+  lm_head.weight (untied LlamaForCausalLM)  output (kept for the embedding analysis)
 
 A "model." prefix (LlamaForCausalLM) is accepted. Only the default (unscaled) rotary is supported.
 The untrained baseline is Hugging Face's init: N(0, initializer_range²), RMSNorm gains 1.
@@ -22,74 +23,87 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models import decoder
-from anisotropy_jax.models.decoder import (DecoderConfig, apply_fn, embedding_matrices,  # noqa: F401
-                                           hidden_states_fn, init_params, pad_token_id,
-                                           state_labels, summary)
+from anisotropy_jax.config import BlockConfig, TransformerConfig
+from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
+                                              detect_prefix, require_keys)
 from anisotropy_jax.models.gpt_neox import rope_settings
+from anisotropy_jax.models.transformer import causal_lm_family
 
-MODEL_TYPES = ("llama",)
-CAUSAL = True
+# Block parameter → module of `layers.i.` (Linear weights are (out, in): transposed).
+LINEAR_NAMES = {("attention", "query"): "self_attn.q_proj", ("attention", "key"): "self_attn.k_proj",
+                ("attention", "value"): "self_attn.v_proj", ("attention", "out"): "self_attn.o_proj",
+                ("mlp", "fc_in"): "mlp.up_proj", ("mlp", "fc_gate"): "mlp.gate_proj",
+                ("mlp", "fc_out"): "mlp.down_proj"}
+NORM_NAMES = {"attention_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"}
 
 
-def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
-                   source: str = "config.json") -> DecoderConfig:
-    decoder.require_keys(hf_config, ("hidden_size", "num_attention_heads", "num_hidden_layers",
-                                     "intermediate_size", "vocab_size"), source)
+def llama_like_config(hf_config: dict[str, Any], precision: str, source: str, *,
+                      qkv_bias: bool, out_bias: bool, mlp_bias: bool) -> TransformerConfig:
+    """A Llama-shaped config.json → TransformerConfig, the biases given by the caller."""
+    require_keys(hf_config, ("hidden_size", "num_attention_heads", "num_hidden_layers",
+                             "intermediate_size", "vocab_size"), source)
     fraction, base = rope_settings(hf_config, source)
     if int(hf_config.get("pretraining_tp", 1) or 1) != 1:
-        raise decoder.PretrainedError(f"{source}: unsupported settings: pretraining_tp != 1")
+        raise PretrainedError(f"{source}: unsupported settings: pretraining_tp != 1")
     try:
         d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
         head_dim = int(hf_config.get("head_dim") or d // heads)
         std = float(hf_config.get("initializer_range", 0.02))
-        return DecoderConfig(
-            model_type="llama", num_layers=int(hf_config["num_hidden_layers"]), d_model=d,
-            num_heads=heads, num_kv_heads=int(hf_config.get("num_key_value_heads") or heads),
-            head_dim=head_dim, d_ff=int(hf_config["intermediate_size"]),
+        tie = bool(hf_config.get("tie_word_embeddings", False))
+        block = BlockConfig(
+            d_model=d, num_heads=heads, d_ff=int(hf_config["intermediate_size"]),
+            norm_position="pre", norm="rms", layer_norm_eps=float(hf_config.get("rms_norm_eps",
+                                                                              1e-6)),
+            activation=hf_config.get("hidden_act", "silu"), gated_mlp=True, causal=True,
+            num_kv_heads=int(hf_config.get("num_key_value_heads") or heads), head_dim=head_dim,
+            rotary_dims=int(head_dim * fraction), rotary_base=base, qkv_bias=qkv_bias,
+            out_bias=out_bias, mlp_bias=mlp_bias, init_std=std, residual_init_std=std,
+            precision=precision)
+        return TransformerConfig(
+            block=block, num_layers=int(hf_config["num_hidden_layers"]),
             vocab_size=int(hf_config["vocab_size"]),
-            max_len=int(hf_config.get("max_position_embeddings", 2048)), norm="rms",
-            norm_eps=float(hf_config.get("rms_norm_eps", 1e-6)),
-            activation=hf_config.get("hidden_act", "silu"), gated_mlp=True,
-            rotary_dims=int(head_dim * fraction), rotary_base=base,
-            qkv_bias=bool(hf_config.get("attention_bias", False)),
-            out_bias=bool(hf_config.get("attention_bias", False)),
-            mlp_bias=bool(hf_config.get("mlp_bias", False)),
-            tie_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-            output_embedding=not hf_config.get("tie_word_embeddings", False) and any(
-                "CausalLM" in a for a in hf_config.get("architectures") or []),
-            init_std=std, residual_init_std=std, precision=precision)
+            max_len=int(hf_config.get("max_position_embeddings", 2048)),
+            learned_positions=False, embedding_norm=False, final_norm=True, tie_embeddings=tie,
+            output_bias=False, output_embedding=not tie and any(
+                "CausalLM" in a for a in hf_config.get("architectures") or []))
     except (ValueError, TypeError) as e:
-        raise decoder.config_error(source, e) from None
+        raise config_error(source, e) from None
 
 
-def convert(tensors: dict[str, np.ndarray], cfg: DecoderConfig, source: str = "model.safetensors"
-            ) -> tuple[dict[str, Any], list[str]]:
-    """Hugging Face Llama tensors → ({"params": tree} of decoder.Decoder, unused names)."""
-    read = decoder.TensorReader(tensors, decoder.detect_prefix(tensors, "embed_tokens.weight",
-                                                               ("model.",)))
-    d, f = cfg.d_model, cfg.d_ff
-    q_width, kv_width = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
+                   source: str = "config.json") -> TransformerConfig:
+    bias = bool(hf_config.get("attention_bias", False))
+    return llama_like_config(hf_config, precision, source, qkv_bias=bias, out_bias=bias,
+                             mlp_bias=bool(hf_config.get("mlp_bias", False)))
+
+
+def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
+            source: str = "model.safetensors") -> tuple[dict[str, Any], list[str]]:
+    """Hugging Face Llama-layout tensors → ({"params": tree} of Transformer, unused names)."""
+    read = TensorReader(tensors, detect_prefix(tensors, "embed_tokens.weight", ("model.",)))
+    block = cfg.block
+    d, f = block.d_model, block.d_ff
+    q_width, kv_width = block.num_heads * block.d_head, block.kv_heads * block.d_head
+    shapes = {"query": (d, q_width), "key": (d, kv_width), "value": (d, kv_width),
+              "out": (q_width, d), "fc_in": (d, f), "fc_gate": (d, f), "fc_out": (f, d)}
+    groups = {"query": "qkv", "key": "qkv", "value": "qkv", "out": "out"}
     params: dict[str, Any] = {
         "token_embedding": {"embedding": read.get("embed_tokens.weight", (cfg.vocab_size, d))},
         "final_norm": read.norm("norm", d, bias=False),
     }
     if cfg.output_embedding and not cfg.tie_embeddings:
         # lm_head is stored outside the model. prefix
-        params["output_embedding"] = read.get("lm_head.weight", (cfg.vocab_size, d),
-                                              prefixed=False)
+        head = read.get("lm_head.weight", (cfg.vocab_size, d), prefixed=False)
+        params["output"] = {"kernel": None if head is None else np.ascontiguousarray(head.T)}
     for i in range(cfg.num_layers):
-        hf = f"layers.{i}."
-        params[f"block_{i}"] = {
-            "attention_norm": read.norm(hf + "input_layernorm", d, bias=False),
-            "attention": {
-                "query": read.linear(hf + "self_attn.q_proj", d, q_width, cfg.qkv_bias),
-                "key": read.linear(hf + "self_attn.k_proj", d, kv_width, cfg.qkv_bias),
-                "value": read.linear(hf + "self_attn.v_proj", d, kv_width, cfg.qkv_bias),
-                "out": read.linear(hf + "self_attn.o_proj", q_width, d, cfg.out_bias)},
-            "mlp_norm": read.norm(hf + "post_attention_layernorm", d, bias=False),
-            "mlp": {"fc_in": read.linear(hf + "mlp.up_proj", d, f, cfg.mlp_bias),
-                    "fc_gate": read.linear(hf + "mlp.gate_proj", d, f, cfg.mlp_bias),
-                    "fc_out": read.linear(hf + "mlp.down_proj", f, d, cfg.mlp_bias)},
-        }
+        layer: dict[str, Any] = {"attention": {}, "mlp": {}}
+        for (part, name), hf_name in LINEAR_NAMES.items():
+            layer[part][name] = read.linear(f"layers.{i}.{hf_name}", *shapes[name],
+                                            block.bias(groups.get(name, "mlp")))
+        for name, hf_name in NORM_NAMES.items():
+            layer[name] = read.norm(f"layers.{i}.{hf_name}", d, bias=False)
+        params[f"block_{i}"] = layer
     return read.finish(params, source, r"layers\.(\d+)\.", cfg.num_layers)
+
+
+FAMILY = causal_lm_family("llama", ("llama",), config_from_hf, convert)

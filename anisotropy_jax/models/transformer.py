@@ -1,5 +1,12 @@
-"""A stack of blocks with learned embeddings: the from-scratch LMs of the training study and the
-forward of BERT-family checkpoints (models/bert.py maps Hugging Face weights onto it)."""
+"""The one stack of blocks with token embeddings: the from-scratch LMs of the training study and
+the BERT, GPT-2, GPT-NeoX, Llama and Qwen2 families (each maps its checkpoint's names onto this
+module's parameters). The training clm *is* a GPT-2 decoder: a run exports by renaming.
+
+  embeddings   token embedding (+ learned positions) (+ token types) (→ embedding norm)
+  blocks       `num_layers` × models/block.Block
+  final norm   optional, of the blocks' norm kind
+  head         optional: logits against the token embedding (tied) or the `output` Dense
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -7,21 +14,24 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from anisotropy_jax.config import TransformerConfig
-from anisotropy_jax.models.block import TransformerBlock
-from anisotropy_jax.models.layers import embedding_init, kernel_init, layer_norm, matmul_settings
+from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.checkpoint import int_or
+from anisotropy_jax.models.family import Family
+from anisotropy_jax.models.layers import embedding_init, kernel_init, matmul_settings, norm
 
 Array = jax.Array
 Probes = dict[str, Any]
 
 
 class Transformer(nn.Module):
-    """Embeddings → `num_layers` blocks → optional final LayerNorm → optional output logits.
+    """Embeddings → `num_layers` blocks → optional final norm → optional output logits.
 
     Probes: {"embeddings": (B, L, D) input of the first block, "blocks": [per-block probes],
-    "final_hidden": (B, L, D) after the final LayerNorm if any}; with `final_norm`, also
-    "final_norm_in", the last block's output before that LayerNorm.
+    "final_hidden": (B, L, D) after the final norm if any}; with `final_norm`, also
+    "final_norm_in", the last block's output before that norm.
     Returns logits (B, L, V) when `with_head` (tied or untied per the config), else final_hidden.
     """
 
@@ -29,8 +39,8 @@ class Transformer(nn.Module):
     with_head: bool = True
 
     @nn.compact
-    def __call__(self, tokens_BxL: Array, *, token_types_BxL: Array | None = None,
-                 key_mask_BxL: Array | None = None) -> tuple[Array, Probes]:
+    def __call__(self, tokens_BxL: Array, key_mask_BxL: Array | None = None, *,
+                 token_types_BxL: Array | None = None) -> tuple[Array, Probes]:
         cfg, block = self.config, self.config.block
         _, seq_len = tokens_BxL.shape
         if seq_len > cfg.max_len:
@@ -38,29 +48,36 @@ class Transformer(nn.Module):
         init = embedding_init(block)
         token_embedding = nn.Embed(cfg.vocab_size, block.d_model, embedding_init=init,
                                    name="token_embedding")
-        position_embedding = nn.Embed(cfg.max_len, block.d_model, embedding_init=init,
-                                      name="position_embedding")
-        x_BxLxD = token_embedding(tokens_BxL) + position_embedding(jnp.arange(seq_len))[None]
+        x_BxLxD = token_embedding(tokens_BxL)
+        if cfg.learned_positions:
+            x_BxLxD = x_BxLxD + nn.Embed(cfg.max_len, block.d_model, embedding_init=init,
+                                         name="position_embedding")(jnp.arange(seq_len))[None]
         if cfg.type_vocab_size:
             types = jnp.zeros_like(tokens_BxL) if token_types_BxL is None else token_types_BxL
             x_BxLxD = x_BxLxD + nn.Embed(cfg.type_vocab_size, block.d_model, embedding_init=init,
                                          name="type_embedding")(types)
+        x_BxLxD = x_BxLxD.astype(jnp.float32)
         if cfg.embedding_norm:
-            x_BxLxD = layer_norm(block, "embedding_norm")(x_BxLxD)
+            x_BxLxD = norm(block, "embedding_norm")(x_BxLxD)
 
         probes: Probes = {"embeddings": x_BxLxD, "blocks": []}
         for layer in range(cfg.num_layers):
-            x_BxLxD, block_probes = TransformerBlock(block, name=f"block_{layer}")(
-                x_BxLxD, key_mask_BxL)
+            x_BxLxD, block_probes = Block(block, name=f"block_{layer}")(x_BxLxD, key_mask_BxL)
             probes["blocks"].append(block_probes)
         if cfg.final_norm:
             probes["final_norm_in"] = x_BxLxD
-            x_BxLxD = layer_norm(block, "final_norm")(x_BxLxD)
+            x_BxLxD = norm(block, "final_norm")(x_BxLxD)
         probes["final_hidden"] = x_BxLxD
-        if not self.with_head:
-            return x_BxLxD, probes
 
         dtype, precision = matmul_settings(block)
+        untied = not cfg.tie_embeddings and (self.with_head or cfg.output_embedding)
+        output = (nn.Dense(cfg.vocab_size, use_bias=cfg.output_bias, kernel_init=kernel_init(block),
+                           dtype=dtype, param_dtype=jnp.float32, precision=precision,
+                           name="output") if untied else None)
+        if not self.with_head:
+            if output is not None and self.is_initializing():
+                output(x_BxLxD[:, :1])  # the stored head's parameters exist; the forward skips it
+            return x_BxLxD, probes
         if cfg.tie_embeddings:
             logits_BxLxV = jnp.einsum("bld,vd->blv", x_BxLxD.astype(dtype),
                                       token_embedding.embedding.astype(dtype),
@@ -70,8 +87,44 @@ class Transformer(nn.Module):
                                     jnp.float32)
                 logits_BxLxV = logits_BxLxV + bias_V[None, None, :]
         else:
-            logits_BxLxV = nn.Dense(cfg.vocab_size, use_bias=cfg.output_bias,
-                                    kernel_init=kernel_init(block), dtype=dtype,
-                                    param_dtype=jnp.float32, precision=precision,
-                                    name="output")(x_BxLxD).astype(jnp.float32)
+            logits_BxLxV = output(x_BxLxD).astype(jnp.float32)
         return logits_BxLxV, probes
+
+
+# --------------------------------------------------------------------------------------------
+# What the causal-LM families (gpt2, gpt_neox, llama, qwen2) share as `Family` fields
+
+def embedding_matrices(params: Any, cfg: TransformerConfig) -> dict[str, Any]:
+    """The token embedding, the output embedding (the token embedding when tied; the `output`
+    Dense kernel transposed when the checkpoint has an untied LM head; else None) and the final
+    norm's gain."""
+    tree = params["params"]
+    token = np.asarray(tree["token_embedding"]["embedding"])
+    output = token if cfg.tie_embeddings else (
+        np.asarray(tree["output"]["kernel"]).T if "output" in tree else None)
+    final = np.asarray(tree["final_norm"]["scale"]) if "final_norm" in tree else None
+    return {"input": token, "output": output, "final_norm_scale": final}
+
+
+def summary(cfg: TransformerConfig) -> dict[str, Any]:
+    block = cfg.block
+    residual_std = block.init_std if block.residual_init_std is None else block.residual_init_std
+    return {"num_layers": cfg.num_layers, "d_model": block.d_model, "num_heads": block.num_heads,
+            "num_kv_heads": block.kv_heads, "head_dim": block.d_head, "d_ff": block.d_ff,
+            "vocab_size": cfg.vocab_size, "max_len": cfg.max_len, "norm": block.norm,
+            "rotary_dims": block.rotary_dims, "parallel_residual": block.parallel_residual,
+            "tie_embeddings": cfg.tie_embeddings,
+            "untrained_init": f"normal(0, {block.init_std}^2) kernels and embeddings (output "
+                              f"projections normal(0, {residual_std:.4g}^2)), zero biases, norm "
+                              "gains 1"}
+
+
+def causal_lm_family(name: str, model_types: tuple[str, ...], config_from_hf, convert) -> Family:
+    """The `Family` of a pre-norm causal LM checkpoint format: only its config translation and
+    name table differ."""
+    return Family(name=name, model_types=model_types,
+                  module=lambda cfg: Transformer(cfg, with_head=False),
+                  config_from_hf=config_from_hf, convert=convert,
+                  num_layers=lambda cfg: cfg.num_layers, summary=summary,
+                  embedding_matrices=embedding_matrices, causal=True, final_norm=True,
+                  pad_token_id=lambda hf: int_or(hf, ("pad_token_id", "eos_token_id"), 0))

@@ -30,7 +30,8 @@ from anisotropy_jax import inputs
 from anisotropy_jax.config import DepthConfig
 from anisotropy_jax.config.depth import STACKED_WEIGHTS_BYTES
 from anisotropy_jax.models import layers
-from anisotropy_jax.studies.depth.stack import StackLayer, stack_metrics
+from anisotropy_jax.models.block import Block
+from anisotropy_jax.studies.depth.stack import stack_metrics
 from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
                                                grid_mesh, place)
 
@@ -40,9 +41,12 @@ UNDERFLOW_RMS = 1e-30
 HANG_ENV = "ANISOTROPY_JAX_TEST_DEPTH_HANG_AFTER_CHUNKS"  # tests: park after computing N chunks
 
 
-def stack_layer(config: DepthConfig, architecture: str, width: int) -> StackLayer:
-    return StackLayer(config.block_for(architecture, width), architecture, config.alpha,
-                      config.attention_only_skip)
+def stack_layer(config: DepthConfig, architecture: str, width: int) -> Block:
+    """One layer of the (architecture, width) stack: the block with its branches scaled by α
+    and, attention-only, its skip path by `attention_only_skip`."""
+    skip = config.attention_only_skip if architecture == "attention_only" else 1.0
+    return Block(config.block_for(architecture, width).replace(residual_scale=config.alpha,
+                                                               skip_scale=skip))
 
 
 def weights_mode(config: DepthConfig, architecture: str, width: int) -> str:

@@ -2,9 +2,8 @@
 the bias sweep's metrics (`studies.sweep.points.reduce_probes`) and the depth metrics after every
 layer (docs/DEPTH.md).
 
-  StackLayer        one layer: post-LN, pre-LN or attention-only, residual branches scaled by α;
-                    the same parameter names as `models.block.TransformerBlock` (and, with α = 1,
-                    the same function: tests/test_depth.py)
+  (a layer)         `models.block.Block` with residual_scale = α (and, attention-only,
+                    skip_scale): grid.stack_layer builds it
   layer_keys        layer l of a seed is initialised from fold_in(params key, l)
   stack_metrics     one seed, C bias norms: scan over layers, metrics (num_layers, C, ...)
   depth_metrics     effective rank, rank-1 residual and RMS norm of a (B, L, D) residual stream
@@ -18,14 +17,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from anisotropy_jax import inputs, metrics
-from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models.attention import SelfAttention
-from anisotropy_jax.models.layers import Mlp, layer_norm
+from anisotropy_jax.models.block import Block
 from anisotropy_jax.studies.sweep.points import reduce_probes
 
 Array = jax.Array
@@ -33,51 +29,12 @@ Array = jax.Array
 DEPTH_METRICS = ("effective_rank", "rank1_residual", "residual_rms")
 
 
-class StackLayer(nn.Module):
-    """One layer of a stack; returns (output, probes) with the block's canonical probe names."""
-
-    config: BlockConfig
-    architecture: str
-    alpha: float = 1.0
-    skip: float = 1.0  # attention_only only
-
-    @nn.compact
-    def __call__(self, x_BxLxD: Array) -> tuple[Array, dict[str, Array]]:
-        cfg = self.config
-        pre, post = self.architecture == "pre", self.architecture == "post"
-        x_BxLxD = x_BxLxD.astype(jnp.float32)
-        probes = {"resid_pre": x_BxLxD}
-        attn_in = layer_norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
-        attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in)
-        probes.update(attn_probes)
-        probes["attn_out"] = attn_out
-        skip = self.skip if self.architecture == "attention_only" else 1.0
-        h = _combine(x_BxLxD, skip, attn_out, self.alpha)
-        if post:
-            h = layer_norm(cfg, "attention_norm")(h)
-        probes["resid_mid"] = y = h
-        if cfg.use_mlp:
-            mlp_out = Mlp(cfg, name="mlp")(layer_norm(cfg, "mlp_norm")(h) if pre else h)
-            probes["mlp_out"] = mlp_out
-            y = _combine(h, 1.0, mlp_out, self.alpha)
-            if post:
-                y = layer_norm(cfg, "mlp_norm")(y)
-        probes["resid_post"] = y
-        return y, probes
-
-
-def _combine(x: Array, skip: float, branch: Array, alpha: float) -> Array:
-    """skip·x + α·branch, without multiplications by 1 (so α = 1 is the plain block bit for bit)."""
-    x = x if skip == 1.0 else skip * x
-    return x + (branch if alpha == 1.0 else alpha * branch)
-
-
 def layer_keys(params_key: Array, num_layers: int) -> Array:
     """(num_layers,) keys: layer l = fold_in(params_key, l), whatever the depth."""
     return jax.vmap(lambda i: jax.random.fold_in(params_key, i))(jnp.arange(num_layers))
 
 
-def init_layer(layer: StackLayer, key: Array) -> Any:
+def init_layer(layer: Block, key: Array) -> Any:
     """Parameters of one layer (their shapes do not depend on B or L)."""
     return layer.init(key, jnp.zeros((1, 2, layer.config.d_model), jnp.float32))
 
@@ -113,7 +70,7 @@ def _rms(norms: Array) -> Array:
     return top * jnp.sqrt(jnp.mean(jnp.square(scaled)))
 
 
-def stack_metrics(layer: StackLayer, num_layers: int, weights: str, points_per_step: int,
+def stack_metrics(layer: Block, num_layers: int, weights: str, points_per_step: int,
                   params_key: Array, z_BxLxD: Array, u_D: Array, bias_norms_C: Array
                   ) -> tuple[dict[str, Array], dict[str, Array]]:
     """One seed's stack on x = z + s·u for C bias norms.

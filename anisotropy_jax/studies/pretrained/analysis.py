@@ -26,7 +26,7 @@ import numpy as np
 
 from anisotropy_jax import corpus
 from anisotropy_jax.config import PretrainedConfig, require
-from anisotropy_jax.models import bert, registry
+from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib
 from anisotropy_jax.studies.pretrained.states import (CORRELATED_COSINES,  # noqa: F401
@@ -103,7 +103,7 @@ def load_model(model_dir: str | pathlib.Path, max_length: int | None = None,
     max_len = family.summary(config)["max_len"]
     length = max_len if max_length is None else int(max_length)
     if not 2 <= length <= max_len:
-        raise bert.PretrainedError(f"max_length {length} outside [2, {max_len}] "
+        raise checkpoint.PretrainedError(f"max_length {length} outside [2, {max_len}] "
                                    "(max_position_embeddings)")
     encoder = registry.text_encoder(family, hf_config)  # the family's own, or tokenizer.json
     if encoder is None and registry.gguf.find_gguf(model_dir) is None:
@@ -144,8 +144,8 @@ def validate(config: PretrainedConfig) -> Inputs:
     model_dir = resolve_model_dir(config.model_dir)
     try:
         family, model_config, _ = registry.read_config(model_dir, config.precision)
-    except bert.PretrainedError as e:
-        raise bert.PretrainedError(f"model_dir: {e}") from None
+    except checkpoint.PretrainedError as e:
+        raise checkpoint.PretrainedError(f"model_dir: {e}") from None
     if registry.modality(family) != "text":
         return _validate_media(config, model_dir, family, model_config)
     require(not config.inputs, "inputs", f"{model_dir} is a text model "
@@ -158,8 +158,8 @@ def validate(config: PretrainedConfig) -> Inputs:
         require(max_length <= max_len, "max_length",
                 f"{max_length} > max_position_embeddings {max_len}")
         model = load_model(model_dir, max_length, config.precision)
-    except bert.PretrainedError as e:
-        raise bert.PretrainedError(f"model_dir: {e}") from None
+    except checkpoint.PretrainedError as e:
+        raise checkpoint.PretrainedError(f"model_dir: {e}") from None
     resolved = dataclasses.replace(config, model_dir=str(model_dir), max_length=max_length)
     sentences = corpus.sample_sentences(candidates, config.num_sentences, config.seed)
     return Inputs(resolved, model, sentences, len(candidates), source)
@@ -174,8 +174,8 @@ def _validate_media(config: PretrainedConfig, model_dir: pathlib.Path, family: A
     media = media_inputs.load(family, model_config, model_dir, config)
     try:
         model = load_model(model_dir, precision=config.precision)
-    except bert.PretrainedError as e:
-        raise bert.PretrainedError(f"model_dir: {e}") from None
+    except checkpoint.PretrainedError as e:
+        raise checkpoint.PretrainedError(f"model_dir: {e}") from None
     resolved = dataclasses.replace(config, model_dir=str(model_dir))
     return Inputs(resolved, model, media.names, len(media.names), media.source, media)
 

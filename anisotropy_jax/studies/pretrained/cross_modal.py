@@ -28,7 +28,7 @@ import numpy as np
 
 from anisotropy_jax import results as results_lib
 from anisotropy_jax.config.pretrained import CrossModalConfig
-from anisotropy_jax.models import bert, gguf, mpnet, onnx_bert, resnet, vit, whisper
+from anisotropy_jax.models import bert, checkpoint, gguf, mpnet, onnx_bert, resnet, vit, whisper
 from anisotropy_jax.plotting import cross_modal as plots
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, report
 
@@ -48,8 +48,8 @@ def _minilm_l3() -> pathlib.Path | None:
     if onnx is None or l6 is None:
         return None
     target = _cache_dir() / "paraphrase-MiniLM-L3-v2"
-    if not (target / bert.CONFIG_FILE).is_file():
-        onnx_bert.export_hf_dir(onnx, target, l6 / bert.TOKENIZER_FILE)
+    if not (target / checkpoint.CONFIG_FILE).is_file():
+        onnx_bert.export_hf_dir(onnx, target, l6 / checkpoint.TOKENIZER_FILE)
     return target
 
 

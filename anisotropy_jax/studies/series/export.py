@@ -35,7 +35,7 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, results
 from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig
-from anisotropy_jax.models import bert, registry
+from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.studies import training
 
 HEAD_WEIGHT, HEAD_BIAS = "lm_head.weight", "lm_head.bias"
@@ -161,7 +161,7 @@ def exported_logits(model_dir: str | os.PathLike, tokens_BxL: np.ndarray) -> np.
     tokens = np.asarray(tokens_BxL, np.int32)
     states = loaded.family.hidden_states_fn(loaded.config)(
         loaded.params, tokens, np.zeros_like(tokens), np.ones(tokens.shape, bool))
-    tensors = bert.load_state_dict(model_dir)
+    tensors = checkpoint.load_state_dict(model_dir)
     head = np.asarray(tensors[HEAD_WEIGHT], np.float64)
     final = np.asarray(states[-1], np.float64)
     return (final @ head.T + np.asarray(tensors[HEAD_BIAS], np.float64)).astype(np.float32)

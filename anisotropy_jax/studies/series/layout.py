@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.models import bert, gguf, registry
+from anisotropy_jax.models import checkpoint, gguf, registry
 
 STEP_NAME = re.compile(r"^(?:step[_-]?|checkpoint[_-])?(\d+)$")
 NAME_HELP = "step_N, step-N, stepN, checkpoint-N, checkpoint_N or N"
@@ -89,7 +89,7 @@ def tensor_shapes(model_dir: pathlib.Path) -> dict[str, tuple[int, ...]]:
     SeriesError naming the file when it is missing, unreadable or truncated."""
     from safetensors import safe_open  # optional dependency: extra "pretrained"
 
-    single, index = model_dir / bert.WEIGHTS_FILE, model_dir / bert.WEIGHTS_INDEX_FILE
+    single, index = model_dir / checkpoint.WEIGHTS_FILE, model_dir / checkpoint.WEIGHTS_INDEX_FILE
     if single.is_file():
         files = [single]
     elif index.is_file():
@@ -99,7 +99,7 @@ def tensor_shapes(model_dir: pathlib.Path) -> dict[str, tuple[int, ...]]:
             raise _error(f"{index}: not a valid index ({e})") from None
         files = [model_dir / f for f in sorted(set(weight_map.values()))]
     else:
-        raise _error(f"{model_dir}: missing {bert.WEIGHTS_FILE}")
+        raise _error(f"{model_dir}: missing {checkpoint.WEIGHTS_FILE}")
     shapes: dict[str, tuple[int, ...]] = {}
     for f in files:
         try:
@@ -138,14 +138,14 @@ def check(directory: str | pathlib.Path, precision: str = "highest") -> Series:
         elif shapes != first[4]:
             diff = sorted(set(shapes.items()) ^ set(first[4].items()))[0]
             raise _error(f"{ckpt.path}: tensors differ from {first[0].path} (e.g. {diff[0]})")
-        digest = _digest(ckpt.path / bert.TOKENIZER_FILE)
+        digest = _digest(ckpt.path / checkpoint.TOKENIZER_FILE)
         if digest is not None:
             tokenizers.setdefault(digest, ckpt.path)
         if len(tokenizers) > 1:
-            raise _error(f"{ckpt.path / bert.TOKENIZER_FILE}: differs from "
-                         f"{next(iter(tokenizers.values())) / bert.TOKENIZER_FILE}")
+            raise _error(f"{ckpt.path / checkpoint.TOKENIZER_FILE}: differs from "
+                         f"{next(iter(tokenizers.values())) / checkpoint.TOKENIZER_FILE}")
     if not tokenizers:
-        raise _error(f"{directory}: no checkpoint has a {bert.TOKENIZER_FILE}")
+        raise _error(f"{directory}: no checkpoint has a {checkpoint.TOKENIZER_FILE}")
     ckpt, fam, cfg, hf, _ = first
     return Series(pathlib.Path(directory), tuple(checkpoints), fam, cfg, hf,
                   next(iter(tokenizers.values())))

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from anisotropy_jax import inputs
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.attention import AffineQKV, stored_qkv
-from anisotropy_jax.models.block import TransformerBlock
+from anisotropy_jax.models.block import Block
 from anisotropy_jax.models.layers import matmul_settings
 
 Array = jax.Array
@@ -91,7 +91,7 @@ def can_reuse_projections(block: BlockConfig) -> bool:
 
 def qkv_projection(config: BlockConfig, block_params: Any, x_NxD: Array) -> Array:
     """x·[W_q W_k W_v] (no bias) in float32 at the configured matmul precision, for inputs of any
-    leading shape (..., D) → (..., 3D), from the parameters of a `TransformerBlock`."""
+    leading shape (..., D) → (..., 3D), from the parameters of a `Block`."""
     dtype, precision = matmul_settings(config)
     kernel_Dx3D, _ = stored_qkv(block_params["params"]["attention"])
     return jnp.dot(x_NxD.astype(dtype), kernel_Dx3D.astype(dtype), precision=precision,
@@ -123,5 +123,5 @@ def block_at(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array, bias_n
             if bias_3D is not None:
                 base_BxLx3D = base_BxLx3D + bias_3D[None, None, :]
             precomputed = AffineProjection(base_BxLx3D, projected.qkv_u_3D, bias_norm)
-    return TransformerBlock(block).apply(params, x_BxLxD, precomputed_qkv=precomputed,
+    return Block(block).apply(params, x_BxLxD, precomputed_qkv=precomputed,
                                          reduction_statistics=reduction_statistics)

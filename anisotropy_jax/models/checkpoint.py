@@ -1,0 +1,220 @@
+"""Reading checkpoints from disk: config.json, safetensors (one file or shards), and the one
+tensor reader every family's name table goes through. Every problem is a `PretrainedError`: one
+line that names the file and what is wrong with it. The GGUF, ONNX and CTranslate2 readers
+(`gguf`, `onnx_bert`, `ct2_format`) have their own file formats but raise the same error.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from anisotropy_jax.config import ConfigError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class PretrainedError(ConfigError):
+    """A checkpoint cannot be used. The message is one line naming the file and the problem."""
+
+
+def read_hf_config(model_dir: str | pathlib.Path) -> dict[str, Any]:
+    """The parsed config.json of a checkpoint directory (PretrainedError if absent or invalid)."""
+    model_dir = pathlib.Path(model_dir)
+    if not model_dir.is_dir():
+        raise PretrainedError(f"{model_dir}: model directory does not exist")
+    path = model_dir / CONFIG_FILE
+    if not path.is_file():
+        raise PretrainedError(f"{model_dir}: missing {CONFIG_FILE}")
+    try:
+        hf_config = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PretrainedError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(hf_config, dict):
+        raise PretrainedError(f"{path}: expected a JSON object")
+    return hf_config
+
+
+def load_state_dict(model_dir: str | pathlib.Path) -> dict[str, np.ndarray]:
+    """All tensors of model.safetensors (or of the shards listed in model.safetensors.index.json).
+
+    No torch: `safetensors.numpy` (bfloat16 files through `safetensors.flax`, upcast to
+    float32). Raises PretrainedError when no safetensors file is there or it cannot be read.
+    """
+    from safetensors.numpy import load_file  # optional dependency: extra "pretrained"
+
+    model_dir = pathlib.Path(model_dir)
+    single, index = model_dir / WEIGHTS_FILE, model_dir / WEIGHTS_INDEX_FILE
+    if single.is_file():
+        files = [single]
+    elif index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        files = [model_dir / f for f in sorted(set(weight_map.values()))]
+        absent = [f.name for f in files if not f.is_file()]
+        if absent:
+            raise PretrainedError(f"{model_dir}: missing weight shards {absent}")
+    else:
+        others = sorted(p.name for p in model_dir.glob("*.bin")) + sorted(
+            p.name for p in model_dir.glob("*.h5"))
+        hint = f" (found {others}; convert them to safetensors)" if others else ""
+        raise PretrainedError(f"{model_dir}: missing {WEIGHTS_FILE}{hint}")
+    tensors: dict[str, np.ndarray] = {}
+    for f in files:
+        try:
+            try:
+                tensors.update(load_file(str(f)))
+            except TypeError:  # numpy has no bfloat16: read through JAX, upcast to float32
+                from safetensors.flax import load_file as load_file_jax
+
+                tensors.update({k: np.asarray(v.astype(jnp.float32) if v.dtype == jnp.bfloat16
+                                              else v) for k, v in load_file_jax(str(f)).items()})
+        except Exception as e:  # safetensors raises its own error types for corrupt files
+            message = " ".join(str(e).split())
+            raise PretrainedError(f"{f}: cannot read safetensors ({type(e).__name__}: "
+                                  f"{message})") from None
+    return tensors
+
+
+def detect_prefix(tensors: dict[str, Any], anchor: str, prefixes: Sequence[str]) -> str:
+    """The prefix ('' or one of `prefixes`, e.g. 'model.') under which `anchor` is stored; ''
+    when none matches."""
+    return next((p for p in ("",) + tuple(prefixes) if p + anchor in tensors), "")
+
+
+def config_error(source: str, error: Exception) -> PretrainedError:
+    """A config value the family rejected, as one line naming `source`."""
+    return PretrainedError(f"{source}: {' '.join(str(error).split())}")
+
+
+def require_keys(hf_config: dict[str, Any], keys: Sequence[str], source: str) -> None:
+    missing = [k for k in keys if k not in hf_config]
+    if missing:
+        raise PretrainedError(f"{source}: missing required keys {missing}")
+
+
+def int_or(hf_config: dict[str, Any], keys: Sequence[str], default: int) -> int:
+    """The first of `keys` that config.json holds as an integer (not a bool), else `default`."""
+    for key in keys:
+        value = hf_config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return default
+
+
+class TensorReader:
+    """Takes a checkpoint's tensors by name (after `prefix`), as float32, checking shapes, and
+    records what was used, what is missing and what is misshapen; `finish` turns those records
+    into one PretrainedError line. Every family's name table goes through one of these."""
+
+    def __init__(self, tensors: dict[str, np.ndarray], prefix: str = ""):
+        self.tensors, self.prefix = tensors, prefix
+        self.used: set[str] = set()
+        self.missing: list[str] = []
+        self.wrong: list[str] = []
+
+    def has(self, name: str) -> bool:
+        return self.prefix + name in self.tensors
+
+    def get(self, name: str, shape: Sequence[int] | None, aliases: Sequence[str] = (),
+            prefixed: bool = True) -> np.ndarray | None:
+        """The float32 tensor `prefix + name` (or the first of `aliases` present; just `name`
+        when not `prefixed`, e.g. an LM head stored beside the base model), or None with the
+        problem recorded. A tensor of the right size stored flat or with extra unit axes
+        (e.g. a (1, 1, D) token stored as (D,)) is reshaped to `shape`; None: any shape."""
+        for candidate in (self.prefix + n if prefixed else n for n in (name, *aliases)):
+            if candidate not in self.tensors:
+                continue
+            value = np.asarray(self.tensors[candidate])
+            self.used.add(candidate)
+            if not jnp.issubdtype(value.dtype, jnp.floating):  # bfloat16 counts too
+                self.wrong.append(f"{candidate} has dtype {value.dtype}, expected float")
+                return None
+            if shape is not None and tuple(value.shape) != tuple(shape):
+                if value.size == int(np.prod(shape)) and _squeezed(value.shape) == _squeezed(
+                        shape):
+                    value = value.reshape(shape)
+                else:
+                    self.wrong.append(f"{candidate} has shape {tuple(value.shape)}, "
+                                      f"expected {tuple(shape)}")
+                    return None
+            return value.astype(np.float32)
+        self.missing.append(self.prefix + name if prefixed else name)
+        return None
+
+    def linear(self, name: str, d_in: int | None, d_out: int | None, bias: bool = True,
+               scale: np.ndarray | None = None) -> dict[str, Any]:
+        """A Dense layer from a PyTorch Linear: the (out, in) weight transposed to the (in, out)
+        kernel; `bias` False: no bias; `scale` (out,): folded into kernel and bias."""
+        shape = None if d_in is None else (d_out, d_in)
+        weight = self.get(name + ".weight", shape)
+        kernel = None if weight is None else np.ascontiguousarray(weight.T)
+        params: dict[str, Any] = {"kernel": kernel}
+        if bias:
+            params["bias"] = self.get(name + ".bias", None if weight is None else (
+                weight.shape[0],))
+        if scale is not None and kernel is not None:
+            params["kernel"] = kernel * scale[None, :]
+            if params.get("bias") is not None:
+                params["bias"] = params["bias"] * scale
+        return params
+
+    def norm(self, name: str, width: int, bias: bool = True) -> dict[str, Any]:
+        """A LayerNorm (weight/bias or the old gamma/beta names) or, with bias False, an RMSNorm."""
+        params = {"scale": self.get(name + ".weight", (width,), aliases=(name + ".gamma",))}
+        if bias:
+            params["bias"] = self.get(name + ".bias", (width,), aliases=(name + ".beta",))
+        return params
+
+    def block(self, names: dict[tuple[str, ...], str], cfg: Any) -> dict[str, Any]:
+        """The parameters of one `Block(cfg)` from a name table: parameter path (("attention",
+        "query"), ("mlp", "fc_in"), ("attention_norm",), …) → Hugging Face module name, a
+        PyTorch Linear or, where the path ends in "norm", a norm of cfg.norm's kind. Shapes
+        and biases follow the BlockConfig `cfg`."""
+        d, f = cfg.d_model, cfg.d_ff
+        q, kv = cfg.num_heads * cfg.d_head, cfg.kv_heads * cfg.d_head
+        shapes = {"query": (d, q), "key": (d, kv), "value": (d, kv), "out": (q, d),
+                  "fc_in": (d, f), "fc_gate": (d, f), "fc_out": (f, d)}
+        groups = {"query": "qkv", "key": "qkv", "value": "qkv", "out": "out"}
+        params: dict[str, Any] = {}
+        for path, name in names.items():
+            tree = params
+            for key in path[:-1]:
+                tree = tree.setdefault(key, {})
+            leaf = path[-1]
+            tree[leaf] = (self.norm(name, d, bias=cfg.norm == "layer") if leaf.endswith("norm")
+                          else self.linear(name, *shapes[leaf], bias=cfg.bias(
+                              groups.get(leaf, "mlp"))))
+        return params
+
+    def finish(self, params: dict[str, Any], source: str, layer_pattern: str | None = None,
+               num_layers: int = 0) -> tuple[dict[str, Any], list[str]]:
+        """({"params": tree} as jax arrays, the names of the tensors not used), or one
+        PretrainedError line naming `source`: the missing tensors (the first 8, then a count),
+        the misshapen ones, or a tensor of a layer beyond `num_layers` (`layer_pattern`: a regex
+        over names after the prefix whose group 1 is the layer index)."""
+        if self.missing:
+            shown = ", ".join(self.missing[:8]) + (
+                f", ... ({len(self.missing)} missing in all)" if len(self.missing) > 8 else "")
+            raise PretrainedError(f"{source}: missing tensors {shown}")
+        if self.wrong:
+            raise PretrainedError(f"{source}: {'; '.join(self.wrong[:4])}")
+        unused = sorted(set(self.tensors) - self.used)
+        if layer_pattern is not None:
+            pattern = re.compile(re.escape(self.prefix) + layer_pattern)
+            beyond = [k for k in unused if (m := pattern.match(k)) and int(m.group(1)) >= num_layers]
+            if beyond:
+                raise PretrainedError(f"{source}: tensors of layers beyond num_hidden_layers="
+                                      f"{num_layers}, e.g. {beyond[0]}")
+        return {"params": jax.tree.map(jnp.asarray, params)}, unused
+
+
+def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
