@@ -142,7 +142,7 @@ def test_tiny_t5_encoder_matches_transformers(variant, tmp_path):
     tokens, mask = _padded_batch([21, 9, 16], vocab=80, pad=0)  # |r| up to 20 > max_distance
     loaded, ours = _check_family(tmp_path, hf, tokens, mask, hf_states_index=[0, 1, 2, 4])
     assert loaded.labels == ("embeddings", "layer_1", "layer_2", "layer_3", "final_norm")
-    assert loaded.config.layer.gated == (variant == "byt5")
+    assert loaded.config.block.gated_mlp == (variant == "byt5")
 
     # The comparison can fail: without the relative-position bias the states differ grossly.
     broken = {"params": dict(loaded.params["params"])}
@@ -199,7 +199,7 @@ def test_mpnet_untrained_init_statistics():
     cfg = mpnet.config_from_hf({"model_type": "mpnet", "hidden_size": 64, "num_hidden_layers": 2,
                                 "num_attention_heads": 4, "intermediate_size": 96,
                                 "vocab_size": 500, "initializer_range": 0.05})
-    params = mpnet.init_params(cfg, __import__("jax").random.key(0))["params"]
+    params = mpnet.FAMILY.init_params(cfg, __import__("jax").random.key(0))["params"]
     words = np.asarray(params["token_embedding"]["embedding"])
     assert np.all(words[mpnet.PADDING_IDX] == 0)
     assert np.std(words) == pytest.approx(0.05, rel=0.05)
@@ -364,7 +364,7 @@ def test_all_mpnet_base_v2_matches_transformers(mpnet_dir):
     hf = transformers.MPNetModel.from_pretrained(str(mpnet_dir), attn_implementation="eager")
     loaded, ours = _check_family(mpnet_dir, hf.eval(), tokens, mask,
                                  hf_states_index=list(range(13)))
-    assert loaded.family is mpnet
+    assert loaded.family is mpnet.FAMILY
 
     # Mean-pooled, normalised sentence embeddings rank the paraphrase first.
     pooled = (ours[-1] * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)

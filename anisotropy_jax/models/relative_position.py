@@ -60,3 +60,11 @@ def position_bias(bias_table_NxH: Array, buckets_LqxLk: np.ndarray) -> Array:
     values_LqxLkxH = jnp.take(jnp.asarray(bias_table_NxH, jnp.float32),
                               jnp.asarray(buckets_LqxLk), axis=0)
     return values_LqxLkxH.transpose(2, 0, 1)[None]
+
+
+def encoder_bias(bias_table_NxH: Array, seq_len: int, *, num_buckets: int, max_distance: int
+                 ) -> Array:
+    """An encoder's bias (1, H, L, L) over L positions: bidirectional buckets (T5's encoder,
+    MPNet), one table shared by every layer."""
+    return position_bias(bias_table_NxH, bucket_table(
+        seq_len, seq_len, bidirectional=True, num_buckets=num_buckets, max_distance=max_distance))

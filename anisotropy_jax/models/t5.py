@@ -1,61 +1,75 @@
 """The T5 encoder family (T5, T5 v1.1, ByT5 — T5 on UTF-8 bytes — and any T5EncoderModel /
-T5ForConditionalGeneration checkpoint; the decoder is not used): Hugging Face config mapping,
-weight conversion and forward (no torch).
+T5ForConditionalGeneration checkpoint; the decoder is not used): config translation, name table
+and the encoder stack over `Block`.
 
 Architecture (transformers' T5Stack as an encoder): token embedding (no scaling, no absolute
-positions) → pre-RMSNorm layers h = x + Attn(RMS(x)), y = h + MLP(RMS(h)) → final RMSNorm. RMSNorm
-is T5LayerNorm (x / sqrt(mean x² + eps) · γ; no mean, no bias); no linear layer has a bias. The
-logits are q·k with no 1/√Dh scaling, plus a learned bidirectional relative-position bias (one
-scalar per head and bucket) that lives in layer 0 and is shared by every layer. Heads have width
-d_kv, which may differ from d_model / num_heads. The MLP follows `feed_forward_proj`: 'relu'
-(original T5: relu(x W_i) W_o), 'gated-gelu' (v1.1, ByT5: (gelu_tanh(x W_i0) ⊙ x W_i1) W_o), and
-likewise 'gelu', 'silu', 'gated-relu', 'gated-silu'.
+positions) → pre-RMSNorm blocks without biases → final RMSNorm. The logits are q·k with no 1/√Dh
+scaling, plus a learned bidirectional relative-position bias (one scalar per head and bucket)
+that lives in layer 0 and is shared by every layer: the stack computes it and passes it to every
+block as its logit bias. Heads have width d_kv, which may differ from d_model / num_heads. The MLP
+follows `feed_forward_proj`: 'relu' (original T5), 'gated-gelu' (v1.1, ByT5: tanh GELU, gated),
+and likewise 'gelu', 'silu', 'gated-relu', 'gated-silu'.
 
-Hidden states are those of `output_hidden_states`: the embedding output, the output of layers
-1 … n−1, and the last layer's output after the final RMSNorm (the probes keep it before the norm
-as "final_norm_in"). Every hidden state and attention probability equals
-`transformers.T5EncoderModel` in float32 within 1e-4 (tests/test_families_encoders.py).
+Hidden states are those of `output_hidden_states` plus the last layer's output before the final
+RMSNorm (`Family.final_norm`). Every hidden state and attention probability equals
+`transformers.T5EncoderModel` in float32 within 1e-4 (tests/test_families_encoders.py). The
+untrained baseline is T5PreTrainedModel._init_weights with factor f = initializer_factor
+(`BlockConfig.init` 't5'; embedding N(0, f²), bias table N(0, f²/d_model)).
 
-Name mapping (encoder.block.i.layer.0 = attention sublayer, .layer.1 = feed-forward sublayer):
-  encoder.embed_tokens (or shared)                     token_embedding
+  encoder.embed_tokens (or shared)                                token_embedding
   encoder.block.0.layer.0.SelfAttention.relative_attention_bias   relative_attention_bias (N, H)
-  ...layer.0.SelfAttention.{q,k,v,o}                   layer_i.attention.{query,key,value,out}
-  ...layer.0.layer_norm / layer.1.layer_norm           layer_i.attention_norm / mlp_norm
-  ...layer.1.DenseReluDense.{wi,wo} | {wi_0,wi_1,wo}   layer_i.mlp.{fc_in,fc_out} |
-                                                       {fc_gate (activated), fc_in, fc_out}
-  encoder.final_layer_norm                             final_norm
+  encoder.block.i. …                                              layer_i (`LAYER_NAMES`)
+  encoder.final_layer_norm                                        final_norm
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax.config import require
-from anisotropy_jax.models import registry, relative_position
-from anisotropy_jax.models.bert import CONFIG_FILE, WEIGHTS_FILE, PretrainedError
-from anisotropy_jax.models.encoder_layer import (ACTIVATIONS, EncoderLayer, EncoderLayerConfig,
-                                                 RMSNorm, TensorReader, layer_params)
+from anisotropy_jax.config import BlockConfig, require
+from anisotropy_jax.models import relative_position
+from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+                                              TensorReader, config_error, require_keys)
+from anisotropy_jax.models.family import Family, TextEncoder
+from anisotropy_jax.models.layers import RmsNorm
 
-MODEL_TYPES = ("t5",)
-CAUSAL = False
 BYTE_OFFSET, BYT5_EOS = 3, 1  # ByT5Tokenizer: ids 0-2 are special, eos = 1
+# The feed_forward_proj activations (optionally "gated-"), as transformers' T5 names them.
+FEED_FORWARD_ACTIVATIONS = ("gelu", "gelu_new", "relu", "silu")
+
+# Block parameter → Hugging Face module of `encoder.block.i.` (layer.0: attention sublayer,
+# layer.1: feed-forward sublayer); gated MLPs: wi_0 is activated (fc_gate), wi_1 is not.
+LAYER_NAMES = {
+    ("attention", "query"): "layer.0.SelfAttention.q",
+    ("attention", "key"): "layer.0.SelfAttention.k",
+    ("attention", "value"): "layer.0.SelfAttention.v",
+    ("attention", "out"): "layer.0.SelfAttention.o",
+    ("attention_norm",): "layer.0.layer_norm",
+    ("mlp", "fc_in"): "layer.1.DenseReluDense.wi",
+    ("mlp", "fc_out"): "layer.1.DenseReluDense.wo",
+    ("mlp_norm",): "layer.1.layer_norm",
+}
+GATED_LAYER_NAMES = {**LAYER_NAMES, ("mlp", "fc_gate"): "layer.1.DenseReluDense.wi_0",
+                     ("mlp", "fc_in"): "layer.1.DenseReluDense.wi_1"}
 
 
 @dataclasses.dataclass(frozen=True)
 class T5Config:
-    layer: EncoderLayerConfig
+    """The encoder: its blocks, the vocabulary, the relative-position buckets and `max_len`
+    (config.json n_positions: no position table, a length cap for the study)."""
+
+    block: BlockConfig
     num_layers: int
     vocab_size: int
     relative_buckets: int = 32
     max_distance: int = 128
-    pad_token_id: int = 0
-    max_len: int = 512  # config.json n_positions: no position table, a length cap for the study
+    max_len: int = 512
 
     def __post_init__(self):
         for name in ("num_layers", "vocab_size", "relative_buckets", "max_distance", "max_len"):
@@ -73,41 +87,37 @@ def feed_forward(proj: str, source: str) -> tuple[str, bool]:
     if len(parts) > 2 or (len(parts) == 2 and not gated):
         raise PretrainedError(f"{source}: invalid feed_forward_proj={proj!r}")
     activation = "gelu_new" if proj == "gated-gelu" else parts[-1]
-    if activation not in ACTIVATIONS:
+    if activation not in FEED_FORWARD_ACTIVATIONS:
         raise PretrainedError(f"{source}: unsupported feed_forward_proj={proj!r} (activation "
-                              f"{activation!r}; supported: {ACTIVATIONS}, optionally gated-)")
+                              f"{activation!r}; supported: {FEED_FORWARD_ACTIVATIONS}, "
+                              "optionally gated-)")
     return activation, gated
 
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
                    source: str = CONFIG_FILE) -> T5Config:
-    """A Hugging Face T5 config.json → T5Config (PretrainedError naming what is wrong)."""
-    if hf_config.get("model_type") not in MODEL_TYPES:
-        raise PretrainedError(f"{source}: model_type={hf_config.get('model_type')!r} is not "
-                              f"one of {MODEL_TYPES}")
+    """A Hugging Face T5 config.json → T5Config (PretrainedError naming what is wrong); defaults
+    of absent keys are transformers.T5Config's."""
     if hf_config.get("is_decoder", False):
         raise PretrainedError(f"{source}: unsupported settings: is_decoder=true (the T5 "
                               "family loads encoders)")
-    defaults = {"d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8}
-    if "vocab_size" not in hf_config:
-        raise PretrainedError(f"{source}: missing required keys ['vocab_size']")
-    get = {k: int(hf_config.get(k, v)) for k, v in defaults.items()}
+    require_keys(hf_config, ("vocab_size",), source)
+    get = lambda key, default: int(hf_config.get(key, default))  # noqa: E731
     activation, gated = feed_forward(hf_config.get("feed_forward_proj", "relu"), source)
     try:
-        layer = EncoderLayerConfig(
-            d_model=get["d_model"], num_heads=get["num_heads"], d_head=get["d_kv"],
-            d_ff=get["d_ff"], norm="pre_rms_norm",
-            norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-6)), use_bias=False,
-            activation=activation, gated=gated, logit_scale=1.0, init="t5",
+        block = BlockConfig(
+            d_model=get("d_model", 512), num_heads=get("num_heads", 8), head_dim=get("d_kv", 64),
+            d_ff=get("d_ff", 2048), norm_position="pre", norm="rms",
+            layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-6)), use_bias=False,
+            activation=activation, gated_mlp=gated, logit_scale=1.0, init="t5",
             init_std=float(hf_config.get("initializer_factor", 1.0)), precision=precision)
-        return T5Config(layer=layer, num_layers=get["num_layers"],
+        return T5Config(block=block, num_layers=get("num_layers", 6),
                         vocab_size=int(hf_config["vocab_size"]),
-                        relative_buckets=int(hf_config.get("relative_attention_num_buckets", 32)),
-                        max_distance=int(hf_config.get("relative_attention_max_distance", 128)),
-                        pad_token_id=int(hf_config.get("pad_token_id", 0) or 0),
-                        max_len=int(hf_config.get("n_positions", 512)))
+                        relative_buckets=get("relative_attention_num_buckets", 32),
+                        max_distance=get("relative_attention_max_distance", 128),
+                        max_len=get("n_positions", 512))
     except ValueError as e:  # ConfigError is a ValueError
-        raise PretrainedError(f"{source}: {e}") from None
+        raise config_error(source, e) from None
 
 
 def encode_bytes(text: str) -> list[int]:
@@ -116,14 +126,14 @@ def encode_bytes(text: str) -> list[int]:
     return [b + BYTE_OFFSET for b in text.encode("utf-8")] + [BYT5_EOS]
 
 
-def text_encoder(hf_config: dict[str, Any]) -> registry.TextEncoder | None:
+def text_encoder(hf_config: dict[str, Any]) -> TextEncoder | None:
     """ByT5 (config.json "tokenizer_class": "ByT5Tokenizer", as the google/byt5-* checkpoints
     have): `encode_bytes`, the trailing EOS special. Other T5 checkpoints: None (their
     tokenizer.json)."""
     if hf_config.get("tokenizer_class") != "ByT5Tokenizer":
         return None
-    return registry.TextEncoder("ByT5Tokenizer (UTF-8 bytes + 3, then EOS)", encode_bytes,
-                                num_leading=0, num_trailing=1)
+    return TextEncoder("ByT5Tokenizer (UTF-8 bytes + 3, then EOS)", encode_bytes,
+                       num_leading=0, num_trailing=1)
 
 
 class T5Encoder(nn.Module):
@@ -134,111 +144,48 @@ class T5Encoder(nn.Module):
 
     @nn.compact
     def __call__(self, tokens_BxL: jax.Array, key_mask_BxL: jax.Array | None = None):
-        cfg, lc = self.config, self.config.layer
-        factor = lc.init_std  # T5's initializer_factor
-        x = nn.Embed(cfg.vocab_size, lc.d_model, embedding_init=nn.initializers.normal(factor),
+        cfg, block = self.config, self.config.block
+        factor = block.init_std  # T5's initializer_factor
+        x = nn.Embed(cfg.vocab_size, block.d_model, embedding_init=nn.initializers.normal(factor),
                      name="token_embedding")(tokens_BxL).astype(jnp.float32)
         table = self.param("relative_attention_bias",
-                           nn.initializers.normal(factor * lc.d_model ** -0.5),
-                           (cfg.relative_buckets, lc.num_heads), jnp.float32)
-        seq_len = tokens_BxL.shape[1]
-        buckets = relative_position.bucket_table(seq_len, seq_len, bidirectional=True,
-                                                 num_buckets=cfg.relative_buckets,
-                                                 max_distance=cfg.max_distance)
-        bias = relative_position.position_bias(table, buckets)
+                           nn.initializers.normal(factor * block.d_model ** -0.5),
+                           (cfg.relative_buckets, block.num_heads), jnp.float32)
+        bias = relative_position.encoder_bias(table, tokens_BxL.shape[1],
+                                              num_buckets=cfg.relative_buckets,
+                                              max_distance=cfg.max_distance)
         probes: dict[str, Any] = {"embeddings": x, "blocks": [], "position_bias": bias}
         for i in range(cfg.num_layers):
-            x, block = EncoderLayer(lc, name=f"layer_{i}")(x, key_mask_BxL, bias)
-            probes["blocks"].append(block)
+            x, block_probes = Block(block, name=f"layer_{i}")(x, key_mask_BxL, logit_bias=bias)
+            probes["blocks"].append(block_probes)
         probes["final_norm_in"] = x
-        x = RMSNorm(lc.norm_eps, name="final_norm")(x)
+        x = RmsNorm(block.layer_norm_eps, name="final_norm")(x)
         probes["final_hidden"] = x
         return x, probes
 
 
-# --------------------------------------------------------------------------------------------
-# Weights
-
-def _layer_names(i: int, gated: bool) -> dict[str, str]:
-    attn, ff = f"encoder.block.{i}.layer.0.", f"encoder.block.{i}.layer.1."
-    names = {"query": attn + "SelfAttention.q", "key": attn + "SelfAttention.k",
-             "value": attn + "SelfAttention.v", "out": attn + "SelfAttention.o",
-             "attention_norm": attn + "layer_norm", "mlp_norm": ff + "layer_norm",
-             "fc_out": ff + "DenseReluDense.wo"}
-    if gated:
-        names.update(fc_gate=ff + "DenseReluDense.wi_0", fc_in=ff + "DenseReluDense.wi_1")
-    else:
-        names["fc_in"] = ff + "DenseReluDense.wi"
-    return names
-
-
-def convert(tensors: dict[str, np.ndarray], config: T5Config,
-                       source: str = WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
+def convert(tensors: dict[str, np.ndarray], config: T5Config, source: str = WEIGHTS_FILE
+            ) -> tuple[dict[str, Any], list[str]]:
     """Hugging Face T5 tensors → ({"params": tree} for T5Encoder, unused tensor names; the
     decoder and LM head of full T5 checkpoints are among the unused)."""
     read = TensorReader(tensors)
-    lc = config.layer
-    embedding_name = ("encoder.embed_tokens.weight" if "encoder.embed_tokens.weight" in tensors
-                      else "shared.weight")
+    block = config.block
     params: dict[str, Any] = {
-        "token_embedding": {"embedding": read.get(embedding_name,
-                                                  (config.vocab_size, lc.d_model))},
+        "token_embedding": {"embedding": read.get("encoder.embed_tokens.weight",
+                                                  (config.vocab_size, block.d_model),
+                                                  aliases=("shared.weight",))},
         "relative_attention_bias": read.get(
             "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-            (config.relative_buckets, lc.num_heads)),
-        "final_norm": read.norm("encoder.final_layer_norm", lc.d_model, bias=False),
+            (config.relative_buckets, block.num_heads)),
+        "final_norm": read.norm("encoder.final_layer_norm", block.d_model, bias=False),
     }
-    if "shared.weight" in tensors:  # the tied copy of the embedding
+    if read.has("shared.weight"):  # the tied copy of the embedding
         read.used.add("shared.weight")
+    names = GATED_LAYER_NAMES if block.gated_mlp else LAYER_NAMES
     for i in range(config.num_layers):
-        params[f"layer_{i}"] = layer_params(read, _layer_names(i, lc.gated), lc)
-    unused = read.finish(source, r"^encoder\.block\.(\d+)\.", config.num_layers)
-    return {"params": jax.tree.map(jnp.asarray, params)}, unused
-
-
-@functools.lru_cache(maxsize=8)
-def hidden_states_fn(config: T5Config) -> Callable[..., jax.Array]:
-    """jit(params, tokens (B, L), token types (ignored), mask (B, L)) → (num_layers + 2, B, L, D):
-    the embedding output, every layer's output and the final RMSNorm's output (`state_labels`;
-    transformers' output_hidden_states is this without the last layer's raw output). Padded
-    keys are masked."""
-    module = T5Encoder(config)
-
-    @jax.jit
-    def forward(params, tokens_BxL, types_BxL, mask_BxL):
-        del types_BxL
-        _, probes = module.apply(params, tokens_BxL, mask_BxL)
-        states = [probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"]]
-        return jnp.stack(states + [probes["final_hidden"]])
-
-    return forward
-
-
-def init_params(config: T5Config, key: jax.Array) -> dict[str, Any]:
-    """The architecture at Hugging Face initialisation (T5PreTrainedModel._init_weights with
-    factor f = initializer_factor): embedding N(0, f²); W_q N(0, f²/(d_model·d_kv)); W_k, W_v,
-    W_i N(0, f²/d_model); W_o N(0, f²/(H·d_kv)); feed-forward W_o N(0, f²/d_ff); the bias table
-    N(0, f²/d_model); RMSNorm γ = 1."""
-    return _init_fn(config)(key, jnp.zeros((1, 2), jnp.int32))
-
-
-@functools.lru_cache(maxsize=8)
-def _init_fn(config: T5Config) -> Callable[..., Any]:
-    return jax.jit(T5Encoder(config).init)
-
-
-# --------------------------------------------------------------------------------------------
-# The rest of the family interface (models/registry.py)
-
-def state_labels(config: T5Config) -> tuple[str, ...]:
-    return (("embeddings",) + tuple(f"layer_{i + 1}" for i in range(config.num_layers))
-            + ("final_norm",))
-
-
-@functools.lru_cache(maxsize=8)
-def apply_fn(config: T5Config) -> Callable[..., Any]:
-    module = T5Encoder(config)
-    return jax.jit(lambda params, tokens, mask=None: module.apply(params, tokens, mask))
+        params[f"layer_{i}"] = read.block(
+            {path: f"encoder.block.{i}.{name}" for path, name in names.items()}, block)
+    return read.finish(params, source, r"encoder\.block\.(\d+)\.", config.num_layers)
 
 
 def embedding_matrices(params: dict[str, Any], config: T5Config) -> dict[str, np.ndarray | None]:
@@ -251,18 +198,19 @@ def embedding_matrices(params: dict[str, Any], config: T5Config) -> dict[str, np
 
 
 def summary(config: T5Config) -> dict[str, Any]:
-    lc = config.layer
-    return {"num_layers": config.num_layers, "d_model": lc.d_model, "num_heads": lc.num_heads,
-            "d_kv": lc.d_head, "d_ff": lc.d_ff, "vocab_size": config.vocab_size,
-            "max_len": config.max_len, "feed_forward": ("gated-" if lc.gated else "") + lc.activation,
+    block = config.block
+    return {"num_layers": config.num_layers, "d_model": block.d_model,
+            "num_heads": block.num_heads, "d_kv": block.d_head, "d_ff": block.d_ff,
+            "vocab_size": config.vocab_size, "max_len": config.max_len,
+            "feed_forward": ("gated-" if block.gated_mlp else "") + block.activation,
             "relative_attention_num_buckets": config.relative_buckets,
             "relative_attention_max_distance": config.max_distance,
-            "untrained_init": f"T5 init with initializer_factor {lc.init_std}: embedding "
+            "untrained_init": f"T5 init with initializer_factor {block.init_std}: embedding "
                               "N(0, f^2), kernels N(0, f^2/fan_in) (W_q: f^2/(d_model d_kv)), "
                               "bias table N(0, f^2/d_model), RMSNorm 1"}
 
 
-def pad_token_id(hf_config: dict[str, Any]) -> int:
-    """config.json's pad_token_id (T5 and ByT5: 0); padding is masked anyway."""
-    pad = hf_config.get("pad_token_id")
-    return pad if isinstance(pad, int) and not isinstance(pad, bool) else 0
+FAMILY = Family(
+    name="t5", model_types=("t5",), module=T5Encoder, config_from_hf=config_from_hf,
+    convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
+    embedding_matrices=embedding_matrices, final_norm=True, text_encoder=text_encoder)
