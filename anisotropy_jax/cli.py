@@ -1,4 +1,6 @@
-"""The experiment scripts' edge: absl flag parsing and one error idiom for every script.
+"""The experiment scripts' edge: `main(study)` drives any study of the protocol
+(`anisotropy_jax.protocol`: validate → run → write → format_report), with absl flag parsing and
+one error idiom for every script.
 
 Every expected user error — a bad flag, config field, file or model directory — is one stderr
 line "error: <field>: <message>" and exit status 2, before anything is compiled; a run that fails
@@ -7,17 +9,20 @@ numerically (a non-finite metric or loss) exits with status 1 and one line namin
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import pathlib
 import sys
 import time
-from typing import Iterator, NoReturn
+from typing import Any, Iterator, NoReturn
 
-from absl import flags
+from absl import app, flags
 
+from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError
+from anisotropy_jax.protocol import Progress, Study
 
 _CACHE = flags.DEFINE_string(
     "compilation_cache", "default",
@@ -158,3 +163,51 @@ def user_errors() -> Iterator[None]:
         fail(str(error))
     except FloatingPointError as error:
         fail(str(error), status=1)
+
+
+def main(study: Study, config: str | None = None, *, config_default: str | None = None,
+         workdir_help: str = "Output folder (created if missing).", **script_flags: Any) -> None:
+    """The whole of an experiment script: defines --config (required, `config` the example its
+    error names; or `config_default`) and --workdir, parses the flags (`parse_flags_or_exit`:
+    one-line errors, the compilation cache), then `study.validate(config, workdir, **flags)` →
+    `run(plan, progress)` → `write(result, workdir, provenance)` → prints
+    `format_report(doc, workdir)`. `script_flags` are the script's own flag holders, passed by
+    name to validate, except two read here: `progress` (bars on stderr) and `phase_times` (a
+    file for the phases' end times)."""
+    from ml_collections import config_flags
+
+    config_flag = config_flags.DEFINE_config_file(
+        "config", config_default, f"Config file, e.g. {config or config_default}[:variant].",
+        lock_config=True)
+    workdir_flag = flags.DEFINE_string("workdir", None, workdir_help)
+    app.run(functools.partial(_drive, study, config_flag, workdir_flag, config, script_flags),
+            flags_parser=parse_flags_or_exit)
+
+
+def _drive(study: Study, config_flag: Any, workdir_flag: Any, example: str | None,
+           script_flags: dict[str, Any], argv: list[str]) -> None:
+    del argv  # parse_flags_or_exit refuses extra arguments
+    if study.on_demand_memory:
+        allocate_device_memory_on_demand()
+    options = {name: holder.value for name, holder in script_flags.items()}
+    phases = PhaseTimes(options.pop("phase_times", None))
+    phases.mark("start_imports_flags")
+    if study.quiet_logs:
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.WARNING)
+    progress = Progress(bars=options.pop("progress", True), marker=phases.mark)
+    folder = workdir(workdir_flag.value)
+    if example is not None:
+        require_flag(config_flag.value, "config", example)
+    with user_errors():
+        plan = study.validate(config_flag.value, folder, **options)  # nothing compiled yet
+        provenance = results.Provenance(command=" ".join(["python", *sys.argv]))
+        doc = study.write(study.run(plan, progress), folder, provenance)
+    if doc is None:  # nothing written here (a process other than the first)
+        return
+    print(study.format_report(doc, folder), flush=True)
+    phases.mark("table")
+    phases.write()
+    if study.fast_exit and not options.get("distributed"):
+        exit_without_teardown()  # jax.distributed shuts down at interpreter exit: keep that

@@ -234,9 +234,11 @@ def _git_commit() -> str | None:
 
 
 class Provenance:
-    """Collects what `results.json["provenance"]` must hold; call `finish()` at the end."""
+    """Collects what `results.json["provenance"]` must hold; call `finish()` at the end.
+    `command` is the command line that made the results (for the studies that record it)."""
 
-    def __init__(self):
+    def __init__(self, command: str = ""):
+        self.command = command
         self._start_wall = time.time()
         self._start = time.perf_counter()
 

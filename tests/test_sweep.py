@@ -21,6 +21,7 @@ from anisotropy_jax import inputs
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import block as block_lib, layers
 from anisotropy_jax.models.attention import StoredQKV
+from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies.sweep import affine, grid, points, report, theory
 from tests import reference
 
@@ -359,13 +360,13 @@ def test_sharded_over_two_devices_equals_one_device():
 @pytest.mark.parametrize("chunk_size", [1, 3, 4])
 def test_chunked_equals_unchunked_and_padding_is_dropped(chunk_size):
     config = CONFIG.replace(bias_norms=(0.0, 0.3, 2.0, 7.0, 50.0), num_seeds=3)
-    progress = []
-    chunked = grid.run(config.replace(chunk_size=chunk_size), mesh=MESH,
-                              with_metrics=False, progress=progress.append)
+    phases = []
+    chunked = grid.run(config.replace(chunk_size=chunk_size), mesh=MESH, with_metrics=False,
+                       progress=Progress(lines=False, marker=phases.append))
     layout = chunked.layout
     assert layout.points_per_chunk <= max(chunk_size, 2)
     assert layout.bias_per_chunk % 2 == 0
-    assert [p.index for p in progress] == list(range(1, layout.num_chunks + 1))
+    assert phases == [f"chunk {i}" for i in range(1, layout.num_chunks + 1)]
     whole = _bare(config, MESH)
     # float32 sums of other shapes
     np.testing.assert_allclose(chunked.per_seed["output_checksum"], whole, rtol=1e-5, atol=1e-6)

@@ -15,6 +15,7 @@ from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError, PretrainedConfig
 from anisotropy_jax.config.reproduce import ReproduceConfig
 from anisotropy_jax.models import bert, gguf, mpnet
+from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies import depth, dynamics, embeddings, pretrained, sweep, training
 from anisotropy_jax.studies.depth import report as depth_report
 from anisotropy_jax.studies.dynamics import seeds as seeds_lib
@@ -48,7 +49,7 @@ class StudyRun:
 
 
 def run_sweep(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
-    runs = {label: sweep.run(cfg, progress=sweep_report.progress_printer(label))
+    runs = {label: sweep.run(cfg, progress=Progress().within(label))
             for label, cfg in config.sweeps}
     doc = sweep_report.write(runs, out, results.Provenance(), dict(config.sweeps))
     return StudyRun("sweep", results.to_jsonable(doc))

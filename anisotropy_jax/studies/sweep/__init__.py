@@ -6,7 +6,13 @@ docs/BIAS_SWEEP.md).
   affine   the shared input projection z·W + s·(u·W) that the block receives as `PrecomputedQKV`
   theory   closed forms F1-F5, their comparison with a run, trends, the results summary
   report   config.json, results.json/npz, figures, the printed table
+  study    the main job as a study of the protocol (`STUDY`: experiments/bias_sweep.py)
 """
+from anisotropy_jax.protocol import Study
+from anisotropy_jax.studies.sweep import study as _study
 from anisotropy_jax.studies.sweep.grid import SweepResult, run
 
-__all__ = ["SweepResult", "run"]
+STUDY = Study(_study.validate, _study.run, _study.write, _study.format_report,
+              on_demand_memory=True, fast_exit=True)
+
+__all__ = ["STUDY", "SweepResult", "run"]

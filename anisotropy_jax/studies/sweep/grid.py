@@ -40,6 +40,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig
 from anisotropy_jax.models import layers
 from anisotropy_jax.models.block import init_block_params
@@ -252,15 +253,6 @@ class SweepResult:
     first_chunk_seconds: float  # includes compilation
 
 
-@dataclasses.dataclass(frozen=True)
-class ChunkProgress:
-    index: int          # 1-based
-    total: int
-    seeds: tuple[int, int]        # [first, last] seed of the chunk
-    bias_norms: tuple[float, float]  # [first, last] real s of the chunk
-    seconds: float
-
-
 def place(tree: Any, sharding: NamedSharding) -> Any:
     """Host values → global arrays with `sharding` (works across hosts: every process passes the
     same values and each fills its own devices). Chunk functions are traced for inputs placed
@@ -306,8 +298,7 @@ def _store(out: Mapping[str, np.ndarray], seeds: np.ndarray, lo: int, shape: tup
 
 
 def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | None = None,
-        with_metrics: bool = True,
-        progress: Callable[[ChunkProgress], None] | None = None) -> SweepResult:
+        with_metrics: bool = True, progress: Progress = SILENT) -> SweepResult:
     """Runs the whole (seed × s) grid chunk by chunk; see the module docstring.
 
     Args:
@@ -317,7 +308,8 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
         with_metrics)`, cached, so repeated sweeps of the same shapes compile once).
       with_metrics: False runs the bare forward (benchmarks); per_seed then holds
         "output_checksum".
-      progress: called after every chunk with a `ChunkProgress`.
+      progress: after every chunk, marks the phase "chunk I" and says "chunk I/N  seeds a-b
+        s lo..hi  T s".
     Raises:
       FloatingPointError: a metric is not finite (names the metric, s and seed).
     """
@@ -350,10 +342,10 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
             _check_finite(out, real_seeds, norms[lo:hi], config.block)
             _store(out, real_seeds, lo, (num_seeds, num_bias), per_seed, per_head)
             seconds.append(time.perf_counter() - t0)
-            if progress is not None:
-                progress(ChunkProgress(len(seconds), layout.num_chunks,
-                                       (int(real_seeds[0]), int(real_seeds[-1])),
-                                       (float(norms[lo]), float(norms[hi - 1])), seconds[-1]))
+            progress.mark(f"chunk {len(seconds)}")
+            progress.say(f"chunk {len(seconds)}/{layout.num_chunks}  seeds {int(real_seeds[0])}-"
+                         f"{int(real_seeds[-1])}  s {float(norms[lo]):.3g}..{float(norms[hi - 1]):.3g}"
+                         f"  {seconds[-1]:.1f} s")
     return SweepResult(config=config, bias_norms=np.asarray(config.bias_norms, np.float64),
                        per_seed=per_seed, per_head=per_head, layout=layout,
                        num_devices=mesh.size, seconds=time.perf_counter() - start,

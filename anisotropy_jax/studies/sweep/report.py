@@ -14,13 +14,12 @@ import pathlib
 import re
 from typing import Any, Callable, Mapping
 
-import jax
 import numpy as np
 
 from anisotropy_jax import results
 from anisotropy_jax.config import SweepConfig
-from anisotropy_jax.studies.sweep import grid, points, theory
-from anisotropy_jax.studies.sweep.grid import ChunkProgress, SweepResult
+from anisotropy_jax.studies.sweep import points, theory
+from anisotropy_jax.studies.sweep.grid import SweepResult
 
 
 # figures/NAME.png is `anisotropy_jax.plotting.sweep.NAME_figure(summaries)`. The plotting module
@@ -45,17 +44,6 @@ def write_config(workdir: pathlib.Path, config: Any, sweeps: list[tuple[str, Swe
                  ) -> None:
     """config.json, written before the run: what was attempted, even if it fails."""
     results.write_json(workdir / "config.json", {"config": config, "sweeps": dict(sweeps)})
-
-
-def progress_printer(label: str, mark: Callable[[str], None] | None = None):
-    """A `progress` callback for `grid.run` that prints one line per chunk (and calls
-    `mark("chunk I")`, e.g. `cli.PhaseTimes.mark`)."""
-    def progress(p: ChunkProgress) -> None:
-        if mark is not None:
-            mark(f"chunk {p.index}")
-        print(f"[{label}] chunk {p.index}/{p.total}  seeds {p.seeds[0]}-{p.seeds[1]}  "
-              f"s {p.bias_norms[0]:.3g}..{p.bias_norms[1]:.3g}  {p.seconds:.1f} s", flush=True)
-    return progress
 
 
 def reliable_points(result: SweepResult) -> list[bool]:
@@ -195,26 +183,3 @@ def figure_processes(requested: int = -1) -> int:
     if requested >= 0:
         return requested
     return min(len(FIGURE_NAMES), len(os.sched_getaffinity(0)))
-
-
-def run_and_write(sweeps: list[tuple[str, SweepConfig]], workdir: pathlib.Path, config: Any, *,
-                  figure_processes_requested: int = -1,
-                  mark: Callable[[str], None] = lambda phase: None) -> dict | None:
-    """The main job after its config is validated: config.json, every sweep (one progress line
-    per chunk), then `write`. The figure processes (`figure_processes`) start before the sweeps,
-    so that their imports overlap them. Returns results.json's dict, or None in a process other
-    than the first of a multi-host run (which writes nothing)."""
-    writer = jax.process_index() == 0
-    provenance = results.Provenance()
-    if writer:
-        write_config(workdir, config, sweeps)
-    print(f"bias sweep: {len(sweeps)} run(s) on {jax.device_count()} device(s) "
-          f"({jax.devices()[0].device_kind}); workdir {workdir}", flush=True)
-    processes = figure_processes(figure_processes_requested) if writer else 0
-    with results.FigureWorkers([PLOTTING_MODULE], processes) as figure_workers:
-        mark("setup")
-        runs = {label: grid.run(cfg, progress=progress_printer(label, mark))
-                for label, cfg in sweeps}
-        if not writer:
-            return None
-        return write(runs, workdir, provenance, config, mark=mark, figure_workers=figure_workers)

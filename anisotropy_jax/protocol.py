@@ -1,0 +1,138 @@
+"""The study protocol: the four verbs every study offers (`Study`, driven by `cli.main`) and the
+one progress type every study reports through (`Progress`). A bottom layer: it imports nothing
+else from the package.
+
+A study is a `Study` value (each study package exports one, `STUDY`):
+  validate(config, workdir, **flags) → plan   the --config ConfigDict (or any mapping) and the
+      script's extra flags → a typed, frozen, checked plan; a one-line ConfigError naming the field
+      before anything is compiled
+  run(plan, progress) → result                the measurement (numpy); it writes no results. The
+      resumable studies keep their state in the workdir (training checkpoints, depth chunks) and
+      the studies made of studies (cross-modal, seeds, reproduce) write each part's own outputs.
+  write(result, workdir, provenance) → doc    every output file, results.json last (atomically);
+      returns the results document, or None where this process writes nothing
+  format_report(doc, workdir) → text          what the script prints
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """A study as `cli.main` drives it (module docstring), and what its process needs:
+
+      on_demand_memory  let XLA allocate GPU memory as programs need it (a small job: no 75%
+                        reservation at start-up; `cli.allocate_device_memory_on_demand`)
+      quiet_logs        absl logging at WARNING (orbax logs every checkpoint save at INFO)
+      fast_exit         end with `cli.exit_without_teardown` once the report is printed (not with
+                        --distributed, whose shutdown runs at exit)
+    """
+
+    validate: Callable[..., Any]
+    run: Callable[[Any, "Progress"], Any]
+    write: Callable[[Any, Any, Any], Mapping[str, Any] | None]
+    format_report: Callable[[Mapping[str, Any], Any], str]
+    on_demand_memory: bool = False
+    quiet_logs: bool = False
+    fast_exit: bool = False
+
+
+_OPEN_BARS: list[Any] = []  # bars on screen: a note is written around them (tqdm.write)
+
+
+def _to_stderr(text: str) -> None:
+    if _OPEN_BARS:
+        _OPEN_BARS[-1].write(text, file=sys.stderr)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+class Bar:
+    """A progress bar on stderr (tqdm), or nothing where bars are off: `update(n, **postfix)`,
+    `close()`; a context manager."""
+
+    def __init__(self, total: int | None, desc: str, unit: str, initial: int, show: bool):
+        self._bar = None
+        if show:
+            from tqdm import tqdm  # only where a bar is drawn
+
+            self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit,
+                             file=sys.stderr, mininterval=1.0, dynamic_ncols=True)
+            _OPEN_BARS.append(self._bar)
+
+    def update(self, n: int = 1, **postfix: Any) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+            if postfix:
+                self._bar.set_postfix(refresh=False, **postfix)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            _OPEN_BARS.remove(self._bar)
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> "Bar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What a running study reports, and whether it is shown: the one progress type.
+
+      say(text)    a line of the run's own output on stdout: per chunk, per model, a header
+      note(text)   a line on stderr: resuming, a checkpoint saved
+      tick(text)   a line on stderr per item done, shown only with bars (it stands in for one)
+      bar(...)     a tqdm bar on stderr (`Bar`); track(items, desc, unit) iterates with one
+      mark(phase)  the end of a phase (`cli.PhaseTimes.mark`: the main job's --phase_times)
+      within(label)  the same, with "[label] " before every `say` line
+      quiet()      the same without bars and ticks (a study run inside another)
+
+    `lines` off shows nothing (SILENT, the library's default); `bars` is the scripts' --progress.
+    """
+
+    lines: bool = True
+    bars: bool = True
+    label: str = ""
+    marker: Callable[[str], None] | None = None
+
+    def say(self, text: str) -> None:
+        if self.lines:
+            print(f"[{self.label}] {text}" if self.label else text, flush=True)
+
+    def note(self, text: str) -> None:
+        if self.lines:
+            _to_stderr(text)
+
+    def tick(self, text: str) -> None:
+        if self.lines and self.bars:
+            _to_stderr(text)
+
+    def mark(self, phase: str) -> None:
+        if self.marker is not None:
+            self.marker(phase)
+
+    def bar(self, total: int | None, desc: str, unit: str = "it", initial: int = 0) -> Bar:
+        return Bar(total, desc, unit, initial, self.lines and self.bars)
+
+    def track(self, items: Iterable[Any], desc: str, unit: str = "it") -> Iterator[Any]:
+        items = list(items)
+        with self.bar(len(items), desc, unit) as bar:
+            for item in items:
+                yield item
+                bar.update()
+
+    def within(self, label: str) -> "Progress":
+        return dataclasses.replace(self, label=label)
+
+    def quiet(self) -> "Progress":
+        return dataclasses.replace(self, bars=False)
+
+
+SILENT = Progress(lines=False, bars=False)
