@@ -15,7 +15,7 @@ import pytest
 
 from anisotropy_jax import config, corpus
 from anisotropy_jax.metrics import embedding_isotropy as ei
-from anisotropy_jax.models import decoder
+from anisotropy_jax.models import transformer
 from anisotropy_jax.studies import embeddings
 from anisotropy_jax.studies.embeddings import report, tokens
 
@@ -86,8 +86,10 @@ def test_run_is_finite_has_the_documented_keys_and_learns(tiny):
 def test_step_zero_is_the_metric_of_the_init_params(tiny):
     cfg, result = tiny
     for j, seed in enumerate(cfg.seeds):
-        dcfg = embeddings.decoder_config(cfg, cfg.widths[0])
-        mats = decoder.embedding_matrices(decoder.init_params(dcfg, jax.random.key(seed)), dcfg)
+        model_cfg = embeddings.transformer_config(cfg, cfg.widths[0])
+        params = jax.jit(transformer.Transformer(model_cfg).init)(
+            jax.random.key(seed), jnp.zeros((1, cfg.seq_len), jnp.int32))
+        mats = transformer.embedding_matrices(params, model_cfg)
         direct = ei.embedding_isotropy(mats["input"], mats["output"], mats["final_norm_scale"])
         for key, value in direct.items():
             np.testing.assert_allclose(result.isotropy[key][0, j, 0], value, rtol=1e-6,

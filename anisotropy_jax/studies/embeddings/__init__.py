@@ -3,14 +3,14 @@ causal LMs trained from scratch on a byte-level BPE vocabulary, at several width
 training (docs/EMBEDDINGS.md; docs/SCIENCE.md, "Claims and where they stand").
 
   tokens  the BPE vocabulary (`tokenizers`, trained on the training split) and token streams
-  train   the model (`models.decoder` as GPT-NeoX, untied LM head), its training with the
-          training study's step, and the per-checkpoint measurement
+  train   the model (`models.transformer.Transformer` as GPT-NeoX, untied LM head), its
+          training with the training study's step, and the per-checkpoint measurement
   study   `run(config) -> EmbeddingsResult` (numpy; no writes)
   report  `write(result, workdir, provenance)`, `format_report`, `format_table`
 """
 from anisotropy_jax.studies.embeddings.study import EmbeddingsResult, devices, run
-from anisotropy_jax.studies.embeddings.train import (CONTROL, MATRICES, STATS, CausalLM,
-                                                     Checkpoint, decoder_config, measure_params)
+from anisotropy_jax.studies.embeddings.train import (CONTROL, MATRICES, STATS, Checkpoint,
+                                                     measure_params, transformer_config)
 
-__all__ = ["CONTROL", "MATRICES", "STATS", "CausalLM", "Checkpoint", "EmbeddingsResult",
-           "decoder_config", "devices", "measure_params", "run"]
+__all__ = ["CONTROL", "MATRICES", "STATS", "Checkpoint", "EmbeddingsResult", "devices",
+           "measure_params", "run", "transformer_config"]

@@ -1,10 +1,11 @@
 """One GPT-NeoX-style causal LM trained on the BPE token stream, measured at its checkpoints.
 
-The model is `models.decoder.Decoder` configured as GPT-NeoX (`models/gpt_neox.py`): pre-LN
-blocks with parallel attention and MLP (x + attn(ln1(x)) + mlp(ln2(x))), rotary positions on the
-first `rotary_pct` of each head's dims, exact GELU, LayerNorm, a final LayerNorm, and untied input
-and output embeddings (embed_in / embed_out, both (V, D), N(0, init_std²) like Hugging Face's
-init). The logits are final_hidden · embed_outᵀ (no bias), as GPTNeoXForCausalLM's.
+The model is the package's one LM, `models.transformer.Transformer` with its head, configured as
+GPT-NeoX (`models/gpt_neox.py`): pre-LN blocks with parallel attention and MLP
+(x + attn(ln1(x)) + mlp(ln2(x))), rotary positions on the first `rotary_pct` of each head's dims,
+exact GELU, LayerNorm, a final LayerNorm, and untied input and output embeddings (the token
+embedding and the `output` Dense, no bias; N(0, init_std²) like Hugging Face's init). The logits
+are final_hidden · W_out with W_out the (D, V) `output` kernel, as GPTNeoXForCausalLM's embed_outᵀ.
 
 Training reuses the training study's pieces (`studies/training/step.py`): AdamW with warmup and
 cosine decay, clipping, `train_step`, `eval_loss`; batches are a pure function of (seed, step).
@@ -24,13 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax import metrics
-from anisotropy_jax.config import OptimConfig
+from anisotropy_jax.config import BlockConfig, OptimConfig, TransformerConfig
 from anisotropy_jax.config.embeddings import EmbeddingsConfig
 from anisotropy_jax.metrics.embedding_isotropy import (embedding_isotropy,
                                                       partition_isotropy_conventions,
                                                       svd_projection_2d)
-from anisotropy_jax.models.decoder import Decoder, DecoderConfig, embedding_matrices, init_params
-from anisotropy_jax.models.layers import precision_settings
+from anisotropy_jax.models.transformer import Transformer, embedding_matrices
 from anisotropy_jax.studies import training
 from anisotropy_jax.studies.embeddings import tokens
 
@@ -50,36 +50,18 @@ GAUSSIAN_KEY = 0x6A55
 STATS = ("relative_drift", "mean_norm", "isoscore")
 
 
-def decoder_config(config: EmbeddingsConfig, width: int) -> DecoderConfig:
-    """The GPT-NeoX-style DecoderConfig of width D (module docstring)."""
-    heads = width // config.head_dim
-    return DecoderConfig(
-        model_type="gpt_neox", num_layers=config.num_layers, d_model=width, num_heads=heads,
-        num_kv_heads=heads, head_dim=config.head_dim, d_ff=config.ff_ratio * width,
-        vocab_size=config.vocab_size, max_len=config.seq_len, norm="layer", norm_eps=1e-5,
+def transformer_config(config: EmbeddingsConfig, width: int) -> TransformerConfig:
+    """The GPT-NeoX-style model of width D (module docstring)."""
+    block = BlockConfig(
+        d_model=width, num_heads=width // config.head_dim, head_dim=config.head_dim,
+        d_ff=config.ff_ratio * width, norm_position="pre", layer_norm_eps=1e-5,
         activation="gelu", parallel_residual=True, rotary_dims=config.rotary_dims(),
-        tie_embeddings=False, output_embedding=True, init_std=config.init_std,
-        residual_init_std=config.init_std, precision=config.precision)
-
-
-@dataclasses.dataclass(frozen=True)
-class CausalLM:
-    """The decoder with its untied LM head, in the `init`/`apply` shape the training study's
-    `init_state`, `train_step` and `eval_loss` take: apply → (logits (B, L, V), {})."""
-
-    config: DecoderConfig
-
-    def init(self, key: jax.Array, tokens_BxL: jax.Array) -> Any:
-        del tokens_BxL  # the parameters do not depend on the input shape
-        return init_params(self.config, key)
-
-    def apply(self, variables: Any, tokens_BxL: jax.Array) -> tuple[jax.Array, dict]:
-        hidden_BxLxD, _ = Decoder(self.config).apply(variables, tokens_BxL)
-        dtype, precision = precision_settings(self.config.precision)
-        w_out_VxD = variables["params"]["output_embedding"]
-        logits = jnp.einsum("bld,vd->blv", hidden_BxLxD.astype(dtype), w_out_VxD.astype(dtype),
-                            precision=precision)
-        return logits.astype(jnp.float32), {}
+        causal=True, init_std=config.init_std, residual_init_std=config.init_std,
+        precision=config.precision)
+    return TransformerConfig(
+        block=block, num_layers=config.num_layers, vocab_size=config.vocab_size,
+        max_len=config.seq_len, learned_positions=False, embedding_norm=False, final_norm=True,
+        tie_embeddings=False, output_bias=False)
 
 
 def _equal_norm_gaussian(w_VxD: jax.Array) -> jax.Array:
@@ -123,7 +105,7 @@ def measure(w_in_VxD: jax.Array, w_out_VxD: jax.Array, gain_D: jax.Array
     return isotropy, stats, projections
 
 
-def measure_params(params: Any, config: DecoderConfig) -> tuple[dict, dict, dict]:
+def measure_params(params: Any, config: TransformerConfig) -> tuple[dict, dict, dict]:
     """`measure` of a parameter tree (numpy results)."""
     mats = embedding_matrices(params, config)
     return jax.device_get(measure(mats["input"], mats["output"], mats["final_norm_scale"]))
@@ -166,15 +148,17 @@ def _check_finite(where: str, values: dict[str, np.ndarray]) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _compiled(dcfg: DecoderConfig, optim: OptimConfig, steps: int):
-    """(model, optimiser, jitted train step, jitted eval loss), shared by the seeds of a width
-    (one compilation per width)."""
-    model = CausalLM(dcfg)
+def _compiled(model_config: TransformerConfig, optim: OptimConfig, steps: int):
+    """(jitted init state of a seed, jitted train step, jitted eval loss), shared by the seeds of
+    a width (one compilation per width)."""
+    model = Transformer(model_config, with_head=True)
     tx = training.optimizer(optim, steps)
     schedule = training.learning_rate_schedule(optim, steps)
     step_fn = jax.jit(functools.partial(training.train_step, model=model, tx=tx,
                                         schedule=schedule), donate_argnums=0)
-    return model, tx, step_fn, jax.jit(functools.partial(training.eval_loss, model=model))
+    init_fn = jax.jit(functools.partial(training.init_state, model, tx,
+                                        seq_len=model_config.max_len))
+    return init_fn, step_fn, jax.jit(functools.partial(training.eval_loss, model=model))
 
 
 def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tokens.TokenData,
@@ -183,9 +167,9 @@ def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tok
     """Trains the width-D model of `seed` for config.steps updates, measuring at every step of
     config.measured_steps; FloatingPointError (naming width, seed, step) when a loss, parameter
     or measurement is not finite."""
-    dcfg, start = decoder_config(config, width), time.perf_counter()
-    model, tx, step_fn, eval_fn = _compiled(dcfg, config.optim, config.steps)
-    state = training.init_state(model, tx, seed, config.seq_len)
+    model_config, start = transformer_config(config, width), time.perf_counter()
+    init_fn, step_fn, eval_fn = _compiled(model_config, config.optim, config.steps)
+    state = init_fn(seed)
     records, losses, finite, since = [], [], [], 0
     for step in range(config.steps + 1):
         if step in config.measured_steps:
@@ -193,7 +177,7 @@ def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tok
             train_losses = np.asarray(jax.device_get(losses), np.float64)
             _check_finite(where, {"train loss": train_losses,
                                   "parameters": np.asarray(jax.device_get(finite), bool)})
-            iso, stats, proj = measure_params(state["params"], dcfg)
+            iso, stats, proj = measure_params(state["params"], model_config)
             val = float(np.mean([eval_fn(state["params"], b) for b in val_batches]))
             _check_finite(where, {**iso, **stats, "val loss": np.asarray(val)})
             records.append({"iso": iso, "stats": stats, "proj": proj, "val": val})
