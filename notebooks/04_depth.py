@@ -54,6 +54,7 @@ from anisotropy_jax import cli, results
 from anisotropy_jax.config import BlockConfig, DepthConfig
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.plotting import depth as depth_plots
+from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies import depth
 from anisotropy_jax.studies.depth import grid, report, stack
 
@@ -96,7 +97,7 @@ treescope.display({
 # %%
 workdir = pathlib.Path(tempfile.mkdtemp() if SMOKE else "runs/notebook_04_depth")
 store = report.ChunkStore(workdir, config)
-result = depth.run(config, store=store, progress=report.progress_printer())
+result = depth.run(config, store=store, progress=Progress().within("depth"))
 doc = report.write(result, workdir, results.Provenance(), config)
 print(report.format_table(doc))
 

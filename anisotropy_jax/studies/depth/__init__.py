@@ -7,7 +7,12 @@ x = z + s·u, metrics after every layer, over architectures × widths × bias no
   grid     `run(config) -> DepthResult`: chunked, sharded over devices and processes, resumable
   theory   closed forms beside the data: pre-LN norm growth, pure-attention collapse order
   report   chunk store, results.json/npz, figures, the printed table
+  study    the study protocol (`STUDY`: experiments/depth_sweep.py)
 """
+from anisotropy_jax.protocol import Study
+from anisotropy_jax.studies.depth import study as _study
 from anisotropy_jax.studies.depth.grid import DepthResult, StackResult, run
 
-__all__ = ["DepthResult", "StackResult", "run"]
+STUDY = Study(_study.validate, _study.run, _study.write, _study.format_report)
+
+__all__ = ["DepthResult", "STUDY", "StackResult", "run"]

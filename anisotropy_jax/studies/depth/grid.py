@@ -31,6 +31,7 @@ from anisotropy_jax.config import DepthConfig
 from anisotropy_jax.config.depth import STACKED_WEIGHTS_BYTES
 from anisotropy_jax.models import layers
 from anisotropy_jax.models.block import Block
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.depth.stack import stack_metrics
 from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
                                                grid_mesh, place)
@@ -199,15 +200,6 @@ class ChunkPlan:
                           (self.lo, self.hi - 1))
 
 
-@dataclasses.dataclass(frozen=True)
-class DepthProgress:
-    index: int  # 1-based
-    total: int
-    name: str
-    seconds: float
-    loaded: bool  # taken from the store, not computed
-
-
 def plan_chunks(config: DepthConfig, layout: ChunkLayout) -> list[ChunkPlan]:
     """Every chunk of every (architecture, width), in the order they run."""
     plan, num_seeds, num_bias = [], config.num_seeds, len(config.bias_norms)
@@ -289,14 +281,14 @@ def _hang_if_asked(computed: int) -> None:
 
 
 def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
-        progress: Callable[[DepthProgress], None] | None = None) -> DepthResult:
+        progress: Progress = SILENT) -> DepthResult:
     """Runs every (architecture, width) chunk by chunk; see the module docstring.
 
     Args:
       config: the sweep.
       mesh: devices to shard the s axis over (default: all devices of all processes).
       store: holds finished chunks (`has(name)`, `load(name)`, `save(name, arrays)`), or None.
-      progress: called after every chunk with a `DepthProgress`.
+      progress: says "chunk I/N  NAME  T s" (or "loaded") after every chunk.
     Raises:
       FloatingPointError: an input metric is not finite (names the metric, stack, s and seed);
         layers past float32's range are NaN, with a warning (`_mask_out_of_range`).
@@ -325,9 +317,8 @@ def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
                 store.save(c.name, arrays)
         if arrays is not None:
             _put(stacks, config, c, arrays)
-        if progress is not None:
-            progress(DepthProgress(index, len(plan), c.name, time.perf_counter() - t0,
-                                   bool(is_done)))
+        how = "loaded" if is_done else f"{time.perf_counter() - t0:.1f} s"
+        progress.say(f"chunk {index}/{len(plan)}  {c.name}  {how}")
         if not is_done:
             _hang_if_asked(computed)
     return DepthResult(config, stacks, layout, mesh.size, jax.process_count(), computed,

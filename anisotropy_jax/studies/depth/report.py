@@ -18,7 +18,7 @@ from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError, DepthConfig
 from anisotropy_jax.plotting import depth as depth_plots
 from anisotropy_jax.studies.depth import theory
-from anisotropy_jax.studies.depth.grid import DepthProgress, DepthResult, StackResult
+from anisotropy_jax.studies.depth.grid import DepthResult, StackResult
 
 COS_THRESHOLD = 0.9
 # (curve name, input metric, per-layer metric): curves over layers 0..N.
@@ -56,13 +56,6 @@ class ChunkStore:
 
     def save(self, name: str, arrays: Mapping[str, np.ndarray]) -> None:
         results.write_npz(self._path(name), {k.replace("/", "__"): v for k, v in arrays.items()})
-
-
-def progress_printer(prefix: str = "depth"):
-    def progress(p: DepthProgress) -> None:
-        how = "loaded" if p.loaded else f"{p.seconds:.1f} s"
-        print(f"[{prefix}] chunk {p.index}/{p.total}  {p.name}  {how}", flush=True)
-    return progress
 
 
 def curve(stack: StackResult, input_metric: str, layer_metric: str) -> np.ndarray:

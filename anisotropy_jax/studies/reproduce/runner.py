@@ -105,7 +105,7 @@ def run_modalities(config: ReproduceConfig, out: pathlib.Path, log: Log) -> Stud
 
 def run_depth(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
     result = depth.run(config.depth, store=depth_report.ChunkStore(out, config.depth),
-                       progress=depth_report.progress_printer())
+                       progress=Progress().within("depth"))
     doc = depth_report.write(result, out, results.Provenance(), config.depth)
     return StudyRun("depth", results.to_jsonable(doc))
 
