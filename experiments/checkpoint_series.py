@@ -33,7 +33,7 @@ def main(argv: list[str]) -> None:
         cfg = config.from_mapping(config.SeriesConfig, _CONFIG.value)
         inputs = series.validate(cfg)  # every check; nothing compiled yet
         provenance = results.Provenance()
-        print(f"{len(inputs.series.checkpoints)} checkpoints of {inputs.series.family.__name__} "
+        print(f"{len(inputs.series.checkpoints)} checkpoints of {inputs.series.family.name} "
               f"(steps {inputs.series.steps[0]} … {inputs.series.steps[-1]}); "
               f"{len(inputs.sentences)} sentences from {inputs.text_source}")
         result = series.run(cfg, inputs, progress=lambda m: print(m, file=sys.stderr, flush=True))

@@ -16,7 +16,7 @@ from safetensors.numpy import load_file, save_file
 
 from anisotropy_jax import corpus
 from anisotropy_jax.config import BlockConfig, ConfigError, PretrainedConfig, from_mapping
-from anisotropy_jax.models import bert
+from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies.pretrained import analysis, report, text
 from tests import reference
@@ -38,7 +38,7 @@ def minilm_dir():
 
 
 def _tiny_config():
-    return bert.transformer_config(TINY_HF)
+    return bert.config_from_hf(TINY_HF)
 
 
 def _random_params(config, seed=0):
@@ -124,7 +124,7 @@ def test_config_maps_bert_fields():
 
 
 def test_minilm_config(minilm_dir):
-    cfg = bert.transformer_config(bert.read_hf_config(minilm_dir))
+    cfg = bert.config_from_hf(checkpoint.read_hf_config(minilm_dir))
     assert (cfg.num_layers, cfg.block.d_model, cfg.block.num_heads, cfg.block.d_ff) == (
         6, 384, 12, 1536)
 
@@ -140,30 +140,30 @@ def test_minilm_config(minilm_dir):
 ])
 def test_unsupported_configs_raise_one_line(change, expected):
     hf = {**TINY_HF, **change}
-    with pytest.raises(bert.PretrainedError, match="config.json") as info:
-        bert.transformer_config(hf)
+    with pytest.raises(checkpoint.PretrainedError, match="config.json") as info:
+        registry.family(hf).config_from_hf(hf)  # the registry rejects unknown model types
     assert expected in str(info.value) and "\n" not in str(info.value)
 
 
 def test_missing_config_keys_are_named():
     hf = {k: v for k, v in TINY_HF.items() if k not in ("hidden_size", "vocab_size")}
-    with pytest.raises(bert.PretrainedError, match=r"missing required keys \['hidden_size', "
+    with pytest.raises(checkpoint.PretrainedError, match=r"missing required keys \['hidden_size', "
                                                          r"'vocab_size'\]"):
-        bert.transformer_config(hf)
+        bert.config_from_hf(hf)
 
 
 def test_missing_files_are_named(tmp_path):
-    with pytest.raises(bert.PretrainedError, match="nowhere: model directory does not exist"):
-        bert.load(tmp_path / "nowhere")
-    with pytest.raises(bert.PretrainedError, match="missing config.json"):
-        bert.load(tmp_path)
+    with pytest.raises(checkpoint.PretrainedError, match="nowhere: model directory does not exist"):
+        registry.load(tmp_path / "nowhere")
+    with pytest.raises(checkpoint.PretrainedError, match="missing config.json"):
+        registry.load(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
     (tmp_path / "pytorch_model.bin").write_bytes(b"")
-    with pytest.raises(bert.PretrainedError,
+    with pytest.raises(checkpoint.PretrainedError,
                        match=r"missing model.safetensors \(found \['pytorch_model.bin'\]"):
-        bert.load(tmp_path)
+        registry.load(tmp_path)
     save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
-    with pytest.raises(bert.PretrainedError, match="missing tokenizer.json"):
+    with pytest.raises(checkpoint.PretrainedError, match="missing tokenizer.json"):
         analysis.load_model(tmp_path)
 
 
@@ -175,7 +175,7 @@ def test_convert_round_trips_and_matches_the_module_tree(prefix):
     cfg = _tiny_config()
     params = _random_params(cfg)
     tensors = _to_hf(params, cfg, prefix)
-    converted, unused = bert.convert_state_dict(tensors, cfg)
+    converted, unused = bert.convert(tensors, cfg)
     assert unused == sorted([prefix + "embeddings.position_ids", prefix + "pooler.dense.weight"])
     assert jax.tree.structure(converted) == jax.tree.structure(params)
     for a, b in zip(jax.tree.leaves(converted), jax.tree.leaves(params)):
@@ -194,7 +194,7 @@ def test_old_layer_norm_names_gamma_beta():
     tensors = _to_hf(params, cfg)
     for name in [k for k in tensors if "LayerNorm" in k]:
         tensors[name.replace(".weight", ".gamma").replace(".bias", ".beta")] = tensors.pop(name)
-    converted, _ = bert.convert_state_dict(tensors, cfg)
+    converted, _ = bert.convert(tensors, cfg)
     np.testing.assert_array_equal(np.asarray(converted["params"]["block_0"]["mlp_norm"]["scale"]),
                                   np.asarray(params["params"]["block_0"]["mlp_norm"]["scale"]))
 
@@ -205,8 +205,8 @@ def test_missing_and_misshapen_tensors_are_named(tmp_path):
     del tensors["encoder.layer.1.attention.self.key.weight"]
     del tensors["embeddings.LayerNorm.bias"]
     path = _write_checkpoint(tmp_path / "ckpt", TINY_HF, tensors)
-    with pytest.raises(bert.PretrainedError) as info:
-        bert.load(path)
+    with pytest.raises(checkpoint.PretrainedError) as info:
+        registry.load(path)
     message = str(info.value)
     assert "missing tensors" in message and "\n" not in message
     assert "embeddings.LayerNorm.bias" in message
@@ -214,15 +214,15 @@ def test_missing_and_misshapen_tensors_are_named(tmp_path):
 
     tensors = _to_hf(_random_params(cfg), cfg)
     tensors["encoder.layer.0.output.dense.weight"] = np.zeros((16, 16), np.float32)
-    with pytest.raises(bert.PretrainedError,
+    with pytest.raises(checkpoint.PretrainedError,
                        match=r"encoder.layer.0.output.dense.weight has shape \(16, 16\), "
                              r"expected \(16, 24\)"):
-        bert.convert_state_dict(tensors, cfg)
+        bert.convert(tensors, cfg)
 
     tensors = _to_hf(_random_params(cfg), cfg)
     tensors["encoder.layer.2.output.dense.bias"] = np.zeros(16, np.float32)
-    with pytest.raises(bert.PretrainedError, match="beyond num_hidden_layers=2"):
-        bert.convert_state_dict(tensors, cfg)
+    with pytest.raises(checkpoint.PretrainedError, match="beyond num_hidden_layers=2"):
+        bert.convert(tensors, cfg)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -235,7 +235,7 @@ def test_half_precision_checkpoints_load_as_float32(tmp_path, dtype):
             for k, v in tensors.items()}
     (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
     save_file_jax(half, str(tmp_path / "model.safetensors"))
-    _, params, _, _ = bert.load(tmp_path)
+    params = registry.load(tmp_path).params
     kernel = params["params"]["block_0"]["attention"]["query"]["kernel"]
     assert kernel.dtype == jnp.float32
     expected = np.asarray(half["encoder.layer.0.attention.self.query.weight"].astype(
@@ -245,18 +245,18 @@ def test_half_precision_checkpoints_load_as_float32(tmp_path, dtype):
 
 def test_many_missing_tensors_are_summarised(minilm_dir, tmp_path):
     """A checkpoint of another architecture under a BERT config: one line, a count."""
-    hf = bert.read_hf_config(minilm_dir)
+    hf = checkpoint.read_hf_config(minilm_dir)
     tensors = {k.replace("encoder.layer", "transformer.h"): v
                for k, v in load_file(str(minilm_dir / "model.safetensors")).items()}
-    cfg = bert.transformer_config(hf)
-    with pytest.raises(bert.PretrainedError, match=r"\(96 missing in all\)") as info:
-        bert.convert_state_dict(tensors, cfg)
+    cfg = bert.config_from_hf(hf)
+    with pytest.raises(checkpoint.PretrainedError, match=r"\(96 missing in all\)") as info:
+        bert.convert(tensors, cfg)
     assert "\n" not in str(info.value)
 
 
 def test_untrained_init_is_bert_init():
-    cfg = bert.transformer_config(TOY_HF)  # same config as the analysis test: one compile
-    params = bert.init_untrained_params(cfg, jax.random.key(0))["params"]
+    cfg = bert.config_from_hf(TOY_HF)  # same config as the analysis test: one compile
+    params = bert.FAMILY.init_params(cfg, jax.random.key(0))["params"]
     kernels = np.concatenate([np.asarray(x).ravel() for path, x in
                               jax.tree_util.tree_leaves_with_path(params)
                               if "kernel" in jax.tree_util.keystr(path)])
@@ -325,7 +325,7 @@ def test_padded_batch_equals_unpadded_sentences():
     (tiny random model): a batch of 3 against each sentence alone, padded to 32."""
     cfg = _tiny_config()
     params = _random_params(cfg, seed=1)
-    forward = bert.hidden_states_fn(cfg)
+    forward = bert.FAMILY.hidden_states_fn(cfg)
     enc = _toy_encoded([4, 11, 7])
     batches = text.make_batches(enc, batch_size=4, length_multiple=16)
     hidden = analysis.collect_hidden_states(forward, params, batches, cfg.vocab_size)
@@ -353,7 +353,7 @@ def test_token_id_outside_vocabulary_is_an_error():
     enc = text.Encoded([np.array([2, 45, 3], np.int32)], [np.zeros(3, np.int32)],
                              [np.zeros(3, bool)])
     with pytest.raises(ValueError, match="token id 45 >= vocab_size 40"):
-        analysis.collect_hidden_states(bert.hidden_states_fn(cfg), _random_params(cfg),
+        analysis.collect_hidden_states(bert.FAMILY.hidden_states_fn(cfg), _random_params(cfg),
                                          text.make_batches(enc, 1), cfg.vocab_size)
 
 
@@ -453,7 +453,7 @@ def test_analyze_is_repeatable_and_complete(tmp_path):
 
     assert toy_tokenizer(tmp_path) == TOY_HF["vocab_size"]
     hf = TOY_HF
-    cfg = bert.transformer_config(hf)
+    cfg = bert.config_from_hf(hf)
     params = _random_params(cfg, seed=2)
     loaded = analysis.PretrainedModel(tmp_path, hf, cfg, params, [],
                                       text.load_tokenizer(tmp_path, 32))

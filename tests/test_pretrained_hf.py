@@ -100,7 +100,7 @@ def _compare(loaded, hf_model, sentences, batch_size, type_ids=None, length_mult
     batches = text.make_batches(encoded, batch_size, length_multiple=length_multiple,
                                       pad_id=loaded.pad_id)
     assert any((~b.mask[b.sentence_index >= 0]).any() for b in batches), "no padding tested"
-    forward = bert.hidden_states_fn(loaded.config)
+    forward = bert.FAMILY.hidden_states_fn(loaded.config)
     worst, outputs = 0.0, []
     for b in batches:
         ours = np.asarray(forward(loaded.params, b.tokens, b.token_types, b.mask))
@@ -132,7 +132,7 @@ def test_tiny_random_bert_matches_transformers(tiny_dir):
     q = broken["params"]["block_1"]["attention"]["query"]
     q["kernel"] = q["kernel"].T
     b = batches[0]
-    ours = np.asarray(bert.hidden_states_fn(loaded.config)(broken, b.tokens, b.token_types,
+    ours = np.asarray(bert.FAMILY.hidden_states_fn(loaded.config)(broken, b.tokens, b.token_types,
                                                                  b.mask))
     assert np.abs(ours - _hf_hidden_states(hf, b))[2:, b.mask].max() > 100 * ATOL
 

@@ -91,7 +91,7 @@ def convert(tensors: dict[str, np.ndarray], config: TransformerConfig, source: s
     """Hugging Face BERT tensors → ({"params": tree}, the names of the tensors not used)."""
     read = TensorReader(tensors, detect_prefix(tensors, "embeddings.word_embeddings.weight",
                                                ("bert.",)))
-    d, f = config.block.d_model, config.block.d_ff
+    d = config.block.d_model
     rows = {"token_embedding": config.vocab_size, "position_embedding": config.max_len,
             "type_embedding": config.type_vocab_size}
     params: dict[str, Any] = {}

@@ -81,12 +81,7 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
             source: str = "model.safetensors") -> tuple[dict[str, Any], list[str]]:
     """Hugging Face Llama-layout tensors → ({"params": tree} of Transformer, unused names)."""
     read = TensorReader(tensors, detect_prefix(tensors, "embed_tokens.weight", ("model.",)))
-    block = cfg.block
-    d, f = block.d_model, block.d_ff
-    q_width, kv_width = block.num_heads * block.d_head, block.kv_heads * block.d_head
-    shapes = {"query": (d, q_width), "key": (d, kv_width), "value": (d, kv_width),
-              "out": (q_width, d), "fc_in": (d, f), "fc_gate": (d, f), "fc_out": (f, d)}
-    groups = {"query": "qkv", "key": "qkv", "value": "qkv", "out": "out"}
+    d = cfg.block.d_model
     params: dict[str, Any] = {
         "token_embedding": {"embedding": read.get("embed_tokens.weight", (cfg.vocab_size, d))},
         "final_norm": read.norm("norm", d, bias=False),
@@ -95,14 +90,10 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
         # lm_head is stored outside the model. prefix
         head = read.get("lm_head.weight", (cfg.vocab_size, d), prefixed=False)
         params["output"] = {"kernel": None if head is None else np.ascontiguousarray(head.T)}
+    names = {**LINEAR_NAMES, **{(part,): name for part, name in NORM_NAMES.items()}}
     for i in range(cfg.num_layers):
-        layer: dict[str, Any] = {"attention": {}, "mlp": {}}
-        for (part, name), hf_name in LINEAR_NAMES.items():
-            layer[part][name] = read.linear(f"layers.{i}.{hf_name}", *shapes[name],
-                                            block.bias(groups.get(name, "mlp")))
-        for name, hf_name in NORM_NAMES.items():
-            layer[name] = read.norm(f"layers.{i}.{hf_name}", d, bias=False)
-        params[f"block_{i}"] = layer
+        params[f"block_{i}"] = read.block(
+            {path: f"layers.{i}.{name}" for path, name in names.items()}, cfg.block)
     return read.finish(params, source, r"layers\.(\d+)\.", cfg.num_layers)
 
 

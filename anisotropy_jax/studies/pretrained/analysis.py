@@ -56,7 +56,7 @@ class PretrainedModel:
     params: dict[str, Any] | None
     unused_tensors: list[str]
     tokenizer: Any = None
-    family: Any = bert
+    family: Any = bert.FAMILY
 
     @property
     def modality(self) -> str:
@@ -149,7 +149,7 @@ def validate(config: PretrainedConfig) -> Inputs:
     if registry.modality(family) != "text":
         return _validate_media(config, model_dir, family, model_config)
     require(not config.inputs, "inputs", f"{model_dir} is a text model "
-            f"({family.__name__.rsplit('.', 1)[-1]}): give text_file, not inputs")
+            f"({family.name}): give text_file, not inputs")
     text, source = text_lib.read_text(config.text_file)
     candidates = text_lib.candidate_sentences(text, source, config.min_words, config.max_words)
     try:
@@ -245,9 +245,9 @@ def _model_summary(model: PretrainedModel) -> dict[str, Any]:
         "model_type": model.hf_config.get("model_type"),
         "architectures": model.hf_config.get("architectures"),
         "name_or_path": model.hf_config.get("_name_or_path"),
-        "family": model.family.__name__,
+        "family": model.family.name,
         "modality": model.modality,
-        "causal": bool(model.family.CAUSAL),
+        "causal": bool(model.family.causal),
         **model.shape,
         "state_labels": list(model.labels),
         "num_parameters": model.num_parameters,

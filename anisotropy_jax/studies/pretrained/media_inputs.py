@@ -102,14 +102,14 @@ def load(family: ModuleType, config: Any, model_dir: pathlib.Path | None, pc: Pr
          ) -> MediaInputs:
     """The inputs of an image/audio model (module docstring). MediaError "inputs: ..." (one
     line, naming the file or folder) before anything is computed."""
-    name = family.__name__.rsplit(".", 1)[-1]
+    name = family.name
     if name not in FEEDERS:
         raise media.MediaError(f"model_dir: no input feeder for the {name} family")
     try:
         batches, names = FEEDERS[name](config, model_dir, pc)
     except media.MediaError as e:
         raise media.MediaError(f"inputs: {e}") from None
-    modality = family.MODALITY
+    modality = family.modality
     default = SKIMAGE_SOURCE if modality == "image" else ESPEAK_SOURCE
     return MediaInputs(modality, batches, names, pc.inputs or default)
 

@@ -108,7 +108,7 @@ def head_fn(family: Any, cfg: Any) -> Callable[..., dict[str, jax.Array]]:
     """jit(params, tokens_BxL) → {name in dynamics.HEAD_METRICS: (layers, H)}; one compile for
     the whole series (every checkpoint has one architecture)."""
     apply = family.apply_fn(cfg)
-    per_layer = jax.vmap(functools.partial(dynamics.head_metrics, causal=bool(family.CAUSAL)))
+    per_layer = jax.vmap(functools.partial(dynamics.head_metrics, causal=bool(family.causal)))
 
     @jax.jit
     def heads(params, tokens_BxL):
@@ -165,8 +165,8 @@ def _measure(inputs: Inputs, loaded: registry.LoadedModel, batches, key) -> dict
 
 def _model_summary(loaded: registry.LoadedModel) -> dict[str, Any]:
     fam = loaded.family
-    return {"model_type": loaded.hf_config.get("model_type"), "family": fam.__name__,
-            "causal": bool(fam.CAUSAL), **fam.summary(loaded.config),
+    return {"model_type": loaded.hf_config.get("model_type"), "family": fam.name,
+            "causal": bool(fam.causal), **fam.summary(loaded.config),
             "state_labels": list(loaded.labels), "num_parameters": loaded.num_parameters,
             "unused_tensors": loaded.unused_tensors}
 
