@@ -4,16 +4,19 @@ Every module returns `(output, probes)` with the canonical probe names (README "
 `init`/`apply` are pure (no `sow`, no mutable collections), so `jax.vmap(module.init)` gives
 parameters for many seeds. A model never sees a swept quantity such as the bias norm.
 
-  layers           initialisers, precision, dense, LayerNorm / RMSNorm, activations, MLPs
-  attention        self-attention as named steps; `attention_core` shared by every family; the
-                   'xla' | 'pallas' core chosen in one place
+  layers           initialisers, precision, dense, LayerNorm / RMSNorm, activations, the MLP
+  attention        self-attention as named steps (project → logits → mask → normalise → mix →
+                   output); NORMALIZATIONS; the 'xla' | local | 'pallas' core chosen in one place
   fused_attention  the Pallas GPU kernel (attention + per-query softmax statistics)
   rotary           rotary position embeddings (GPT-NeoX / Llama convention)
-  block            one Transformer block (post-LN, pre-LN, no LN)
-  transformer      embeddings + blocks (+ final LayerNorm, + LM head): the from-scratch LMs
-  registry         finds family modules by Hugging Face `model_type` (their `MODEL_TYPES`) and
-                   documents the interface every family exposes
-  families         bert, gpt2, gpt_neox, llama (over `decoder`), t5, mpnet, canine (over
-                   `encoder_layer`, `relative_position`), vit, resnet, whisper, wav2vec2
-                   (`modality_common`); file readers gguf, onnx_bert
+  relative_position  T5 / MPNet relative-position buckets and the shared logit bias
+  block            THE block (`Block`): every family, the sweep, the depth stacks, the LMs
+  transformer      embeddings + blocks (+ final norm, + LM head): the one token stack, shared
+                   by the training LMs and the BERT, GPT-2, GPT-NeoX, Llama and Qwen2 families
+  checkpoint       config.json, safetensors, the one TensorReader, PretrainedError
+  family           `Family`: a family as a value; the shared apply / hidden states / init
+  registry         finds every module's `FAMILY` by Hugging Face `model_type`; `load`
+  families         bert, gpt2, gpt_neox, llama, qwen2, t5, mpnet, canine, vit, resnet, whisper,
+                   wav2vec2 (docs/EXTENDING.md: adding one); file readers gguf, onnx_bert,
+                   ct2_format
 """
