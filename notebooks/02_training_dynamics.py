@@ -121,10 +121,10 @@ else:
     runs = []
     for seed, config in configs.items():
         print(training.format_summary(training.train(config, workdir / f"seed_{seed}",
-                                                     progress=False, analysis=analysis)))
-        result = dynamics.run(workdir / f"seed_{seed}", analysis, progress=False)
+                                                     analysis=analysis)))
+        result = dynamics.run(workdir / f"seed_{seed}", analysis)
         runs.append(dynamics.write(result, workdir / f"seed_{seed}", results.Provenance()))
-        print(dynamics.format_report(result))
+        print(dynamics.format_report(runs[-1]))
 
 # %% [markdown]
 # ## One run: q/k geometry, the key-dependent term and entropy per head

@@ -33,7 +33,7 @@ def _train(objective, workdir, tie_embeddings=True):
                   "tie_embeddings": tie_embeddings},
         "data": {"seq_len": 16, "batch_size": 4, "chunk_len": 64}, "steps": 4,
         "checkpoint_every": 0, "optim": {"warmup_steps": 1}, "eval_batch_size": 2})[0]
-    training.train(config, workdir, progress=False)
+    training.train(config, workdir)
     return config
 
 

@@ -196,7 +196,7 @@ def test_non_finite_training_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     cfg.data.seq_len = 8
     config = _config(cfg)
     with pytest.raises(FloatingPointError, match="last good checkpoint is step 1") as error:
-        training.train(config, tmp_path, progress=False)
+        training.train(config, tmp_path)
     assert "non-finite training at step 1" in str(error.value)
     abstract, _, _ = training.abstract_state(config)
     with checkpointing.manager(tmp_path / "checkpoints", read_only=True) as mngr:
@@ -210,7 +210,7 @@ def test_resuming_with_another_config_is_refused(runs):
     cfg = _smoke_config_dict("clm")
     cfg.seed = 1
     with pytest.raises(ConfigError, match="^seed: "):
-        training.train(_config(cfg), workdir, progress=False)
+        training.train(_config(cfg), workdir)
 
 
 @pytest.mark.parametrize("field, value, message", [

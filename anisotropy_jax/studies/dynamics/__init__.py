@@ -8,6 +8,9 @@
   report    dynamics.npz, figures, results.json (last), and the printed trend lines
   seeds     several seeds of one configuration: per-checkpoint mean and 95% t-interval over
             seeds (experiments/train_seeds.py)
+  study     the study protocol: STUDY (the analysis, experiments/qk_dynamics.py),
+            TRAINING_STUDY (train then analyse, experiments/train.py), SEEDS_STUDY
+            (experiments/train_seeds.py)
 """
 from anisotropy_jax.studies.dynamics import report, seeds
 from anisotropy_jax.studies.dynamics.analysis import (HEAD_METRICS, LAYER_METRICS,
@@ -15,9 +18,13 @@ from anisotropy_jax.studies.dynamics.analysis import (HEAD_METRICS, LAYER_METRIC
                                                       head_metrics, load_run_config,
                                                       make_analysis_fn, run)
 from anisotropy_jax.studies.dynamics.report import format_report, write
+from anisotropy_jax.studies.dynamics.study import ANALYSIS as STUDY
+from anisotropy_jax.studies.dynamics.study import SEEDS as SEEDS_STUDY
+from anisotropy_jax.studies.dynamics.study import TRAINING as TRAINING_STUDY
 from anisotropy_jax.studies.dynamics.trends import (entropy_correlations_across_heads,
                                                     expected_trends)
 
-__all__ = ["HEAD_METRICS", "LAYER_METRICS", "DynamicsResult", "analysis_tokens",
-           "entropy_correlations_across_heads", "expected_trends", "format_report", "head_metrics", "load_run_config",
+__all__ = ["HEAD_METRICS", "LAYER_METRICS", "DynamicsResult", "SEEDS_STUDY", "STUDY",
+           "TRAINING_STUDY", "analysis_tokens", "entropy_correlations_across_heads",
+           "expected_trends", "format_report", "head_metrics", "load_run_config",
            "make_analysis_fn", "report", "run", "seeds", "write"]

@@ -36,7 +36,6 @@ import dataclasses
 import functools
 import os
 import pathlib
-import sys
 from typing import Any, Callable, Iterable
 
 import jax
@@ -48,6 +47,7 @@ from anisotropy_jax.config import AnalysisConfig, TrainConfig, TransformerConfig
 from anisotropy_jax.metrics.logit_terms import mean_query_key_terms
 from anisotropy_jax.models.attention import attention_mask
 from anisotropy_jax.models.transformer import Transformer
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import training
 from anisotropy_jax.studies.dynamics.trends import (entropy_correlations_across_heads,
                                                     expected_trends)
@@ -209,7 +209,7 @@ def load_run_config(workdir: str | os.PathLike) -> TrainConfig:
 
 
 def _analyse_checkpoints(workdir: pathlib.Path, config: TrainConfig, analysis: AnalysisConfig,
-                         steps: Iterable[int] | None, progress: bool
+                         steps: Iterable[int] | None, progress: Progress
                          ) -> tuple[list[int], list[dict]]:
     """(steps, per-checkpoint metric trees) of every readable checkpoint among `steps`."""
     stream = data_lib.BatchIterator(config.data)
@@ -228,16 +228,14 @@ def _analyse_checkpoints(workdir: pathlib.Path, config: TrainConfig, analysis: A
         for i, (step, state) in enumerate(checkpointing.iterate_readable(mngr, abstract, wanted)):
             records.append(jax.device_get(analyse(state["params"], tokens)))
             done.append(step)
-            if progress:
-                print(f"analysed checkpoint {step} ({i + 1}/{len(wanted)})", file=sys.stderr,
-                      flush=True)
+            progress.tick(f"analysed checkpoint {step} ({i + 1}/{len(wanted)})")
     if not records:
         raise FileNotFoundError(f"--workdir: no readable checkpoint in {workdir}")
     return done, records
 
 
 def run(workdir: str | os.PathLike, analysis: AnalysisConfig = AnalysisConfig(), *,
-        steps: Iterable[int] | None = None, progress: bool = True) -> DynamicsResult:
+        steps: Iterable[int] | None = None, progress: Progress = SILENT) -> DynamicsResult:
     """Analyses every readable checkpoint (or those of `steps`) of the run in `workdir`.
 
     Reads config.json, the checkpoints, metrics.jsonl and eval.jsonl; writes nothing. The

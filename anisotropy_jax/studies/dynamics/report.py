@@ -97,18 +97,18 @@ def write(result: DynamicsResult, workdir: str | pathlib.Path,
     return out
 
 
-def format_report(result: DynamicsResult) -> str:
+def format_report(doc: dict[str, Any]) -> str:
     """One line per expected trend: whether it holds, with its scalar numbers; then the
-    per-checkpoint correlation across heads."""
+    per-checkpoint correlation across heads (of `write`'s results.json dict)."""
     lines = []
-    for name, value in (result.trends or {}).items():
+    for name, value in (doc.get("trends") or {}).items():
         if isinstance(value, dict) and "holds" in value:
             numbers = {k: v for k, v in value.items()
                        if k != "holds" and not isinstance(v, (list, str))}
             lines.append(f"{name}: holds={value['holds']} {numbers}")
-    corr = result.correlation or {}
+    corr = doc.get("correlation") or {}
     for name, value in corr.items():
         if isinstance(value, dict):
-            rhos = " ".join(f"{s}:{r:+.2f}" for s, r in zip(result.steps, value["rho"]))
+            rhos = " ".join(f"{s}:{r:+.2f}" for s, r in zip(doc["steps"], value["rho"]))
             lines.append(f"spearman(entropy, {name}) across {corr['n']} heads, by step: {rhos}")
     return "\n".join(lines)

@@ -63,9 +63,9 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyR
             cfg = dataclasses.replace(train_cfg, seed=seed,
                                       data=dataclasses.replace(train_cfg.data, seed=seed))
             sub, started = out / train_cfg.objective / f"seed_{seed}", results.Provenance()
-            log(training.format_summary(training.train(cfg, sub, progress=False,
+            log(training.format_summary(training.train(cfg, sub, progress=Progress().quiet(),
                                                        analysis=analysis)))
-            result = dynamics.run(sub, analysis, progress=False)
+            result = dynamics.run(sub, analysis)
             seed_docs.append(dynamics.write(result, sub, started))
         summary = seeds_lib.aggregate(seed_docs)
         docs[train_cfg.objective] = results.to_jsonable(seeds_lib.write(

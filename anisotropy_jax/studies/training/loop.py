@@ -14,7 +14,6 @@ import functools
 import math
 import os
 import pathlib
-import sys
 import time
 from typing import Any, Callable
 
@@ -23,6 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import checkpointing, data as data_lib
 from anisotropy_jax.config import AnalysisConfig, TrainConfig
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.training import logs
 from anisotropy_jax.studies.training.step import (abstract_state, check_devices, data_mesh,
                                                   eval_loss, init_state, learning_rate_schedule,
@@ -60,36 +60,6 @@ def format_summary(summary: TrainSummary) -> str:
             f"{summary.eval[0]['val_loss']:.4f} -> {summary.eval[-1]['val_loss']:.4f}")
 
 
-class _Progress:
-    """tqdm bar on stderr when available and wanted, else nothing (messages still go to
-    stderr)."""
-
-    def __init__(self, enabled: bool, total: int, initial: int, desc: str):
-        self.bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, initial=initial, desc=desc, file=sys.stderr,
-                                mininterval=1.0, dynamic_ncols=True)
-            except ImportError:  # tqdm is a core dependency; this is only a guard
-                self.bar = None
-
-    def update(self, record: dict) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
-
-    def write(self, message: str) -> None:
-        if self.bar is not None:
-            self.bar.write(message, file=sys.stderr)
-        else:
-            print(message, file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 @dataclasses.dataclass(frozen=True)
 class _Compiled:
     """The jitted functions of a run and the shardings of their arguments."""
@@ -125,12 +95,13 @@ def _non_finite_error(step: int, record: dict, params_finite: bool, last_good: i
         f"the last good checkpoint is step {last_good} in {workdir / 'checkpoints'} (kept)")
 
 
-def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: bool = True,
+def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress = SILENT,
           analysis: AnalysisConfig | None = None) -> TrainSummary:
     """Trains (or resumes) the run in `workdir`.
 
     `analysis` (the settings of the per-checkpoint analysis) is stored in config.json beside the
-    training config. Raises ConfigError when the workdir holds a run of another config, and
+    training config. `progress` shows a bar over the steps and notes (resuming, checkpoints
+    saved). Raises ConfigError when the workdir holds a run of another config, and
     FloatingPointError on a non-finite loss, gradient or parameter.
     """
     workdir = pathlib.Path(workdir)
@@ -168,16 +139,16 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: bool = T
             logs.truncate_jsonl(metrics_path, start)
             logs.truncate_jsonl(eval_path, start + 1)
         last_good = start
-        bar = _Progress(progress, config.steps, start, f"train {config.objective}")
+        bar = progress.bar(config.steps, f"train {config.objective}", initial=start)
         if start:
-            bar.write(f"resuming from checkpoint step {start} in {workdir / 'checkpoints'}")
+            progress.note(f"resuming from checkpoint step {start} in {workdir / 'checkpoints'}")
         tokens = config.data.batch_size * config.data.seq_len
         tick = time.perf_counter()
         try:
             with open(metrics_path, "a") as log:
                 for step in range(start, config.steps):
                     if step == hang_at:
-                        bar.write(f"{HANG_ENV}={hang_at}: hanging before step {step}")
+                        progress.note(f"{HANG_ENV}={hang_at}: hanging before step {step}")
                         while True:
                             time.sleep(1.0)
                     stream.position = step
@@ -195,12 +166,12 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: bool = T
                             and params_finite):
                         raise _non_finite_error(step, record, params_finite, last_good, workdir)
                     logs.append_jsonl(log, record)
-                    bar.update(record)
+                    bar.update(loss=f"{record['loss']:.3f}")
                     if step + 1 in save_steps:
                         val = evaluate_and_save(mngr, step + 1, state)
                         last_good = step + 1
-                        bar.write(f"step {step + 1}: loss {record['loss']:.4f}, "
-                                  f"val loss {val:.4f}, checkpoint saved")
+                        progress.note(f"step {step + 1}: loss {record['loss']:.4f}, "
+                                      f"val loss {val:.4f}, checkpoint saved")
         finally:
             bar.close()
     records = logs.read_metrics(workdir)
