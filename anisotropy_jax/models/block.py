@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models.attention import PrecomputedQKV, SelfAttention
+from anisotropy_jax.models.attention import SelfAttention
 from anisotropy_jax.models.layers import Mlp, norm
 
 Array = jax.Array
@@ -50,27 +50,23 @@ class Block(nn.Module):
     config: BlockConfig
 
     @nn.compact
-    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None,
-                 precomputed_qkv: PrecomputedQKV | None = None,
-                 reduction_statistics: bool = False, logit_bias: Array | None = None
+    def __call__(self, x_BxLxD: Array, key_mask_BxL: Array | None = None, **attention_inputs: Any
                  ) -> tuple[Array, Probes]:
-        """`key_mask_BxL`: True where a key is visible. `precomputed_qkv`: attention's input
-        projection x·[W_q W_k W_v] + b, supplied by the caller (`attention.PrecomputedQKV`); only
-        where attention sees x itself, not with pre-LN. `reduction_statistics`: see
-        `SelfAttention`. `logit_bias`: added to every head's logits, broadcastable to
-        (B, H, Lq, Lk) (T5's and MPNet's relative positions: one table for all layers, so the
-        stack computes it)."""
+        """`key_mask_BxL`: True where a key is visible. `attention_inputs` go to `SelfAttention`
+        (its docstring): `precomputed_qkv` (only where attention sees x itself, not with pre-LN),
+        `reduction_statistics`, and `logit_bias` (T5's and MPNet's relative positions: one table
+        for all layers, so the stack computes it)."""
         cfg = self.config
         x_BxLxD = x_BxLxD.astype(jnp.float32)
         pre, post = cfg.norm_position == "pre", cfg.norm_position == "post"
-        if pre and precomputed_qkv is not None:
+        if pre and attention_inputs.get("precomputed_qkv") is not None:
             raise ValueError("precomputed_qkv: pre-LN attention sees LN(x), not x; its "
                              "projection cannot be precomputed from x")
         probes: Probes = {"resid_pre": x_BxLxD}
 
         attn_in = norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
-        attn_out, attn_probes = SelfAttention(cfg, name="attention")(
-            attn_in, key_mask_BxL, precomputed_qkv, reduction_statistics, logit_bias)
+        attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL,
+                                                                     **attention_inputs)
         probes.update(attn_probes)
         probes["attn_out"] = attn_out
         resid_mid = residual_sum(x_BxLxD, cfg.skip_scale, attn_out, cfg.residual_scale)

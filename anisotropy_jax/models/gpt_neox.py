@@ -29,7 +29,7 @@ import numpy as np
 from anisotropy_jax.config import BlockConfig, TransformerConfig
 from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
                                               detect_prefix, require_keys)
-from anisotropy_jax.models.transformer import causal_lm_family
+from anisotropy_jax.models.transformer import causal_lm_family, untied_head
 
 
 def rope_settings(hf_config: dict[str, Any], source: str, default_fraction: float = 1.0,
@@ -107,10 +107,7 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
         "token_embedding": {"embedding": read.get("embed_in.weight", (cfg.vocab_size, d))},
         "final_norm": read.norm("final_layer_norm", d, bias=True),
     }
-    if cfg.output_embedding and not cfg.tie_embeddings:
-        # embed_out is stored outside the gpt_neox. prefix
-        head = read.get("embed_out.weight", (cfg.vocab_size, d), prefixed=False)
-        params["output"] = {"kernel": None if head is None else np.ascontiguousarray(head.T)}
+    params.update(untied_head(read, cfg, "embed_out.weight"))
     for i in range(cfg.num_layers):
         hf = f"layers.{i}."
         fused = read.linear(hf + "attention.query_key_value", d, 3 * d, block.bias("qkv"))

@@ -27,7 +27,7 @@ from anisotropy_jax.config import BlockConfig, TransformerConfig
 from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
                                               detect_prefix, require_keys)
 from anisotropy_jax.models.gpt_neox import rope_settings
-from anisotropy_jax.models.transformer import causal_lm_family
+from anisotropy_jax.models.transformer import causal_lm_family, untied_head
 
 # Block parameter → module of `layers.i.` (Linear weights are (out, in): transposed).
 LINEAR_NAMES = {("attention", "query"): "self_attn.q_proj", ("attention", "key"): "self_attn.k_proj",
@@ -86,10 +86,7 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
         "token_embedding": {"embedding": read.get("embed_tokens.weight", (cfg.vocab_size, d))},
         "final_norm": read.norm("norm", d, bias=False),
     }
-    if cfg.output_embedding and not cfg.tie_embeddings:
-        # lm_head is stored outside the model. prefix
-        head = read.get("lm_head.weight", (cfg.vocab_size, d), prefixed=False)
-        params["output"] = {"kernel": None if head is None else np.ascontiguousarray(head.T)}
+    params.update(untied_head(read, cfg, "lm_head.weight"))
     names = {**LINEAR_NAMES, **{(part,): name for part, name in NORM_NAMES.items()}}
     for i in range(cfg.num_layers):
         params[f"block_{i}"] = read.block(

@@ -106,6 +106,16 @@ def embedding_matrices(params: Any, cfg: TransformerConfig) -> dict[str, Any]:
     return {"input": token, "output": output, "final_norm_scale": final}
 
 
+def untied_head(read: Any, cfg: TransformerConfig, name: str) -> dict[str, Any]:
+    """The `output` parameters of a checkpoint's untied LM head `name` ((V, D), stored outside
+    the base model's prefix), read through a `checkpoint.TensorReader`; {} when the config keeps
+    none."""
+    if not cfg.output_embedding or cfg.tie_embeddings:
+        return {}
+    head = read.get(name, (cfg.vocab_size, cfg.block.d_model), prefixed=False)
+    return {"output": {"kernel": None if head is None else np.ascontiguousarray(head.T)}}
+
+
 def summary(cfg: TransformerConfig) -> dict[str, Any]:
     block = cfg.block
     residual_std = block.init_std if block.residual_init_std is None else block.residual_init_std
