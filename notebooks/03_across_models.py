@@ -96,7 +96,7 @@ for name, locate in TEXT_MODELS.items():
     text_models[name], text_results[name] = inputs.model, pretrained.run(inputs.config, inputs)
     runs[name] = pretrained_report.summary(text_results[name])
     print(f"\n== {name}\n" + pretrained_report.format_report(
-        text_results[name], ("average_cosine", "cross_sequence_cosine", "relative_drift",
+        runs[name], ("average_cosine", "cross_sequence_cosine", "relative_drift",
                              "isoscore", "effective_rank")))
 
 # %% [markdown]

@@ -494,7 +494,7 @@ def test_analyze_is_repeatable_and_complete(tmp_path):
     assert all(len(ax.get_lines()) == 2 for ax in fig.axes if ax.get_visible())
     for make in (plots.drift_by_layer, plots.isotropy_by_layer, plots.drift_vs_cosine):
         assert make(curves).axes
-    assert "drift_norm_vs_average_cosine: spearman" in report.format_report(a)
+    assert "drift_norm_vs_average_cosine: spearman" in report.format_report(report.summary(a))
 
 
 # --------------------------------------------------------------------------------------------

@@ -355,5 +355,5 @@ def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
     hidden = result.hidden_states["trained"].layers
     rms = np.sqrt((hidden[2] ** 2).mean(-1, keepdims=True) + hf.config.rms_norm_eps)
     np.testing.assert_allclose(hidden[3], hidden[2] / rms * gain, atol=1e-4)
-    text_report = report.format_report(result)
+    text_report = report.format_report(report.summary(result))
     assert "final_norm" in text_report and "output_scaled_raw_one_sign" in text_report

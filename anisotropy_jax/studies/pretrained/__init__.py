@@ -13,14 +13,19 @@ against their untrained re-initialisation (docs/SCIENCE.md, "Pretrained models";
             sign conventions of metrics.embedding_isotropy)
   cross_modal   every offline model of every modality on one plot, and a table
   report    `write(result, workdir, provenance)` (config.json, sentences.txt, report.txt,
-            figures, npz, results.json last) and `format_report(result)`
+            figures, npz, results.json last) and `format_report(doc)`
+  study     the study protocol (`STUDY`: experiments/pretrained_anisotropy.py)
 
 The checkpoint itself (config mapping, weights, forward) is `anisotropy_jax.models.registry` and
 the family modules it finds.
 """
 from anisotropy_jax.studies.pretrained.analysis import (PretrainedModel, PretrainedResult,
                                                         load_model, run, validate)
+from anisotropy_jax.protocol import Study
+from anisotropy_jax.studies.pretrained import study as _study
 from anisotropy_jax.studies.pretrained.report import format_report, write
 
-__all__ = ["PretrainedModel", "PretrainedResult", "format_report", "load_model", "run",
+STUDY = Study(_study.validate, _study.run, write, _study.format_report)
+
+__all__ = ["PretrainedModel", "PretrainedResult", "STUDY", "format_report", "load_model", "run",
            "validate", "write"]

