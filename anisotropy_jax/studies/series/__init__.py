@@ -9,13 +9,18 @@
   export    `export_training_run(workdir, out_dir)`: experiments/train.py checkpoints → bert
             (mlm) / gpt2 (clm) directories with a byte-level tokenizer.json
   report    `write(result, workdir, provenance)` (figures, series.npz, results.json last) and
-            `format_report(result)`
+            `format_report(doc)`
+  study     the study protocol (`STUDY`: experiments/checkpoint_series.py)
 """
 from anisotropy_jax.studies.series.analysis import (HEAD_MODEL_TYPES, SeriesResult, run,
                                                     validate)
 from anisotropy_jax.studies.series.export import export_training_run
 from anisotropy_jax.studies.series.layout import SeriesError, check, scan, step_of
+from anisotropy_jax.protocol import Study
+from anisotropy_jax.studies.series import study as _study
 from anisotropy_jax.studies.series.report import format_report, write
 
-__all__ = ["HEAD_MODEL_TYPES", "SeriesError", "SeriesResult", "check", "export_training_run",
-           "format_report", "run", "scan", "step_of", "validate", "write"]
+STUDY = Study(_study.validate, _study.run, write, _study.format_report)
+
+__all__ = ["HEAD_MODEL_TYPES", "STUDY", "SeriesError", "SeriesResult", "check",
+           "export_training_run", "format_report", "run", "scan", "step_of", "validate", "write"]

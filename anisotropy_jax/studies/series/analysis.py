@@ -34,6 +34,7 @@ import numpy as np
 from anisotropy_jax import corpus
 from anisotropy_jax.config import ConfigError, SeriesConfig, require
 from anisotropy_jax.models import registry
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import dynamics
 from anisotropy_jax.studies.pretrained import analysis as pretrained, embeddings
 from anisotropy_jax.studies.pretrained import text as text_lib
@@ -41,7 +42,6 @@ from anisotropy_jax.studies.series import layout
 
 # Families whose attention probes are (B, L, H, Dh) queries/keys with logits q·k/√Dh (+ bias).
 HEAD_MODEL_TYPES = ("bert", "gpt2", "gpt_neox", "llama", "mpnet")
-Progress = Callable[[str], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +178,9 @@ def _stack(records: list[dict[str, Any]], name: str) -> dict[str, np.ndarray]:
 
 
 def run(config: SeriesConfig, inputs: Inputs | None = None,
-        progress: Progress | None = None) -> SeriesResult:
-    """`validate` (pass its `inputs` to skip it), then every checkpoint in step order."""
+        progress: Progress = SILENT) -> SeriesResult:
+    """`validate` (pass its `inputs` to skip it), then every checkpoint in step order (a line
+    per checkpoint analysed: `progress.tick`)."""
     inputs = validate(config) if inputs is None else inputs
     config, series = inputs.config, inputs.series
     pad_id = series.family.pad_token_id(series.hf_config)
@@ -195,9 +196,8 @@ def run(config: SeriesConfig, inputs: Inputs | None = None,
         if i == 0:
             model = _model_summary(loaded)
         timing[f"step_{ckpt.step}_seconds"] = time.perf_counter() - start
-        if progress is not None:
-            progress(f"analysed {ckpt.path.name} (step {ckpt.step}, {i + 1}/"
-                     f"{len(series.checkpoints)})")
+        progress.tick(f"analysed {ckpt.path.name} (step {ckpt.step}, {i + 1}/"
+                      f"{len(series.checkpoints)})")
     heads = _stack(records, "heads")
     lengths = inputs.encoded.lengths
     data = {"text_source": inputs.text_source, "num_candidate_sentences":

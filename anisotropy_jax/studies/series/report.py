@@ -3,7 +3,7 @@
 `write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
   config.json      the resolved SeriesConfig
   sentences.txt    the sentences measured, one per line
-  report.txt       `format_report(result)`
+  report.txt       `format_report(summary(result))`
   series.npz       steps, layers_<metric> (S, states), heads_<metric> (S, layers, H),
                    embeddings_<name> (S,)
   figures/layers_vs_step.png  per-layer metrics against the step, one line per hidden state
@@ -43,22 +43,22 @@ def summary(result: SeriesResult, provenance: dict[str, Any] | None = None) -> d
             "data": result.data, "timing": result.timing}
 
 
-def format_report(result: SeriesResult) -> str:
-    """Per checkpoint: the last hidden state's metrics and the head metrics averaged over all
-    heads, plus ρ(entropy, key term) across heads."""
-    last = result.labels[-1]
+def format_report(doc: dict[str, Any]) -> str:
+    """Per checkpoint of a results.json dict (`summary`): the last hidden state's metrics and the
+    head metrics averaged over all heads, plus ρ(entropy, key term) across heads."""
+    last, heads, correlation = doc["state_labels"][-1], doc["heads"], doc["correlation"]
     lines = [f"per checkpoint; layer metrics of state {last!r}; head metrics = mean over "
-             f"{' x '.join(map(str, next(iter(result.heads.values())).shape[1:]))} heads"
-             if result.heads else f"per checkpoint; layer metrics of state {last!r}"]
-    names = TABLE_LAYER + (TABLE_HEAD if result.heads else ())
+             f"{' x '.join(map(str, np.shape(next(iter(heads.values())))[1:]))} heads"
+             if heads else f"per checkpoint; layer metrics of state {last!r}"]
+    names = TABLE_LAYER + (TABLE_HEAD if heads else ())
     lines.append("step       " + " ".join(f"{n[:12]:>12}" for n in names)
-                 + ("   rho(H,key)" if result.correlation else ""))
-    for s, step in enumerate(result.steps):
-        values = [result.layers[n][s, -1] for n in TABLE_LAYER]
-        values += [float(np.mean(result.heads[n][s])) for n in TABLE_HEAD if result.heads]
+                 + ("   rho(H,key)" if correlation else ""))
+    for s, step in enumerate(doc["steps"]):
+        values = [np.asarray(doc["layers"][n])[s, -1] for n in TABLE_LAYER]
+        values += [float(np.mean(np.asarray(heads[n])[s])) for n in TABLE_HEAD if heads]
         row = f"{int(step):<10} " + " ".join(f"{v:>12.4f}" for v in values)
-        if result.correlation:
-            row += f"   {result.correlation['key_term_std']['rho'][s]:+.3f}"
+        if correlation:
+            row += f"   {correlation['key_term_std']['rho'][s]:+.3f}"
         lines.append(row)
     return "\n".join(lines)
 
@@ -86,7 +86,7 @@ def write(result: SeriesResult, workdir: str | os.PathLike,
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result.config)
     results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
-    results_lib.write_text(workdir / "report.txt", format_report(result) + "\n")
+    results_lib.write_text(workdir / "report.txt", format_report(summary(result)) + "\n")
     arrays = {"steps": result.steps}
     for group in ("layers", "heads", "embeddings"):
         arrays.update({f"{group}_{k}": v for k, v in getattr(result, group).items()})
