@@ -21,14 +21,15 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from anisotropy_jax import results
 from anisotropy_jax.plotting import embeddings as plots
-from anisotropy_jax.studies.embeddings.study import EmbeddingsResult
-from anisotropy_jax.studies.embeddings.train import Checkpoint
+
+if TYPE_CHECKING:  # the study imports this module
+    from anisotropy_jax.studies.embeddings.study import EmbeddingsResult
 
 Doc = Mapping[str, Any]
 LABELS = {"output_scaled": "output × γ", "output_meangain": "output × mean γ"}
@@ -161,17 +162,6 @@ def format_report(doc: Doc) -> str:
     return "\n\n".join([head, format_loss_table(doc), format_table(doc),
                           "Scale control: sign-free partition isotropy at mean row norm 1",
                           format_unitnorm_table(doc)])
-
-
-def progress_printer(prefix: str = "embeddings"):
-    """Prints one line per measured checkpoint (loss and the output embedding's isotropy)."""
-    def progress(p: Checkpoint) -> None:
-        train = "-" if p.train_loss is None else f"{p.train_loss:.3f}"
-        iso = p.isotropy
-        print(f"[{prefix}] D={p.width} seed={p.seed} step {p.step}: train {train}, val "
-              f"{p.val_loss:.3f}; I(out raw) one-sign {iso['output_raw_one_sign']:.3g} "
-              f"sign-free {iso['output_raw_sign_free']:.3g}; {p.seconds:.1f} s", flush=True)
-    return progress
 
 
 def _main(argv: list[str]) -> None:

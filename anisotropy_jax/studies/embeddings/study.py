@@ -1,16 +1,22 @@
 """`run(config) -> EmbeddingsResult`: tokenizer, then one model per (width, seed), measured at
-every checkpoint step. Numpy results, no file writes (report.write writes them)."""
+every checkpoint step. Numpy results, no file writes (report.write writes them). The study
+protocol (`anisotropy_jax.protocol`; experiments/embedding_isotropy.py): `validate`,
+`run_study`, `write`, `format_study`."""
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import time
-from typing import Callable
+from typing import Any, Mapping
 
 import jax
 import numpy as np
 
+from anisotropy_jax import results
+from anisotropy_jax.config import from_mapping
 from anisotropy_jax.config.embeddings import EmbeddingsConfig
-from anisotropy_jax.studies.embeddings import tokens
+from anisotropy_jax.protocol import SILENT, Progress
+from anisotropy_jax.studies.embeddings import report, tokens
 from anisotropy_jax.studies.embeddings.train import Checkpoint, train_and_measure
 
 
@@ -59,15 +65,28 @@ def _data_summary(config: EmbeddingsConfig, data: tokens.TokenData) -> dict[str,
             "unused_ids": int(np.sum(counts == 0))}
 
 
-def run(config: EmbeddingsConfig, progress: Callable[[Checkpoint], None] | None = None,
+def checkpoint_line(p: Checkpoint) -> str:
+    """A measured checkpoint: its losses and the output embedding's isotropy."""
+    train = "-" if p.train_loss is None else f"{p.train_loss:.3f}"
+    iso = p.isotropy
+    return (f"D={p.width} seed={p.seed} step {p.step}: train {train}, val {p.val_loss:.3f}; "
+            f"I(out raw) one-sign {iso['output_raw_one_sign']:.3g} sign-free "
+            f"{iso['output_raw_sign_free']:.3g}; {p.seconds:.1f} s")
+
+
+def run(config: EmbeddingsConfig, progress: Progress = SILENT,
         text: str | None = None) -> EmbeddingsResult:
     """Trains the tokenizer on the training split of `text` (default: the Shakespeare corpus),
-    then every (width, seed) model, measuring at config.measured_steps. ConfigError for a
-    vocabulary the text cannot reach; FloatingPointError for a non-finite loss or metric."""
+    then every (width, seed) model, measuring at config.measured_steps (a line each:
+    `checkpoint_line`). ConfigError for a vocabulary the text cannot reach; FloatingPointError
+    for a non-finite loss or metric."""
     start = time.perf_counter()
     data = tokens.prepare(config, text)
     val_batches = tokens.validation_batches(config, data.val_ids)
-    traces = {(w, s): train_and_measure(config, w, s, data, val_batches, progress)
+    def measured(p: Checkpoint) -> None:
+        progress.say(checkpoint_line(p))
+
+    traces = {(w, s): train_and_measure(config, w, s, data, val_batches, measured)
               for w in config.widths for s in config.seeds}
     grid = [[traces[(w, s)] for s in config.seeds] for w in config.widths]
 
@@ -91,3 +110,40 @@ def run(config: EmbeddingsConfig, progress: Callable[[Checkpoint], None] | None 
 def devices() -> str:
     """The device the models run on (for the progress header)."""
     return f"{jax.device_count()} {jax.devices()[0].platform} device(s)"
+
+
+# --------------------------------------------------------------------------------------------
+# The study protocol
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    embeddings: EmbeddingsConfig
+    config: Any  # as given (results.json "config")
+    workdir: pathlib.Path
+
+
+def validate(config: Any, workdir: pathlib.Path) -> Plan:
+    return Plan(from_mapping(EmbeddingsConfig, config), config, pathlib.Path(workdir))
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    result: EmbeddingsResult
+    config: Any
+
+
+def run_study(plan: Plan, progress: Progress) -> Job:
+    cfg = plan.embeddings
+    progress.say(f"embedding isotropy: vocabulary {cfg.vocab_size}, widths {list(cfg.widths)}, "
+                 f"{cfg.num_layers} layers, {cfg.steps} steps, seeds {list(cfg.seeds)}, measured "
+                 f"at {list(cfg.measured_steps)}, on {devices()}; workdir {plan.workdir}")
+    return Job(run(cfg, progress.within("embeddings")), plan.config)
+
+
+def write(job: Job, workdir: pathlib.Path, provenance: results.Provenance) -> dict:
+    return report.write(job.result, workdir, provenance, job.config)
+
+
+def format_study(doc: Mapping[str, Any], workdir: pathlib.Path) -> str:
+    return (f"{report.format_report(doc)}\n\nwrote {workdir}/results.json, results.npz, "
+            f"tokenizer.json, figures/ in {doc['seconds']:.1f} s")

@@ -111,7 +111,7 @@ def run_depth(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
 
 
 def run_embeddings(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
-    result = embeddings.run(config.embeddings, progress=embeddings_report.progress_printer())
+    result = embeddings.run(config.embeddings, progress=Progress().within("embeddings"))
     doc = embeddings_report.write(result, out, results.Provenance(), config.embeddings)
     return StudyRun("embeddings", doc)
 
