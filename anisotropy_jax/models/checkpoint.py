@@ -112,10 +112,12 @@ def int_or(hf_config: dict[str, Any], keys: Sequence[str], default: int) -> int:
 class TensorReader:
     """Takes a checkpoint's tensors by name (after `prefix`), as float32, checking shapes, and
     records what was used, what is missing and what is misshapen; `finish` turns those records
-    into one PretrainedError line. Every family's name table goes through one of these."""
+    into one PretrainedError line. Every family's name table goes through one of these.
+    `sep` joins a module name and its "weight"/"bias" in `linear` and `norm` ("/" in
+    CTranslate2 files)."""
 
-    def __init__(self, tensors: dict[str, np.ndarray], prefix: str = ""):
-        self.tensors, self.prefix = tensors, prefix
+    def __init__(self, tensors: dict[str, np.ndarray], prefix: str = "", sep: str = "."):
+        self.tensors, self.prefix, self.sep = tensors, prefix, sep
         self.used: set[str] = set()
         self.missing: list[str] = []
         self.wrong: list[str] = []
@@ -154,11 +156,11 @@ class TensorReader:
         """A Dense layer from a PyTorch Linear: the (out, in) weight transposed to the (in, out)
         kernel; `bias` False: no bias; `scale` (out,): folded into kernel and bias."""
         shape = None if d_in is None else (d_out, d_in)
-        weight = self.get(name + ".weight", shape)
+        weight = self.get(name + self.sep + "weight", shape)
         kernel = None if weight is None else np.ascontiguousarray(weight.T)
         params: dict[str, Any] = {"kernel": kernel}
         if bias:
-            params["bias"] = self.get(name + ".bias", None if weight is None else (
+            params["bias"] = self.get(name + self.sep + "bias", None if weight is None else (
                 weight.shape[0],))
         if scale is not None and kernel is not None:
             params["kernel"] = kernel * scale[None, :]
@@ -168,9 +170,11 @@ class TensorReader:
 
     def norm(self, name: str, width: int, bias: bool = True) -> dict[str, Any]:
         """A LayerNorm (weight/bias or the old gamma/beta names) or, with bias False, an RMSNorm."""
-        params = {"scale": self.get(name + ".weight", (width,), aliases=(name + ".gamma",))}
+        params = {"scale": self.get(name + self.sep + "weight", (width,),
+                                     aliases=(name + self.sep + "gamma",))}
         if bias:
-            params["bias"] = self.get(name + ".bias", (width,), aliases=(name + ".beta",))
+            params["bias"] = self.get(name + self.sep + "bias", (width,),
+                                      aliases=(name + self.sep + "beta",))
         return params
 
     def block(self, names: dict[tuple[str, ...], str], cfg: Any) -> dict[str, Any]:

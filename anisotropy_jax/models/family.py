@@ -14,7 +14,8 @@ A family states (docs/EXTENDING.md walks through adding one):
   num_layers(cfg), summary(cfg) (at least num_layers, d_model, num_heads, d_ff, vocab_size,
                        max_len and "untrained_init"), embedding_matrices(params, cfg)
   causal, modality ("text" | "image" | "audio"), final_norm (the states end with the final
-                       norm's output), takes_mask, takes_token_types
+                       norm's output; a function of cfg where the config decides),
+                       takes_mask, takes_token_types
 and optionally pad_token_id(hf_config), text_encoder(hf_config) (checkpoints without
 tokenizer.json), hidden_states(probes, cfg) and state_labels(cfg) (CANINE, ResNet), and
 after_init(params, cfg) (DINOv2's layer scale).
@@ -75,7 +76,7 @@ class Family:
     example_input: Callable[[Any], Array] = token_ids
     causal: bool = False
     modality: str = "text"
-    final_norm: bool = False
+    final_norm: bool | Callable[[Any], bool] = False
     takes_mask: bool = True
     takes_token_types: bool = False
     pad_token_id: Callable[[dict[str, Any]], int] = pad_token_id
@@ -116,9 +117,14 @@ class Family:
         if self.hidden_states is not None:
             return self.hidden_states(probes, cfg)
         states = [probes["embeddings"]] + [block["resid_post"] for block in probes["blocks"]]
-        if self.final_norm:
+        if self.has_final_norm(cfg):
             states.append(probes["final_hidden"])
         return jnp.stack(states)
+
+    def has_final_norm(self, cfg: Any) -> bool:
+        """`final_norm`, or its value for `cfg` where it is a function of the config (wav2vec
+        2.0: only the pre-LN variant ends with a norm)."""
+        return bool(self.final_norm(cfg)) if callable(self.final_norm) else self.final_norm
 
 
 def default_labels(family: Family, cfg: Any) -> tuple[str, ...]:
@@ -127,7 +133,7 @@ def default_labels(family: Family, cfg: Any) -> tuple[str, ...]:
     output_hidden_states is this list without "layer_N" for families with a final norm (it
     normalises the last layer), and exactly this list otherwise."""
     labels = ("embeddings",) + tuple(f"layer_{i + 1}" for i in range(family.num_layers(cfg)))
-    return labels + (("final_norm",) if family.final_norm else ())
+    return labels + (("final_norm",) if family.has_final_norm(cfg) else ())
 
 
 @functools.lru_cache(maxsize=32)

@@ -213,3 +213,12 @@ ACTIVATIONS = {"gelu": gelu_exact, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": g
                "silu": silu, "swish": silu, "relu": relu}
 
 
+def conv1d(x_BxCxT: Array, kernel_OxIxK: Array, bias_O: Array | None, stride: int = 1,
+           padding: int = 0, groups: int = 1) -> Array:
+    """torch.nn.functional.conv1d in PyTorch's layout (NCW input, OIW kernel) at HIGHEST
+    precision: (B, C, T) → (B, O, T') (the Whisper and wav2vec 2.0 front ends)."""
+    y = jax.lax.conv_general_dilated(x_BxCxT, kernel_OxIxK, (stride,), ((padding, padding),),
+                                     dimension_numbers=("NCH", "OIH", "NCH"),
+                                     feature_group_count=groups,
+                                     precision=jax.lax.Precision.HIGHEST)
+    return y if bias_O is None else y + bias_O[None, :, None]
