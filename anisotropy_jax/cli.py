@@ -29,9 +29,9 @@ _CACHE = flags.DEFINE_string(
     "JAX's persistent compilation cache for this run: 'default' = $JAX_COMPILATION_CACHE_DIR if "
     "set, else ~/.cache/anisotropy_jax/jax; a folder; or 'off'. A second run of the same shapes "
     "then skips compilation.")
-# Every compilation is cached (JAX's default skips those under 1 s): the main job's small jits
-# (PRNG seeding, iota, fold_in) compiled anew in every run; caching them took a warm run on an
-# H100 from 5.59 to 5.14 s (docs/PERFORMANCE.md, "Seconds to results").
+# Every compilation is cached (JAX's default skips those under 1 s): otherwise the main job's small
+# jits (PRNG seeding, iota, fold_in) compile anew in every run (measured: docs/PERFORMANCE.md,
+# "Seconds to results").
 CACHE_MIN_COMPILE_SECONDS = 0.0
 
 
@@ -97,9 +97,9 @@ def exit_without_teardown(status: int = 0) -> NoReturn:
 
 def allocate_device_memory_on_demand() -> None:
     """Lets XLA allocate GPU memory as programs need it instead of reserving 75% of the card at
-    start-up (XLA_PYTHON_CLIENT_PREALLOCATE=false; a value the user set wins). For the main job
-    that reservation was ~1 s of every run on an H100: 5.63 → 4.72 s from the compilation cache,
-    7.62 → 6.45 s without (docs/PERFORMANCE.md). Call before JAX's first device operation."""
+    start-up (XLA_PYTHON_CLIENT_PREALLOCATE=false; a value the user set wins): for a small job
+    such as the main job that reservation costs a noticeable share of every run (measured:
+    docs/PERFORMANCE.md). Call before JAX's first device operation."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
@@ -132,9 +132,9 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     if len(rest) > 1:
         fail(f"unexpected arguments: {' '.join(rest[1:])}")
     enable_compilation_cache(_CACHE.value)
-    # Threefry draws lowered to JAX's own GPU kernel instead of XLA code: the same bits (checked by
-    # docs/PERFORMANCE.md, "Retired profilers"), and the sweep's seed draws compiled in ~4 s less on an H100
-    # (docs/PERFORMANCE.md). No effect off GPUs.
+    # Threefry draws lowered to JAX's own GPU kernel instead of XLA code: the same bits, and the
+    # sweep's seed draws compile faster (docs/PERFORMANCE.md, "Retired profilers"). No effect off
+    # GPUs.
     import jax  # the scripts import it anyway; this module's import stays free of it
 
     jax.config.update("jax_threefry_gpu_kernel_lowering", True)

@@ -49,9 +49,8 @@ class DepthConfig:
         (B sequences of L tokens; s from 0 to 4096 by factors of 4 by default).
       chunk_size: grid points (seed × s) in flight over all devices; 0 = a whole (arch, width).
       weights: WEIGHT_MODES; 'per_layer' never holds more than one layer's parameters;
-        'stacked' draws every layer before the scan: it compiled faster on one H100 (`:bert_base`
-        29.2 s against 33.7 s per layer, one run each,
-        docs/results/depth/bert_base/weights_modes_h100.txt), not on the CPU; 'auto' = 'stacked'
+        'stacked' draws every layer before the scan: it compiled faster on a GPU, not on the CPU
+        (docs/results/depth/bert_base/weights_modes_h100.txt); 'auto' = 'stacked'
         where a stack's float32 parameters take at most STACKED_WEIGHTS_BYTES, else 'per_layer'.
         Same numbers in every mode.
       points_per_step: points vmapped at once inside a chunk; 0 = auto (1 on CPU, all on GPU).

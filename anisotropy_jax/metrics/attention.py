@@ -125,9 +125,8 @@ def categorical_key_sums(logits: Array, mask: Array | None = None, *,
     counted = jnp.sum(visible, axis=-1) > 1
     weight = counted.astype(logits.dtype)
     # Without a mask every query counts (Lk > 1) and nothing is masked: no selects over the
-    # (..., Lq, Lk) arrays. With the two query sums in one contraction below, the XLA path's
-    # categorical metrics went from 4.0 to 2.8 ms per point (B = 8, L = 128, 12 heads, 2-core CPU;
-    # the whole reduction did not change measurably: docs/benchmarks/categorical_xla_path_cpu.txt).
+    # (..., Lq, Lk) arrays; the two query sums below share one contraction (measured:
+    # docs/benchmarks/categorical_xla_path_cpu.txt).
     every_query = mask is None and logits.shape[-1] > 1
     masked = logits if mask is None else jnp.where(visible, logits, -jnp.inf)
     is_top = masked == jnp.max(masked, axis=-1, keepdims=True)

@@ -148,10 +148,9 @@ def _gram_at(precision):
 
 def _gram(x_NxD: Array) -> Array:
     """XᵀX (D, D) for IsoScore. Full float32 on the CPU (and float64 in float64); TF32 on NVIDIA
-    GPUs, where HIGHEST cost 0.126 ms per BERT-base sweep point against 0.044 for TF32 on an H100,
-    and TF32 moved IsoScore by at most 2.1e-6 from a float64 reference (docs/PERFORMANCE.md, and
-    its "Retired profilers"); three bfloat16 passes on TPUs. The errors of the D² sums average out in
-    (tr C)²/‖C‖_F²."""
+    GPUs, where HIGHEST costs about three times as much and TF32 moves IsoScore by a few 1e-6 from
+    a float64 reference (measured: docs/PERFORMANCE.md and its "Retired profilers"); three
+    bfloat16 passes on TPUs. The errors of the D² sums average out in (tr C)²/‖C‖_F²."""
     if x_NxD.dtype != jnp.float32:
         return _gram_at(jax.lax.Precision.HIGHEST)(x_NxD)
     presets = jax.lax.DotAlgorithmPreset

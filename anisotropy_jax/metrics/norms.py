@@ -47,9 +47,8 @@ def _scale_and_sum_of_squares(x: Array) -> tuple[Array, Array]:
     underflow, and 1/m is never flushed to zero (it was, as a subnormal, for max|x_i| beyond
     ~8.5e37 when m was the maximum itself): norms up to float32's largest value.
 
-    One pass on accelerators (the bf16 sweep's metric reduction measured 16 µs per point before
-    and 14 after, in two H200 runs), two on the CPU, where XLA ran the variadic reduction 1.3–2×
-    slower than the two plain ones (docs/PERFORMANCE.md). Both are tested against float64 on the
+    One pass on accelerators, two on the CPU, where XLA runs the variadic reduction slower than
+    the two plain ones (measured: docs/PERFORMANCE.md). Both are tested against float64 on the
     CPU.
     """
     return jax.lax.platform_dependent(x, cpu=_scale_and_sum_of_squares_two_pass,

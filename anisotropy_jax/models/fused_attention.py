@@ -52,10 +52,9 @@ def default_impl(seq_len: int, d_head: int, platform: str | None = None) -> str:
 
 def tiling(dtype, seq_len: int) -> dict[str, int]:
     """{"block_q", "num_warps"} for keys of `dtype`: bfloat16 takes query blocks of 64 with 4
-    warps (with the reduction statistics 42.0 against 46.4 µs per BERT-base point with all 128
-    queries and 8 warps, and 19.7 against 20.0 without; float32 (TF32) ran 56.7 against 59.2 the
-    other way round: one H100, benchmarks/profiling/kernel_cost.py,
-    docs/benchmarks/full_contract_h100_onchip/call4)."""
+    warps, float32 (TF32) all queries with 8, whichever ran faster for a BERT-base point
+    (benchmarks/profiling/kernel_cost.py; measured: docs/benchmarks/full_contract_h100_onchip/
+    call4)."""
     if jnp.dtype(dtype) == jnp.bfloat16 and seq_len >= 64:
         return {"block_q": 64, "num_warps": 4}
     return {"block_q": 0, "num_warps": 8}
@@ -239,8 +238,8 @@ def fused_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
 
     Returns (out (B, L, H, Dh) float32, {"attn_entropy", "attn_max", "attn_sink"} each (B, H, L)
     float32: entropy in nats, largest probability, probability of key 0).
-    num_warps: 8 ran the BERT-base tile (L = 128, Dh = 64) in 0.046 ms per grid point on an
-    H200 against 0.069 ms with 4 (benchmarks/profiling/profile_block.py, 2026-11-26).
+    num_warps: 8 ran the BERT-base tile (L = 128, Dh = 64) faster than 4 (measured:
+    docs/PERFORMANCE.md; benchmarks/profiling/profile_block.py).
     block_q: queries per program (a power of two ≥ 16 dividing L; 0 = all L).
 
     Affine inputs (`query_slope_HxDh`, `value_slope_HxDh` and a scalar `coefficient` t given):

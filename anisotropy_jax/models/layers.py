@@ -64,10 +64,9 @@ def matmul_settings(config: Any) -> tuple[Any, jax.lax.Precision]:
     return precision_settings(config.precision)
 
 
-# XLA's GPU compiler autotunes Triton GEMM tilings for every matmul shape at compile time. For the
-# sweep's full-metric chunk on one H100 that search was most of the first call: 20.5 s at
-# 'highest' with it, 1.9 s without (4.8 s → 2.1 s at TF32), cuBLAS GEMMs instead of Triton ones
-# (docs/PERFORMANCE.md, "Compilation"; raw logs in docs/benchmarks/compile_options_h100/).
+# XLA's GPU compiler autotunes Triton GEMM tilings for every matmul shape at compile time; for the
+# sweep's full-metric chunk that search was most of the first call, and cuBLAS GEMMs run as fast
+# (measured: docs/PERFORMANCE.md, "Compilation"; raw logs in docs/benchmarks/compile_options_h100/).
 GPU_COMPILER_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
 
 
@@ -130,8 +129,8 @@ _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
 def erf_float32(x: Array) -> Array:
     """erf in float32 arithmetic (any input dtype, result in float32); |error| < 5e-7 against
     scipy's float64 erf (tests/test_model.py). Plain multiply-adds and one division, so XLA fuses
-    it into its neighbours; on an H200, XLA's own GPU erf made the GELU pass of a BERT-base MLP
-    cost 1.36 ms per 131k tokens at TF32 against 0.84 ms for this (docs/PERFORMANCE.md)."""
+    it into its neighbours, where XLA's own GPU erf made the GELU pass of a BERT-base MLP slower
+    (measured: docs/PERFORMANCE.md)."""
     x = jnp.clip(x.astype(jnp.float32), -4.0, 4.0)
     x2 = x * x
     p = jnp.full_like(x2, _ERF_P[0])
