@@ -1,4 +1,4 @@
-"""One command for every study and a verdict on each claim of docs/SCIENCE.md (issue 16).
+"""One command for every study and a verdict on each claim of docs/SCIENCE.md (docs/REPORT.md).
 
   python experiments/reproduce.py --config=experiments/configs/reproduce.py[:smoke|:full] \
       --workdir=DIR [--report=docs/REPORT.md] [--config.FIELD=VALUE ...]

@@ -1,4 +1,4 @@
-"""Partition isotropy of a checkpoint's embedding matrices (issue 12 item 4; docs/PRETRAINED.md).
+"""Partition isotropy of a checkpoint's embedding matrices (docs/PRETRAINED.md).
 
 For the input embedding E (V, D), the output embedding / LM head W (V, D; = E when tied) and
 W·diag(γ), γ the final norm's gain (the logits are (γ ⊙ x̂ + β)·w = x̂·(γ ⊙ w) + β·w, so γ ⊙ w is
