@@ -10,6 +10,8 @@ study (`report.write`), so the figure and table always come from committed raw r
   collect       workdir/<name>/results.json → per model: labels, relative depth, curves
   table         the markdown table of `collect`'s output
   write         figures/cross_modal.png, cross_modal.md, results.json (last)
+  STUDY         the study protocol (experiments/cross_modal.py): run_models then collect, write,
+                the table
 
 The CNN is an untrained ResNet-50 (no trained ResNet is available offline): its architecture from
 RESNET50, measured through the same study (media_inputs) with the weights left out, so only its
@@ -27,9 +29,11 @@ from typing import Any, Callable
 import numpy as np
 
 from anisotropy_jax import results as results_lib
+from anisotropy_jax.config import ConfigError, from_mapping
 from anisotropy_jax.config.pretrained import CrossModalConfig
 from anisotropy_jax.models import bert, checkpoint, gguf, mpnet, onnx_bert, resnet, vit, whisper
 from anisotropy_jax.plotting import cross_modal as plots
+from anisotropy_jax.protocol import SILENT, Progress, Study
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, report
 
 RESNET50 = {"model_type": "resnet", "embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048],
@@ -81,26 +85,27 @@ def _untrained_resnet_inputs(config) -> analysis.Inputs:
 
 
 def run_models(config: CrossModalConfig, workdir: str | os.PathLike,
-               log: Callable[[str], None] = print) -> dict[str, str]:
+               progress: Progress = SILENT) -> dict[str, str]:
     """Runs the pretrained study for every model of config.models that is installed, into
-    workdir/<name>/; returns {name: why it was skipped} for the others."""
+    workdir/<name>/ (a line each: reused, skipped, or its inputs); returns {name: why it was
+    skipped} for the others."""
     workdir, skipped = pathlib.Path(workdir), {}
     for name in config.models:
         out = workdir / name
         if config.reuse and (out / "results.json").is_file():
-            log(f"{name}: reusing {out / 'results.json'}")
+            progress.say(f"{name}: reusing {out / 'results.json'}")
             continue
         model_dir = MODELS[name][2]()
         if model_dir is None:
             skipped[name] = "not installed (scripts/install.sh models)"
-            log(f"{name}: skipped, {skipped[name]}")
+            progress.say(f"{name}: skipped, {skipped[name]}")
             continue
         if model_dir == "untrained":
             inputs = _untrained_resnet_inputs(config.pretrained)
         else:
             inputs = analysis.validate(dataclasses.replace(config.pretrained,
                                                            model_dir=str(model_dir)))
-        log(f"{name}: {len(inputs.sentences)} inputs from {inputs.text_source}")
+        progress.say(f"{name}: {len(inputs.sentences)} inputs from {inputs.text_source}")
         provenance = results_lib.Provenance()
         report.write(analysis.run(inputs.config, inputs), out, provenance)
     return skipped
@@ -151,14 +156,57 @@ def table(models: dict[str, Any]) -> str:
 
 
 def write(models: dict[str, Any], skipped: dict[str, str], workdir: str | os.PathLike,
-          provenance: results_lib.Provenance, command: str = "") -> dict[str, Any]:
+          provenance: results_lib.Provenance) -> dict[str, Any]:
     """figures/cross_modal.png, cross_modal.md (the table), then results.json (last; with the
-    `command` that made it)."""
+    command that made it, `provenance.command`)."""
     workdir = pathlib.Path(workdir)
     results_lib.save_figure(plots.cross_modal_figure(models), workdir / "figures" /
                             "cross_modal.png")
     results_lib.write_text(workdir / "cross_modal.md", table(models) + "\n")
-    out = {"provenance": provenance.finish(), "command": command, "models": models,
+    out = {"provenance": provenance.finish(), "command": provenance.command, "models": models,
            "skipped": skipped}
     results_lib.write_json(workdir / "results.json", out)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# The study protocol (experiments/cross_modal.py)
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    config: CrossModalConfig
+    workdir: pathlib.Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    models: dict[str, Any]   # `collect`
+    skipped: dict[str, str]  # name: why it was not measured
+
+
+def _validate(config: Any, workdir: pathlib.Path) -> Plan:
+    return Plan(from_mapping(CrossModalConfig, config), pathlib.Path(workdir))
+
+
+def _run(plan: Plan, progress: Progress) -> Measured:
+    """`run_models`, then `collect`; ConfigError when no model was measured."""
+    skipped = run_models(plan.config, plan.workdir, progress)
+    models = collect(plan.workdir, plan.config.models)
+    if not models:
+        raise ConfigError(f"models: none measured "
+                          f"({'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
+    return Measured(models, skipped)
+
+
+def _format(doc: dict[str, Any], workdir: pathlib.Path) -> str:
+    skipped = doc["skipped"]
+    return (f"{table(doc['models'])}\nwrote {workdir}/results.json, cross_modal.md, "
+            f"figures/cross_modal.png" + (f"; skipped {sorted(skipped)}" if skipped else ""))
+
+
+def _write(measured: Measured, workdir: pathlib.Path, provenance: results_lib.Provenance
+           ) -> dict[str, Any]:
+    return write(measured.models, measured.skipped, workdir, provenance)
+
+
+STUDY = Study(_validate, _run, _write, _format)
