@@ -5,10 +5,14 @@ then REPORT.md with a verdict on each claim of docs/SCIENCE.md ("Claims and wher
   modalities_run  the vision/speech measurement and its results.json
   verdicts        one pure function per claim: holds / does not hold / not measured + criterion
   report          REPORT.md (and a bundled copy, e.g. docs/REPORT.md with docs/report/)
+  study           the study protocol (`STUDY`: experiments/reproduce.py)
 """
-from anisotropy_jax.studies.reproduce import report, verdicts
+from anisotropy_jax.protocol import Study
+from anisotropy_jax.studies.reproduce import report, study as _study, verdicts
 from anisotropy_jax.studies.reproduce.runner import StudyRun, run_all
 from anisotropy_jax.studies.reproduce.verdicts import CLAIMS, VERDICTS, Verdict, all_verdicts
 
-__all__ = ["CLAIMS", "VERDICTS", "StudyRun", "Verdict", "all_verdicts", "report", "run_all",
-           "verdicts"]
+STUDY = Study(_study.validate, _study.run, _study.write, _study.format_report, quiet_logs=True)
+
+__all__ = ["CLAIMS", "STUDY", "VERDICTS", "StudyRun", "Verdict", "all_verdicts", "report",
+           "run_all", "verdicts"]

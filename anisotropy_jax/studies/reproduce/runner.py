@@ -1,13 +1,13 @@
 """Runs every study of a `ReproduceConfig` through its library API, each into WORKDIR/<study>/
 with its own `report.write`, and collects their results.json dicts (or why a study or a model was
-not measured)."""
+not measured). Each says its progress through the reproduction's `Progress` (without bars)."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import pathlib
 import time
-from typing import Any, Callable
+from typing import Any
 
 import jax
 
@@ -15,15 +15,13 @@ from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError, PretrainedConfig
 from anisotropy_jax.config.reproduce import ReproduceConfig
 from anisotropy_jax.models import bert, gguf, mpnet
-from anisotropy_jax.protocol import Progress
+from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import depth, dynamics, embeddings, pretrained, sweep, training
 from anisotropy_jax.studies.depth import report as depth_report
 from anisotropy_jax.studies.dynamics import seeds as seeds_lib
 from anisotropy_jax.studies.embeddings import report as embeddings_report
 from anisotropy_jax.studies.reproduce import modalities_run
 from anisotropy_jax.studies.sweep import report as sweep_report
-
-Log = Callable[[str], None]
 
 # name: (locator returning a model path or None, install hint)
 PRETRAINED_LOCATORS = {
@@ -48,14 +46,14 @@ class StudyRun:
     device: str = ""  # where it ran, e.g. "1 × NVIDIA H100 80GB HBM3"
 
 
-def run_sweep(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
-    runs = {label: sweep.run(cfg, progress=Progress().within(label))
+def run_sweep(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
+    runs = {label: sweep.run(cfg, progress=progress.within(label))
             for label, cfg in config.sweeps}
     doc = sweep_report.write(runs, out, results.Provenance(), dict(config.sweeps))
     return StudyRun("sweep", results.to_jsonable(doc))
 
 
-def run_training(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+def run_training(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
     docs = {}
     for train_cfg, analysis in config.training:
         seed_docs = []
@@ -63,9 +61,9 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyR
             cfg = dataclasses.replace(train_cfg, seed=seed,
                                       data=dataclasses.replace(train_cfg.data, seed=seed))
             sub, started = out / train_cfg.objective / f"seed_{seed}", results.Provenance()
-            log(training.format_summary(training.train(cfg, sub, progress=Progress().quiet(),
-                                                       analysis=analysis)))
-            result = dynamics.run(sub, analysis)
+            progress.say(training.format_summary(training.train(
+                cfg, sub, progress=progress.quiet(), analysis=analysis)))
+            result = dynamics.run(sub, analysis, progress=progress.quiet())
             seed_docs.append(dynamics.write(result, sub, started))
         summary = seeds_lib.aggregate(seed_docs)
         docs[train_cfg.objective] = results.to_jsonable(seeds_lib.write(
@@ -74,7 +72,7 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyR
     return StudyRun("training", docs)
 
 
-def run_pretrained(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+def run_pretrained(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
     docs, skipped = {}, []
     for name in config.pretrained_models:
         locate, hint = PRETRAINED_LOCATORS[name]
@@ -84,8 +82,8 @@ def run_pretrained(config: ReproduceConfig, out: pathlib.Path, log: Log) -> Stud
             continue
         cfg: PretrainedConfig = dataclasses.replace(config.pretrained, model_dir=str(model_dir))
         inputs = pretrained.validate(cfg)
-        log(f"pretrained {name}: {len(inputs.sentences)} sentences")
-        result = pretrained.run(cfg, inputs)
+        progress.say(f"pretrained {name}: {len(inputs.sentences)} sentences")
+        result = pretrained.run(cfg, inputs, progress.quiet())
         docs[name] = results.to_jsonable(pretrained.write(result, out / name,
                                                           results.Provenance()))
     if not docs:
@@ -93,7 +91,7 @@ def run_pretrained(config: ReproduceConfig, out: pathlib.Path, log: Log) -> Stud
     return StudyRun("pretrained", docs, skipped=skipped)
 
 
-def run_modalities(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+def run_modalities(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
     provenance = results.Provenance()
     try:
         doc = modalities_run.run(config.modalities, out)
@@ -103,15 +101,15 @@ def run_modalities(config: ReproduceConfig, out: pathlib.Path, log: Log) -> Stud
                     skipped=doc["skipped"])
 
 
-def run_depth(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
+def run_depth(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
     result = depth.run(config.depth, store=depth_report.ChunkStore(out, config.depth),
-                       progress=Progress().within("depth"))
+                       progress=progress.within("depth"))
     doc = depth_report.write(result, out, results.Provenance(), config.depth)
     return StudyRun("depth", results.to_jsonable(doc))
 
 
-def run_embeddings(config: ReproduceConfig, out: pathlib.Path, log: Log) -> StudyRun:
-    result = embeddings.run(config.embeddings, progress=Progress().within("embeddings"))
+def run_embeddings(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
+    result = embeddings.run(config.embeddings, progress=progress.within("embeddings"))
     doc = embeddings_report.write(result, out, results.Provenance(), config.embeddings)
     return StudyRun("embeddings", doc)
 
@@ -150,7 +148,7 @@ def _device() -> str:
     return f"{len(devices)} × {devices[0].device_kind}"
 
 
-def run_all(config: ReproduceConfig, workdir: pathlib.Path, log: Log = print
+def run_all(config: ReproduceConfig, workdir: pathlib.Path, progress: Progress = SILENT
             ) -> dict[str, StudyRun]:
     """Every study in RUNNERS order: those of config.studies run into workdir/<study>/; the
     others are returned with the reason 'not in this config's studies'. A study measured by an
@@ -166,18 +164,18 @@ def run_all(config: ReproduceConfig, workdir: pathlib.Path, log: Log = print
         out, stamp = pathlib.Path(workdir) / name, _stamp(config, name)
         done = _finished(name, out, stamp)
         if done is not None:
-            log(f"== {name}: loaded from {out / STUDY_RUN_FILE} (ran on {done.device})")
+            progress.say(f"== {name}: loaded from {out / STUDY_RUN_FILE} (ran on {done.device})")
             runs[name] = done
             continue
-        log(f"== {name}")
+        progress.say(f"== {name}")
         start = time.perf_counter()
-        run = runner(config, out, log)
+        run = runner(config, out, progress.quiet())
         run.seconds, run.device = time.perf_counter() - start, _device()
         run.results = results.to_jsonable(run.results)
         if run.results is not None:
             results.write_json(out / STUDY_RUN_FILE, {"config": stamp,
                                                       "run": dataclasses.asdict(run)})
         runs[name] = run
-        log(f"== {name}: {run.seconds:.0f} s"
+        progress.say(f"== {name}: {run.seconds:.0f} s"
             + (f" (not measured: {run.reason})" if run.results is None else ""))
     return runs
