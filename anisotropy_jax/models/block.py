@@ -104,3 +104,23 @@ def init_block_params(config: BlockConfig, keys: Array, batch_size: int = 1,
     module = Block(config)
     dummy_BxLxD = jnp.zeros((batch_size, seq_len, config.d_model), jnp.float32)
     return jax.vmap(functools.partial(module.init), in_axes=(0, None))(keys, dummy_BxLxD)
+
+
+def stack_blocks(x_BxLxD: Array, config: BlockConfig, num_layers: int, probes: Probes,
+                 key_mask_BxL: Array | None = None, final_norm: nn.Module | None = None,
+                 name: str = "block_{}", **attention_inputs: Any) -> Array:
+    """`num_layers` Blocks named name.format(i), one after the other: the stack of every family.
+    Called inside a parent module's compact method (the blocks become its submodules). Appends
+    each block's probes to probes["blocks"] (created if absent); with a `final_norm` module,
+    records its input as probes["final_norm_in"] and applies it. Sets probes["final_hidden"] and
+    returns it."""
+    blocks = probes.setdefault("blocks", [])
+    for layer in range(num_layers):
+        x_BxLxD, block_probes = Block(config, name=name.format(layer))(
+            x_BxLxD, key_mask_BxL, **attention_inputs)
+        blocks.append(block_probes)
+    if final_norm is not None:
+        probes["final_norm_in"] = x_BxLxD
+        x_BxLxD = final_norm(x_BxLxD)
+    probes["final_hidden"] = x_BxLxD
+    return x_BxLxD

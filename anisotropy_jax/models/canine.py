@@ -55,8 +55,8 @@ from anisotropy_jax.config import BlockConfig, require
 from anisotropy_jax.models.bert import LAYER_NAMES
 from anisotropy_jax.models.block import Block
 from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
-                                              TensorReader, config_error, detect_prefix)
-from anisotropy_jax.models.family import Family, TextEncoder
+                                              TensorReader, config_errors, detect_prefix)
+from anisotropy_jax.models.family import Family, TextEncoder, block_summary
 from anisotropy_jax.models.layers import gelu_exact, layer_norm, matmul_settings
 
 PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 211, 223)
@@ -112,7 +112,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
         raise PretrainedError(f"{source}: unsupported hidden_act={hf_config['hidden_act']!r} "
                               "(supported: 'gelu')")
     get = lambda key, default: int(hf_config.get(key, default))  # noqa: E731
-    try:
+    with config_errors(source):
         block = BlockConfig(
             d_model=get("hidden_size", 768), num_heads=get("num_attention_heads", 12),
             d_ff=get("intermediate_size", 3072), norm_position="post",
@@ -128,8 +128,6 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             downsampling_rate=get("downsampling_rate", 4),
             upsampling_kernel_size=get("upsampling_kernel_size", 4),
             local_stride=get("local_transformer_stride", 128))
-    except ValueError as e:  # ConfigError is a ValueError
-        raise config_error(source, e) from None
 
 
 def encode_text(text: str) -> list[int]:
@@ -313,15 +311,11 @@ def embedding_matrices(params: dict[str, Any], config: CanineConfig
 
 
 def summary(config: CanineConfig) -> dict[str, Any]:
-    block = config.block
-    return {"num_layers": config.num_layers, "d_model": block.d_model,
-            "num_heads": block.num_heads, "d_ff": block.d_ff,
-            "vocab_size": config.num_hash_buckets, "max_len": config.max_len,
-            "num_hash_functions": config.num_hash_functions,
-            "downsampling_rate": config.downsampling_rate,
-            "local_transformer_stride": config.local_stride,
-            "untrained_init": f"normal(0, {block.init_std}^2) kernels, convolutions and "
-                              "embeddings, zero biases, LayerNorm 1/0"}
+    return block_summary(
+        config.block, config.num_layers, config.num_hash_buckets, config.max_len,
+        f"normal(0, {config.block.init_std}^2) kernels, convolutions and embeddings, zero "
+        "biases, LayerNorm 1/0", num_hash_functions=config.num_hash_functions,
+        downsampling_rate=config.downsampling_rate, local_transformer_stride=config.local_stride)
 
 
 FAMILY = Family(

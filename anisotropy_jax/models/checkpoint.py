@@ -5,10 +5,11 @@ line that names the file and what is wrong with it. The GGUF, ONNX and CTranslat
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import re
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +30,9 @@ class PretrainedError(ConfigError):
 def read_hf_config(model_dir: str | pathlib.Path) -> dict[str, Any]:
     """The parsed config.json of a checkpoint directory (PretrainedError if absent or invalid)."""
     model_dir = pathlib.Path(model_dir)
+    if model_dir.is_file():
+        raise PretrainedError(f"{model_dir}: is a file, not a model directory (config.json and "
+                              "weights), a .gguf, a DINOv2 .onnx or a CTranslate2 Whisper folder")
     if not model_dir.is_dir():
         raise PretrainedError(f"{model_dir}: model directory does not exist")
     path = model_dir / CONFIG_FILE
@@ -94,6 +98,16 @@ def config_error(source: str, error: Exception) -> PretrainedError:
     return PretrainedError(f"{source}: {' '.join(str(error).split())}")
 
 
+@contextlib.contextmanager
+def config_errors(source: str) -> Iterator[None]:
+    """Inside, a ValueError or TypeError (a rejected or malformed config.json value, a
+    BlockConfig field out of range) becomes one PretrainedError line naming `source`."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:  # ConfigError and PretrainedError are ValueErrors
+        raise config_error(source, e) from None
+
+
 def require_keys(hf_config: dict[str, Any], keys: Sequence[str], source: str) -> None:
     missing = [k for k in keys if k not in hf_config]
     if missing:
@@ -107,6 +121,18 @@ def int_or(hf_config: dict[str, Any], keys: Sequence[str], default: int) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return default
+
+
+def block_names(qkv: Sequence[str], out: str, attention_norm: str, fc_in: str, fc_out: str,
+                mlp_norm: str, fc_gate: str | None = None) -> dict[tuple[str, ...], str]:
+    """A family's name table of one block: Block parameter path → the checkpoint's module name
+    (relative to the layer). `qkv`: the query, key and value projections; `fc_gate`: the
+    activated half of a gated MLP."""
+    names = {("attention", "query"): qkv[0], ("attention", "key"): qkv[1],
+             ("attention", "value"): qkv[2], ("attention", "out"): out,
+             ("attention_norm",): attention_norm, ("mlp", "fc_in"): fc_in,
+             ("mlp", "fc_out"): fc_out, ("mlp_norm",): mlp_norm}
+    return names if fc_gate is None else {**names, ("mlp", "fc_gate"): fc_gate}
 
 
 class TensorReader:

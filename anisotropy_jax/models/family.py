@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from anisotropy_jax.models.checkpoint import int_or
 
@@ -52,6 +53,23 @@ class TextEncoder:
 def pad_token_id(hf_config: dict[str, Any]) -> int:
     """config.json's pad_token_id, else 0 (padding is masked anyway)."""
     return int_or(hf_config, ("pad_token_id",), 0)
+
+
+def block_summary(block: Any, num_layers: int, vocab_size: int | None, max_len: int,
+                  untrained_init: str, **extra: Any) -> dict[str, Any]:
+    """A family's `summary`: the widths every study reports, then the family's own entries, then
+    the one line describing `init_params`."""
+    return {"num_layers": num_layers, "d_model": block.d_model, "num_heads": block.num_heads,
+            "d_ff": block.d_ff, "vocab_size": vocab_size, "max_len": max_len, **extra,
+            "untrained_init": untrained_init}
+
+
+def token_embedding_only(params: Any, cfg: Any) -> dict[str, Any]:
+    """`embedding_matrices` of an encoder checkpoint with a token embedding and no output
+    embedding or final norm (BERT, MPNet)."""
+    del cfg
+    return {"input": np.asarray(params["params"]["token_embedding"]["embedding"]),
+            "output": None, "final_norm_scale": None}
 
 
 def token_ids(cfg: Any) -> Array:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
+from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
 from anisotropy_jax.models.transformer import causal_lm_family
 
@@ -58,7 +58,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
         raise PretrainedError(f"{source}: unsupported settings: {'; '.join(unsupported)}")
     d, layers = int(hf_config["n_embd"]), int(hf_config["n_layer"])
     std = float(hf_config.get("initializer_range", 0.02))
-    try:
+    with config_errors(source):
         heads = int(hf_config["n_head"])
         if d % heads:
             raise ValueError(f"n_embd {d} is not divisible by n_head {heads}")
@@ -71,8 +71,6 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             block=block, num_layers=layers, vocab_size=int(hf_config["vocab_size"]),
             max_len=int(hf_config.get("n_positions", 1024)), embedding_norm=False,
             final_norm=True, tie_embeddings=True, output_bias=False)
-    except (ValueError, TypeError) as e:
-        raise config_error(source, e) from None
 
 
 def parameter_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
+from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
-from anisotropy_jax.models.transformer import causal_lm_family, untied_head
+from anisotropy_jax.models.transformer import causal_lm_family, rotary_decoder_config, untied_head
 
 
 def rope_settings(hf_config: dict[str, Any], source: str, default_fraction: float = 1.0,
@@ -55,13 +55,11 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
     fraction, base = rope_settings(hf_config, source, default_fraction=0.25)
     if hf_config.get("add_cross_attention", False):
         raise PretrainedError(f"{source}: unsupported settings: add_cross_attention")
-    architectures = hf_config.get("architectures") or []
-    try:
+    with config_errors(source):
         d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
         if d % heads:
             raise ValueError(f"hidden_size {d} is not divisible by num_attention_heads {heads}")
         bias = bool(hf_config.get("attention_bias", True))
-        tie = bool(hf_config.get("tie_word_embeddings", False))
         std = float(hf_config.get("initializer_range", 0.02))
         block = BlockConfig(
             d_model=d, num_heads=heads, d_ff=int(hf_config["intermediate_size"]),
@@ -71,15 +69,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             rotary_dims=int(d // heads * fraction), rotary_base=base, qkv_bias=bias,
             out_bias=bias, mlp_bias=True, causal=True, init_std=std, residual_init_std=std,
             precision=precision)
-        return TransformerConfig(
-            block=block, num_layers=int(hf_config["num_hidden_layers"]),
-            vocab_size=int(hf_config["vocab_size"]),
-            max_len=int(hf_config.get("max_position_embeddings", 2048)),
-            learned_positions=False, embedding_norm=False, final_norm=True, tie_embeddings=tie,
-            output_bias=False,
-            output_embedding=not tie and any("CausalLM" in a for a in architectures))
-    except (ValueError, TypeError) as e:
-        raise config_error(source, e) from None
+        return rotary_decoder_config(block, hf_config)
 
 
 def _split_fused_qkv(fused: dict[str, Any], heads: int, dh: int) -> dict[str, Any]:

@@ -24,17 +24,16 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_error,
+from anisotropy_jax.models.checkpoint import (block_names, PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
 from anisotropy_jax.models.gpt_neox import rope_settings
-from anisotropy_jax.models.transformer import causal_lm_family, untied_head
+from anisotropy_jax.models.transformer import causal_lm_family, rotary_decoder_config, untied_head
 
 # Block parameter → module of `layers.i.` (Linear weights are (out, in): transposed).
-LINEAR_NAMES = {("attention", "query"): "self_attn.q_proj", ("attention", "key"): "self_attn.k_proj",
-                ("attention", "value"): "self_attn.v_proj", ("attention", "out"): "self_attn.o_proj",
-                ("mlp", "fc_in"): "mlp.up_proj", ("mlp", "fc_gate"): "mlp.gate_proj",
-                ("mlp", "fc_out"): "mlp.down_proj"}
-NORM_NAMES = {"attention_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"}
+LAYER_NAMES = block_names(
+    qkv=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), out="self_attn.o_proj",
+    attention_norm="input_layernorm", fc_in="mlp.up_proj", fc_out="mlp.down_proj",
+    mlp_norm="post_attention_layernorm", fc_gate="mlp.gate_proj")
 
 
 def llama_like_config(hf_config: dict[str, Any], precision: str, source: str, *,
@@ -45,11 +44,10 @@ def llama_like_config(hf_config: dict[str, Any], precision: str, source: str, *,
     fraction, base = rope_settings(hf_config, source)
     if int(hf_config.get("pretraining_tp", 1) or 1) != 1:
         raise PretrainedError(f"{source}: unsupported settings: pretraining_tp != 1")
-    try:
+    with config_errors(source):
         d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
         head_dim = int(hf_config.get("head_dim") or d // heads)
         std = float(hf_config.get("initializer_range", 0.02))
-        tie = bool(hf_config.get("tie_word_embeddings", False))
         block = BlockConfig(
             d_model=d, num_heads=heads, d_ff=int(hf_config["intermediate_size"]),
             norm_position="pre", norm="rms", layer_norm_eps=float(hf_config.get("rms_norm_eps",
@@ -59,15 +57,7 @@ def llama_like_config(hf_config: dict[str, Any], precision: str, source: str, *,
             rotary_dims=int(head_dim * fraction), rotary_base=base, qkv_bias=qkv_bias,
             out_bias=out_bias, mlp_bias=mlp_bias, init_std=std, residual_init_std=std,
             precision=precision)
-        return TransformerConfig(
-            block=block, num_layers=int(hf_config["num_hidden_layers"]),
-            vocab_size=int(hf_config["vocab_size"]),
-            max_len=int(hf_config.get("max_position_embeddings", 2048)),
-            learned_positions=False, embedding_norm=False, final_norm=True, tie_embeddings=tie,
-            output_bias=False, output_embedding=not tie and any(
-                "CausalLM" in a for a in hf_config.get("architectures") or []))
-    except (ValueError, TypeError) as e:
-        raise config_error(source, e) from None
+        return rotary_decoder_config(block, hf_config)
 
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
@@ -87,10 +77,9 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
         "final_norm": read.norm("norm", d, bias=False),
     }
     params.update(untied_head(read, cfg, "lm_head.weight"))
-    names = {**LINEAR_NAMES, **{(part,): name for part, name in NORM_NAMES.items()}}
     for i in range(cfg.num_layers):
         params[f"block_{i}"] = read.block(
-            {path: f"layers.{i}.{name}" for path, name in names.items()}, cfg.block)
+            {path: f"layers.{i}.{name}" for path, name in LAYER_NAMES.items()}, cfg.block)
     return read.finish(params, source, r"layers\.(\d+)\.", cfg.num_layers)
 
 

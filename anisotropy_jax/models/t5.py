@@ -33,10 +33,10 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig, require
 from anisotropy_jax.models import relative_position
-from anisotropy_jax.models.block import Block
-from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
-                                              TensorReader, config_error, require_keys)
-from anisotropy_jax.models.family import Family, TextEncoder
+from anisotropy_jax.models.block import stack_blocks
+from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+                                              TensorReader, config_errors, require_keys)
+from anisotropy_jax.models.family import Family, TextEncoder, block_summary
 from anisotropy_jax.models.layers import RmsNorm
 
 BYTE_OFFSET, BYT5_EOS = 3, 1  # ByT5Tokenizer: ids 0-2 are special, eos = 1
@@ -45,16 +45,11 @@ FEED_FORWARD_ACTIVATIONS = ("gelu", "gelu_new", "relu", "silu")
 
 # Block parameter → Hugging Face module of `encoder.block.i.` (layer.0: attention sublayer,
 # layer.1: feed-forward sublayer); gated MLPs: wi_0 is activated (fc_gate), wi_1 is not.
-LAYER_NAMES = {
-    ("attention", "query"): "layer.0.SelfAttention.q",
-    ("attention", "key"): "layer.0.SelfAttention.k",
-    ("attention", "value"): "layer.0.SelfAttention.v",
-    ("attention", "out"): "layer.0.SelfAttention.o",
-    ("attention_norm",): "layer.0.layer_norm",
-    ("mlp", "fc_in"): "layer.1.DenseReluDense.wi",
-    ("mlp", "fc_out"): "layer.1.DenseReluDense.wo",
-    ("mlp_norm",): "layer.1.layer_norm",
-}
+LAYER_NAMES = block_names(
+    qkv=("layer.0.SelfAttention.q", "layer.0.SelfAttention.k", "layer.0.SelfAttention.v"),
+    out="layer.0.SelfAttention.o", attention_norm="layer.0.layer_norm",
+    fc_in="layer.1.DenseReluDense.wi", fc_out="layer.1.DenseReluDense.wo",
+    mlp_norm="layer.1.layer_norm")
 GATED_LAYER_NAMES = {**LAYER_NAMES, ("mlp", "fc_gate"): "layer.1.DenseReluDense.wi_0",
                      ("mlp", "fc_in"): "layer.1.DenseReluDense.wi_1"}
 
@@ -104,7 +99,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
     require_keys(hf_config, ("vocab_size",), source)
     get = lambda key, default: int(hf_config.get(key, default))  # noqa: E731
     activation, gated = feed_forward(hf_config.get("feed_forward_proj", "relu"), source)
-    try:
+    with config_errors(source):
         block = BlockConfig(
             d_model=get("d_model", 512), num_heads=get("num_heads", 8), head_dim=get("d_kv", 64),
             d_ff=get("d_ff", 2048), norm_position="pre", norm="rms",
@@ -116,8 +111,6 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
                         relative_buckets=get("relative_attention_num_buckets", 32),
                         max_distance=get("relative_attention_max_distance", 128),
                         max_len=get("n_positions", 512))
-    except ValueError as e:  # ConfigError is a ValueError
-        raise config_error(source, e) from None
 
 
 def encode_bytes(text: str) -> list[int]:
@@ -154,13 +147,10 @@ class T5Encoder(nn.Module):
         bias = relative_position.encoder_bias(table, tokens_BxL.shape[1],
                                               num_buckets=cfg.relative_buckets,
                                               max_distance=cfg.max_distance)
-        probes: dict[str, Any] = {"embeddings": x, "blocks": [], "position_bias": bias}
-        for i in range(cfg.num_layers):
-            x, block_probes = Block(block, name=f"layer_{i}")(x, key_mask_BxL, logit_bias=bias)
-            probes["blocks"].append(block_probes)
-        probes["final_norm_in"] = x
-        x = RmsNorm(block.layer_norm_eps, name="final_norm")(x)
-        probes["final_hidden"] = x
+        probes: dict[str, Any] = {"embeddings": x, "position_bias": bias}
+        x = stack_blocks(x, block, cfg.num_layers, probes, key_mask_BxL,
+                         RmsNorm(block.layer_norm_eps, name="final_norm"), "layer_{}",
+                         logit_bias=bias)
         return x, probes
 
 
@@ -199,15 +189,13 @@ def embedding_matrices(params: dict[str, Any], config: T5Config) -> dict[str, np
 
 def summary(config: T5Config) -> dict[str, Any]:
     block = config.block
-    return {"num_layers": config.num_layers, "d_model": block.d_model,
-            "num_heads": block.num_heads, "d_kv": block.d_head, "d_ff": block.d_ff,
-            "vocab_size": config.vocab_size, "max_len": config.max_len,
-            "feed_forward": ("gated-" if block.gated_mlp else "") + block.activation,
-            "relative_attention_num_buckets": config.relative_buckets,
-            "relative_attention_max_distance": config.max_distance,
-            "untrained_init": f"T5 init with initializer_factor {block.init_std}: embedding "
-                              "N(0, f^2), kernels N(0, f^2/fan_in) (W_q: f^2/(d_model d_kv)), "
-                              "bias table N(0, f^2/d_model), RMSNorm 1"}
+    return block_summary(
+        block, config.num_layers, config.vocab_size, config.max_len,
+        f"T5 init with initializer_factor {block.init_std}: embedding N(0, f^2), kernels "
+        "N(0, f^2/fan_in) (W_q: f^2/(d_model d_kv)), bias table N(0, f^2/d_model), RMSNorm 1",
+        d_kv=block.d_head, feed_forward=("gated-" if block.gated_mlp else "") + block.activation,
+        relative_attention_num_buckets=config.relative_buckets,
+        relative_attention_max_distance=config.max_distance)
 
 
 FAMILY = Family(

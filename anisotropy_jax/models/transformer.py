@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import TransformerConfig
-from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.block import stack_blocks
 from anisotropy_jax.models.checkpoint import int_or
-from anisotropy_jax.models.family import Family
+from anisotropy_jax.models.family import Family, block_summary
 from anisotropy_jax.models.layers import embedding_init, kernel_init, matmul_settings, norm
 
 Array = jax.Array
@@ -60,14 +60,9 @@ class Transformer(nn.Module):
         if cfg.embedding_norm:
             x_BxLxD = norm(block, "embedding_norm")(x_BxLxD)
 
-        probes: Probes = {"embeddings": x_BxLxD, "blocks": []}
-        for layer in range(cfg.num_layers):
-            x_BxLxD, block_probes = Block(block, name=f"block_{layer}")(x_BxLxD, key_mask_BxL)
-            probes["blocks"].append(block_probes)
-        if cfg.final_norm:
-            probes["final_norm_in"] = x_BxLxD
-            x_BxLxD = norm(block, "final_norm")(x_BxLxD)
-        probes["final_hidden"] = x_BxLxD
+        probes: Probes = {"embeddings": x_BxLxD}
+        x_BxLxD = stack_blocks(x_BxLxD, block, cfg.num_layers, probes, key_mask_BxL,
+                               norm(block, "final_norm") if cfg.final_norm else None)
 
         dtype, precision = matmul_settings(block)
         untied = not cfg.tie_embeddings and (self.with_head or cfg.output_embedding)
@@ -106,6 +101,20 @@ def embedding_matrices(params: Any, cfg: TransformerConfig) -> dict[str, Any]:
     return {"input": token, "output": output, "final_norm_scale": final}
 
 
+def rotary_decoder_config(block: Any, hf_config: dict[str, Any]) -> TransformerConfig:
+    """The stack of a rotary pre-norm decoder checkpoint (GPT-NeoX, Llama, Qwen2): no learned
+    positions, a final norm, no output bias; tied or untied embeddings as config.json says, the
+    untied LM head kept for a *ForCausalLM checkpoint."""
+    tie = bool(hf_config.get("tie_word_embeddings", False))
+    return TransformerConfig(
+        block=block, num_layers=int(hf_config["num_hidden_layers"]),
+        vocab_size=int(hf_config["vocab_size"]),
+        max_len=int(hf_config.get("max_position_embeddings", 2048)), learned_positions=False,
+        embedding_norm=False, final_norm=True, tie_embeddings=tie, output_bias=False,
+        output_embedding=not tie and any("CausalLM" in a
+                                         for a in hf_config.get("architectures") or []))
+
+
 def untied_head(read: Any, cfg: TransformerConfig, name: str) -> dict[str, Any]:
     """The `output` parameters of a checkpoint's untied LM head `name` ((V, D), stored outside
     the base model's prefix), read through a `checkpoint.TensorReader`; {} when the config keeps
@@ -119,14 +128,13 @@ def untied_head(read: Any, cfg: TransformerConfig, name: str) -> dict[str, Any]:
 def summary(cfg: TransformerConfig) -> dict[str, Any]:
     block = cfg.block
     residual_std = block.init_std if block.residual_init_std is None else block.residual_init_std
-    return {"num_layers": cfg.num_layers, "d_model": block.d_model, "num_heads": block.num_heads,
-            "num_kv_heads": block.kv_heads, "head_dim": block.d_head, "d_ff": block.d_ff,
-            "vocab_size": cfg.vocab_size, "max_len": cfg.max_len, "norm": block.norm,
-            "rotary_dims": block.rotary_dims, "parallel_residual": block.parallel_residual,
-            "tie_embeddings": cfg.tie_embeddings,
-            "untrained_init": f"normal(0, {block.init_std}^2) kernels and embeddings (output "
-                              f"projections normal(0, {residual_std:.4g}^2)), zero biases, norm "
-                              "gains 1"}
+    return block_summary(
+        block, cfg.num_layers, cfg.vocab_size, cfg.max_len,
+        f"normal(0, {block.init_std}^2) kernels and embeddings (output projections normal(0, "
+        f"{residual_std:.4g}^2)), zero biases, norm gains 1",
+        num_kv_heads=block.kv_heads, head_dim=block.d_head, norm=block.norm,
+        rotary_dims=block.rotary_dims, parallel_residual=block.parallel_residual,
+        tie_embeddings=cfg.tie_embeddings)
 
 
 def causal_lm_family(name: str, model_types: tuple[str, ...], config_from_hf, convert) -> Family:

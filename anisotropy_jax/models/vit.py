@@ -42,9 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.block import stack_blocks
 from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
-                                              config_error, detect_prefix, require_keys)
+                                              config_errors, detect_prefix, require_keys)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import dense, embedding_init, layer_norm
 
@@ -178,15 +178,9 @@ class VisionTransformer(nn.Module):
                                    jnp.float32)
             x = jnp.concatenate([x[:, :1], jnp.broadcast_to(registers[None], (
                 batch, cfg.num_registers, d)), x[:, 1:]], axis=1)
-        probes: dict[str, Any] = {"embeddings": x, "blocks": []}
-        for layer in range(cfg.num_layers):
-            x, block_probes = Block(blk, name=f"block_{layer}")(x)
-            probes["blocks"].append(block_probes)
-        probes["final_norm_in"] = x
-        final_cfg = dataclasses.replace(blk, layer_norm_eps=cfg.final_norm_eps)
-        x = layer_norm(final_cfg, "final_norm")(x)
-        probes["final_hidden"] = x
-        return x, probes
+        probes: dict[str, Any] = {"embeddings": x}
+        final_norm = layer_norm(blk.replace(layer_norm_eps=cfg.final_norm_eps), "final_norm")
+        return stack_blocks(x, blk, cfg.num_layers, probes, final_norm=final_norm), probes
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,7 +199,7 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
     dino = model_type.startswith("dinov2")
     require_keys(hf, ("hidden_size", "num_attention_heads", "num_hidden_layers")
                  + (() if dino else ("intermediate_size",)), source)
-    try:
+    with config_errors(source):
         d = int(hf["hidden_size"])
         d_ff = int(d * hf.get("mlp_ratio", 4)) if dino else int(hf["intermediate_size"])
         eps = float(hf.get("layer_norm_eps", 1e-6 if dino else 1e-12))
@@ -221,8 +215,6 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
                          antialias=model_type == "dinov2_with_registers",
                          layer_scale=float(hf.get("layerscale_value", 1.0)) if dino else 1.0,
                          final_norm_eps=eps, model_type=model_type)
-    except ValueError as e:
-        raise config_error(source, e) from None
 
 
 def _fold_scale(linear: dict[str, Any], scale: np.ndarray | None) -> None:

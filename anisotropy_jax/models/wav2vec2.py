@@ -31,9 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models.block import Block
-from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
-                                              config_error, detect_prefix, require_keys)
+from anisotropy_jax.models.block import stack_blocks
+from anisotropy_jax.models.checkpoint import (block_names, WEIGHTS_FILE, PretrainedError, TensorReader,
+                                              config_errors, detect_prefix, require_keys)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import conv1d, dense, gelu_exact, kernel_init, layer_norm
 
@@ -105,15 +105,9 @@ class Wav2Vec2Encoder(nn.Module):
         x = x + pos
         if not cfg.stable_layer_norm:
             x = layer_norm(blk, "encoder_norm")(x)
-        probes: dict[str, Any] = {"features": features, "embeddings": x, "blocks": []}
-        for layer in range(cfg.num_layers):
-            x, block_probes = Block(blk, name=f"block_{layer}")(x)
-            probes["blocks"].append(block_probes)
-        if cfg.stable_layer_norm:
-            probes["final_norm_in"] = x
-            x = layer_norm(blk, "encoder_norm")(x)
-        probes["final_hidden"] = x
-        return x, probes
+        probes: dict[str, Any] = {"features": features, "embeddings": x}
+        final_norm = layer_norm(blk, "encoder_norm") if cfg.stable_layer_norm else None
+        return stack_blocks(x, blk, cfg.num_layers, probes, final_norm=final_norm), probes
 
 
 def embedding_matrices(params: dict[str, Any], config: Wav2Vec2Config) -> dict[str, Any]:
@@ -145,7 +139,7 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
     stable = bool(hf.get("do_stable_layer_norm", False))
     require_keys(hf, ("hidden_size", "num_attention_heads", "intermediate_size",
                       "num_hidden_layers", "conv_dim", "conv_kernel", "conv_stride"), source)
-    try:
+    with config_errors(source):
         block = BlockConfig(
             d_model=int(hf["hidden_size"]), num_heads=int(hf["num_attention_heads"]),
             d_ff=int(hf["intermediate_size"]), norm_position="pre" if stable else "post",
@@ -162,21 +156,14 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
             pos_kernel=int(hf.get("num_conv_pos_embeddings", 128)),
             pos_groups=int(hf.get("num_conv_pos_embedding_groups", 16)),
             stable_layer_norm=stable, model_type=model_type)
-    except (TypeError, ValueError) as e:
-        raise config_error(source, e) from None
 
 
 # Block parameter → Hugging Face module of `encoder.layers.i.`.
-LAYER_NAMES = {
-    ("attention_norm",): "layer_norm",
-    ("attention", "query"): "attention.q_proj",
-    ("attention", "key"): "attention.k_proj",
-    ("attention", "value"): "attention.v_proj",
-    ("attention", "out"): "attention.out_proj",
-    ("mlp_norm",): "final_layer_norm",
-    ("mlp", "fc_in"): "feed_forward.intermediate_dense",
-    ("mlp", "fc_out"): "feed_forward.output_dense",
-}
+LAYER_NAMES = block_names(
+    qkv=("attention.q_proj", "attention.k_proj", "attention.v_proj"),
+    out="attention.out_proj", attention_norm="layer_norm",
+    fc_in="feed_forward.intermediate_dense", fc_out="feed_forward.output_dense",
+    mlp_norm="final_layer_norm")
 
 
 def _feature_params(read: TensorReader, config: Wav2Vec2Config) -> dict[str, Any]:

@@ -38,9 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models.block import Block
+from anisotropy_jax.models.block import stack_blocks
 from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
-                                              config_error, detect_prefix, require_keys)
+                                              config_errors, detect_prefix, require_keys)
 from anisotropy_jax.models.ct2_format import (  # noqa: F401 (is_ctranslate2_dir: for the registry)
     ctranslate2_files, is_ctranslate2_dir, read_ctranslate2)
 from anisotropy_jax.models.family import Family
@@ -139,14 +139,9 @@ class WhisperEncoder(nn.Module):
         pos = self.param("position_embedding", lambda *_: jnp.asarray(
             sinusoids(cfg.max_source_positions, d)))
         x = x + pos[None, :x.shape[1]]
-        probes: dict[str, Any] = {"embeddings": x, "blocks": []}
-        for layer in range(cfg.num_layers):
-            x, block_probes = Block(blk, name=f"block_{layer}")(x)
-            probes["blocks"].append(block_probes)
-        probes["final_norm_in"] = x
-        x = layer_norm(blk, "final_norm")(x)
-        probes["final_hidden"] = x
-        return x, probes
+        probes: dict[str, Any] = {"embeddings": x}
+        return stack_blocks(x, blk, cfg.num_layers, probes,
+                            final_norm=layer_norm(blk, "final_norm")), probes
 
 
 def embedding_matrices(params: dict[str, Any], config: WhisperConfig) -> dict[str, Any]:
@@ -178,7 +173,7 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
                               f"{hf['activation_function']!r} (supported: gelu)")
     require_keys(hf, ("d_model", "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers"),
                  source)
-    try:
+    with config_errors(source):
         block = BlockConfig(d_model=int(hf["d_model"]), num_heads=int(hf["encoder_attention_heads"]),
                             d_ff=int(hf["encoder_ffn_dim"]), norm_position="pre", init="bert",
                             init_std=float(hf.get("init_std", 0.02)), layer_norm_eps=1e-5,
@@ -186,8 +181,6 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
         return WhisperConfig(block=block, num_layers=int(hf["encoder_layers"]),
                              num_mel_bins=int(hf.get("num_mel_bins", 80)),
                              max_source_positions=int(hf.get("max_source_positions", 1500)))
-    except ValueError as e:
-        raise config_error(source, e) from None
 
 
 def _hf_qkv(read: TensorReader, layer: str, d: int) -> dict[str, Any]:
