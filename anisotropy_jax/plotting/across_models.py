@@ -1,10 +1,9 @@
 """Per-layer anisotropy of several models side by side, each beside its untrained
 re-initialisation (notebooks/03_across_models.py).
 
-A run is either the results.json dict of the pretrained study (`studies.pretrained.report.summary`:
-"model" {"state_labels"}, "layers", "metrics" {"trained"/"untrained": {name: [...]}}) or what
-`studies.modalities.measure` returns ({"labels", "trained", "untrained"}: the average cosine per
-state). `layer_curves` reads either into {"labels", "trained", "untrained"}.
+A run is the results.json dict of the pretrained study (`studies.pretrained.report.summary`:
+"model" {"state_labels"}, "layers", "metrics" {"trained"/"untrained": {name: [...]}}), of any
+modality; `layer_curves` reads one metric of it into {"labels", "trained", "untrained"}.
 """
 from __future__ import annotations
 
@@ -20,16 +19,11 @@ Run = Mapping[str, Any]
 
 
 def layer_curves(run: Run, metric: str = "average_cosine") -> dict[str, Any]:
-    """{"labels": state names, "trained": [...], "untrained": [...] (when measured)} of one run;
-    a `modalities.measure` run holds the average cosine only (ValueError for another metric)."""
-    if "metrics" in run:
-        labels = (run.get("model") or {}).get("state_labels") or [str(i) for i in run["layers"]]
-        curves = {name: list(values[metric]) for name, values in run["metrics"].items()}
-        return {"labels": list(labels), **curves}
-    if metric != "average_cosine":
-        raise ValueError(f"a modalities.measure run holds average_cosine only, not {metric!r}")
-    return {"labels": list(run["labels"]),
-            **{name: list(run[name]) for name in ("trained", "untrained") if name in run}}
+    """{"labels": state names, "trained": [...], "untrained": [...] (when measured)} of one
+    run."""
+    labels = (run.get("model") or {}).get("state_labels") or [str(i) for i in run["layers"]]
+    curves = {name: list(values[metric]) for name, values in run["metrics"].items()}
+    return {"labels": list(labels), **curves}
 
 
 def across_models_figure(runs: Mapping[str, Run], metric: str = "average_cosine",

@@ -6,9 +6,10 @@ against their untrained re-initialisation (docs/SCIENCE.md, "Pretrained models";
   analysis  `validate(config) -> Inputs` (every check, before any compilation),
             `run(config) -> PretrainedResult`: hidden states, per-layer metrics, correlations,
             the untrained baseline
-  states    the token cloud of each hidden state and its metrics (`cloud_metrics`,
-            `layer_metrics`, `correlations`)
-  media_inputs  images and audio for image/audio models (`--config.inputs=DIR`)
+  states    the one forward loop of text, images and audio (`collect_states`: the token cloud of
+            each hidden state) and its metrics (`state_metrics`, `cloud_metrics`, `correlations`)
+  media_inputs  images and audio for image/audio models (`--config.inputs=DIR`; the offline
+            photographs and synthetic speech)
   embeddings  partition isotropy of the input/output embeddings (raw, centred, gain-scaled; both
             sign conventions of metrics.embedding_isotropy)
   cross_modal   every offline model of every modality on one plot, and a table

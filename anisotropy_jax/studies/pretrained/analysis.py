@@ -9,18 +9,18 @@ N(0, initializer_range²) weights and embeddings, zero biases, norm gains 1), an
 hidden state (`state_labels`: 0 = embedding output, i = output of layer i, and for families with
 a final norm one more state after it) the metrics of docs/SCIENCE.md with `anisotropy_jax.metrics`,
 the drift/anisotropy correlations across layers, and the partition isotropy of the input and
-output embeddings (`studies/pretrained/embeddings.py`). Image and audio models (a family with
-MODALITY) take a folder of images or WAV files instead of text (`media_inputs`; `analyze_media`):
-the same metrics per hidden state, tokens = patches, CNN positions or audio frames. Nothing is
-written here (`report.write` does).
+output embeddings (`studies/pretrained/embeddings.py`). Image and audio models (a family of
+modality image or audio) take a folder of images or WAV files instead of text (`media_inputs`;
+`analyze_media`): the same metrics per hidden state, tokens = patches, CNN positions or audio
+frames. Text, images and audio go through the one forward loop and the one reduction of
+`states` (`collect_states`, `state_metrics`). Nothing is written here (`report.write` does).
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import pathlib
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
@@ -32,8 +32,9 @@ from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib
 from anisotropy_jax.studies.pretrained.states import (CORRELATED_COSINES,  # noqa: F401
-                                                      METRIC_NAMES, HiddenStates, correlations,
-                                                      layer_metrics)
+                                                      METRIC_NAMES, ForwardBatch, TokenStates,
+                                                      collect_states, correlations,
+                                                      state_metrics)
 
 # max_length 0 means the model's max_position_embeddings, capped here (BERT's 512 would only
 # add truncation headroom that sentences of <= 60 words never use).
@@ -181,43 +182,6 @@ def _validate_media(config: PretrainedConfig, model_dir: pathlib.Path, family: A
 
 
 # --------------------------------------------------------------------------------------------
-# Hidden states
-
-def collect_hidden_states(forward: Callable[..., jax.Array], params: Any,
-                          batches: Sequence[text_lib.Batch], vocab_size: int | None = None,
-                          progress: Callable[[Iterable], Iterable] | None = None
-                          ) -> HiddenStates:
-    """Runs every batch through `forward` and keeps the non-padding tokens (on the host).
-
-    `progress` wraps the batch iterator (e.g. tqdm). Raises ValueError on a token id outside
-    the vocabulary (an embedding lookup would silently give NaN).
-    """
-    chunks, sent, pos, ids, special = [], [], [], [], []
-    iterator = progress(batches) if progress is not None else batches
-    for batch in iterator:
-        if vocab_size is not None and batch.tokens.size and batch.tokens.max() >= vocab_size:
-            raise ValueError(f"token id {int(batch.tokens.max())} >= vocab_size {vocab_size}: "
-                             "the tokenizer does not belong to this checkpoint")
-        states = np.asarray(forward(params, batch.tokens, batch.token_types, batch.mask))
-        rows, cols = np.nonzero(batch.mask)
-        chunks.append(states[:, rows, cols])
-        sent.append(batch.sentence_index[rows])
-        pos.append(cols)
-        ids.append(batch.tokens[rows, cols])
-        special.append(batch.special[rows, cols])
-    sent_n = np.concatenate(sent)
-    pos_n = np.concatenate(pos)
-    order = np.lexsort((pos_n, sent_n))
-    return HiddenStates(
-        layers=np.concatenate(chunks, axis=1)[:, order],
-        sentence_index=sent_n[order],
-        position=pos_n[order].astype(np.int64),
-        token_ids=np.concatenate(ids)[order],
-        special=np.concatenate(special)[order],
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # The study
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +199,7 @@ class PretrainedResult:
     data: dict[str, Any]         # sentences, tokens, truncations, padded shapes, padding fraction
     timing: dict[str, float]
     sentences: list[str]
-    hidden_states: dict[str, HiddenStates]
+    hidden_states: dict[str, TokenStates]
     embeddings: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
@@ -258,7 +222,7 @@ def _model_summary(model: PretrainedModel) -> dict[str, Any]:
 
 
 def _data_summary(encoded: text_lib.Encoded, batches: Sequence[text_lib.Batch],
-                  hidden: HiddenStates, include_special_tokens: bool) -> dict[str, Any]:
+                  hidden: TokenStates, include_special_tokens: bool) -> dict[str, Any]:
     lengths = encoded.lengths
     measured = int(hidden.special.size if include_special_tokens else (~hidden.special).sum())
     return {
@@ -275,13 +239,13 @@ def _data_summary(encoded: text_lib.Encoded, batches: Sequence[text_lib.Batch],
 
 
 def _measure_runs(model: PretrainedModel, config: PretrainedConfig,
-                  collect: Callable[[Any, Callable | None], Any],
-                  measure: Callable[[Any, jax.Array], dict[str, list]],
-                  progress: Progress) -> dict[str, dict[str, Any]]:
+                  batches: Sequence[ForwardBatch], progress: Progress
+                  ) -> dict[str, dict[str, Any]]:
     """For the trained weights and (config.untrained_baseline) the family's re-initialisation
-    with key(seed): hidden states (`collect(params, progress)`), per-state metrics
-    (`measure(states, pairs key)`), correlations, embedding isotropy, timing. `progress` shows a
-    bar over each run's batches."""
+    with key(seed): the hidden states of `batches` (`collect_states`, the one forward loop),
+    per-state metrics (`state_metrics`, the one reduction), correlations, embedding isotropy,
+    timing. `progress` shows a bar over each run's batches."""
+    forward = model.family.hidden_states_fn(model.config)
     key_init, key_pairs = jax.random.split(jax.random.key(config.seed))
     runs = {} if model.params is None else {"trained": model.params}  # None: untrained only
     if config.untrained_baseline or model.params is None:
@@ -289,11 +253,12 @@ def _measure_runs(model: PretrainedModel, config: PretrainedConfig,
     out: dict[str, dict[str, Any]] = {k: {} for k in ("values", "corr", "hidden", "emb", "timing")}
     for name, params in runs.items():
         start = time.perf_counter()
-        wrap = functools.partial(progress.track, desc=f"{name} forward", unit="batch")
-        out["hidden"][name] = collect(params, wrap)
+        out["hidden"][name] = collect_states(
+            forward, params, progress.track(batches, f"{name} forward", unit="batch"))
         out["timing"][f"{name}_forward_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
-        out["values"][name] = measure(out["hidden"][name], key_pairs)
+        out["values"][name] = state_metrics(out["hidden"][name], key_pairs, config.num_pairs,
+                                            config.include_special_tokens)
         out["timing"][f"{name}_metrics_seconds"] = time.perf_counter() - start
         out["corr"][name] = correlations(out["values"][name])
         out["emb"][name] = embeddings.embedding_isotropy(
@@ -325,13 +290,8 @@ def analyze(model: PretrainedModel, sentences: Sequence[str], config: Pretrained
     batches = text_lib.make_batches(encoded, config.batch_size, config.length_multiple,
                                     model.pad_id, model.shape["max_len"])
     timing = {"tokenize_seconds": time.perf_counter() - start}
-    forward = model.family.hidden_states_fn(model.config)
-    runs = _measure_runs(
-        model, config,
-        lambda params, wrap: collect_hidden_states(forward, params, batches, model.id_limit,
-                                                   wrap),
-        lambda hidden, key: layer_metrics(hidden, key, config.num_pairs,
-                                          config.include_special_tokens), progress)
+    runs = _measure_runs(model, config, text_lib.forward_batches(batches, model.id_limit),
+                         progress)
     data = _data_summary(encoded, batches, runs["hidden"]["trained"],
                          config.include_special_tokens)
     return _result(model, config, runs, data, timing, sentences)
@@ -341,11 +301,7 @@ def analyze_media(model: PretrainedModel, inputs: media_inputs.MediaInputs,
                   config: PretrainedConfig, progress: Progress = SILENT) -> PretrainedResult:
     """`analyze` for an image or audio model on checked inputs (`media_inputs.load`): the same
     metrics per hidden state, tokens = patches, CNN positions or audio frames."""
-    forward = model.family.hidden_states_fn(model.config)
-    runs = _measure_runs(
-        model, config,
-        lambda params, wrap: media_inputs.collect_states(forward, params, inputs, wrap),
-        lambda states, key: media_inputs.state_metrics(states, key, config.num_pairs), progress)
+    runs = _measure_runs(model, config, inputs.batches, progress)
     data = media_inputs.data_summary(inputs, next(iter(runs["hidden"].values())))
     return _result(model, config, runs, data, {}, inputs.names)
 

@@ -14,9 +14,11 @@ study (`report.write`), so the figure and table always come from committed raw r
                 the table
 
 The CNN is an untrained ResNet-50 (no trained ResNet is available offline): its architecture from
-RESNET50, measured through the same study (media_inputs) with the weights left out, so only its
-untrained curve exists. Relative depth of state i of S states: i / (S − 1) (0 = embedding output,
-1 = the last state: the final norm where the family has one, pooled features for the CNN).
+`models.resnet.RESNET50`, measured through the same study (media_inputs) with the weights left
+out, so only its untrained curve exists. The reproduction's vision/speech study is this comparison
+on its models (`reproduce.runner.run_modalities`). Relative depth of state i of S states:
+i / (S − 1) (0 = embedding output, 1 = the last state: the final norm where the family has one,
+pooled features for the CNN).
 """
 from __future__ import annotations
 
@@ -35,10 +37,6 @@ from anisotropy_jax.models import bert, checkpoint, gguf, mpnet, onnx_bert, resn
 from anisotropy_jax.plotting import cross_modal as plots
 from anisotropy_jax.protocol import SILENT, Progress, Study
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, report
-
-RESNET50 = {"model_type": "resnet", "embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048],
-            "depths": [3, 4, 6, 3], "layer_type": "bottleneck"}
-
 
 def _cache_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
@@ -77,10 +75,11 @@ MODELS: dict[str, tuple[str, str, Callable[[], Any]]] = {
 def _untrained_resnet_inputs(config) -> analysis.Inputs:
     """ResNet-50's architecture without weights (untrained only) on the default or given
     images, checked like any image model."""
-    cfg = resnet.config_from_hf(RESNET50, config.precision)
+    family = resnet.FAMILY
+    cfg = family.config_from_hf(resnet.RESNET50, config.precision)
     model = analysis.PretrainedModel(pathlib.Path("ResNet-50 (architecture, no weights)"),
-                                     dict(RESNET50), cfg, None, [], None, resnet)
-    media = media_inputs.load(resnet, cfg, None, config)  # no preprocessor config: DINOv2 default
+                                     dict(resnet.RESNET50), cfg, None, [], None, family)
+    media = media_inputs.load(family, cfg, None, config)  # no preprocessor config: DINOv2 default
     return analysis.Inputs(config, model, media.names, len(media.names), media.source, media)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from anisotropy_jax import results as results_lib
 from anisotropy_jax.plotting import pretrained as plots
 from anisotropy_jax.studies.pretrained.analysis import PretrainedResult
-from anisotropy_jax.studies.pretrained.media_inputs import MediaStates
+from anisotropy_jax.studies.pretrained.states import TokenStates
 
 TABLE_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
                  "sampled_pair_cosine", "drift_norm", "relative_drift", "isoscore",
@@ -69,13 +69,13 @@ def _cell(value: float | None) -> str:
     return f"{'-':>11}" if value is None else f"{value:>11.4f}"
 
 
-def _hidden_arrays(states) -> dict[str, Any]:
-    if isinstance(states, MediaStates):
+def _hidden_arrays(states: TokenStates) -> dict[str, Any]:
+    if "token_ids" not in states.tags:  # images, audio: states may differ in their tokens
         return {**{f"layer_{i}": x for i, x in enumerate(states.layers)},
-                **{f"input_index_{i}": x for i, x in enumerate(states.input_index)}}
+                **{f"input_index_{i}": x for i, x in enumerate(states.index)}}
     arrays = {f"layer_{i}": layer for i, layer in enumerate(states.layers)}
-    arrays.update(token_ids=states.token_ids, sentence_index=states.sentence_index,
-                  position=states.position, special=states.special)
+    arrays.update(token_ids=states.tags["token_ids"], sentence_index=states.index[0],
+                  position=states.position[0], special=states.tags["special"])
     return arrays
 
 

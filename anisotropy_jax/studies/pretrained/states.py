@@ -1,15 +1,19 @@
-"""Hidden states of measured tokens and the per-state metrics of the pretrained study
-(docs/PRETRAINED.md, "Metrics, per hidden state"), shared by text, image and audio inputs.
+"""The pretrained study's one batch-forward loop and its per-state metrics (docs/PRETRAINED.md,
+"Metrics, per hidden state"), the same for text, images and audio.
 
-A state is a cloud of N tokens (N, D), each tagged with the input it comes from (a sentence, an
-image, an utterance; `sentence_index`, sorted). `cloud_metrics` measures one cloud: every metric
-of METRIC_NAMES from `anisotropy_jax.metrics`; the sequence metrics use the (input, position)
-layout with a mask. `layer_metrics` does it for every state of a `HiddenStates`.
+`collect_states(forward, params, batches)` runs every `ForwardBatch` through a family's
+`hidden_states_fn` and keeps, per hidden state, the measured tokens (the mask: no padding, only
+the frames that cover speech) as a cloud of N tokens (N, D), each tagged with the input it comes
+from (a sentence, an image, an utterance) and its position, in (input, position) order
+(`TokenStates`). `state_metrics` measures every state (`cloud_metrics`: every metric of
+METRIC_NAMES from `anisotropy_jax.metrics`; the sequence metrics use the (input, position) layout
+with a mask), and `correlations` relates drift to anisotropy across the states.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, Callable, Iterable, Mapping
 
 import jax
 import numpy as np
@@ -35,21 +39,69 @@ CORRELATED_COSINES = ("average_cosine", "cross_sequence_cosine", "sampled_pair_c
 
 
 @dataclasses.dataclass(frozen=True)
-class HiddenStates:
-    """Hidden states of every non-padding token, ordered by (sentence, position).
+class ForwardBatch:
+    """One batch of the loop: `forward(params, *inputs)`; the tokens measured (`mask_BxL`, None:
+    every token; a state of another token count, e.g. pooled features, keeps all of its own), the
+    input each row holds (`index_B`; filler rows hold no measured token), and per-token tags
+    (B, L) kept with the measured tokens (text: "token_ids", "special")."""
 
-    layers: (num_layers + 1, N, D) float32 (0 = embedding output); the other fields are (N,).
-    """
+    inputs: tuple[Any, ...]
+    index_B: np.ndarray
+    mask_BxL: np.ndarray | None = None
+    tags: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
-    layers: np.ndarray
-    sentence_index: np.ndarray
-    position: np.ndarray
-    token_ids: np.ndarray
-    special: np.ndarray
+
+@dataclasses.dataclass(frozen=True)
+class TokenStates:
+    """The measured tokens of every hidden state (0 = embedding output), in (input, position)
+    order: state s is `layers[s]` (N_s, D_s) float32, its token i from input `index[s][i]` at
+    `position[s][i]`. States may differ in token count and width (CNN stages, pooled features).
+    `tags` (N_0,) are the batches' tags of state 0's tokens (text: every state has those tokens)."""
+
+    layers: list[np.ndarray]
+    index: list[np.ndarray]
+    position: list[np.ndarray]
+    tags: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
-    def num_sentences(self) -> int:
-        return int(self.sentence_index.max()) + 1 if self.sentence_index.size else 0
+    def token_ids(self) -> np.ndarray | None:
+        """(N,) the token ids (text only)."""
+        return self.tags.get("token_ids")
+
+    @property
+    def special(self) -> np.ndarray | None:
+        """(N,) True on [CLS], [SEP], ... (text only)."""
+        return self.tags.get("special")
+
+
+def collect_states(forward: Callable[..., Any], params: Any, batches: Iterable[ForwardBatch]
+                   ) -> TokenStates:
+    """Runs every batch through `forward` (a family's hidden_states_fn: (S, B, L, D) states, or
+    a list of (B, L_s, D_s)) and keeps the measured tokens of every state, on the host."""
+    kept: list[dict[str, list[np.ndarray]]] = []
+    for batch in batches:
+        for s, state in enumerate(jax.device_get(forward(params, *batch.inputs))):
+            state = np.asarray(state, np.float32)
+            mask = batch.mask_BxL
+            masked = mask is not None and mask.shape == state.shape[:2]
+            rows, cols = np.nonzero(mask if masked else np.ones(state.shape[:2], bool))
+            if s == len(kept):
+                kept.append({"x": [], "index": [], "position": [],
+                             **({k: [] for k in batch.tags} if s == 0 else {})})
+            got = kept[s]
+            got["x"].append(state[rows, cols])
+            got["index"].append(batch.index_B[rows])
+            got["position"].append(cols)
+            for name, tag in batch.tags.items() if s == 0 else ():
+                got[name].append(tag[rows, cols])
+    out = []
+    for got in kept:
+        joined = {name: np.concatenate(parts) for name, parts in got.items()}
+        order = np.lexsort((joined["position"], joined["index"]))
+        out.append({name: values[order] for name, values in joined.items()})
+    return TokenStates([o["x"] for o in out], [o["index"] for o in out],
+                       [o["position"].astype(np.int64) for o in out],
+                       {k: v for k, v in out[0].items() if k not in ("x", "index", "position")})
 
 
 @jax.jit
@@ -115,22 +167,22 @@ def cloud_metrics(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
     return out
 
 
-def layer_metrics(hidden: HiddenStates, key: jax.Array, num_pairs: int = 10_000,
-                  include_special_tokens: bool = True) -> dict[str, list[float]]:
-    """Per hidden state (0 = embeddings, i = layer i): every metric of METRIC_NAMES.
-
-    The token set is every non-padding token (without [CLS]/[SEP]/... when
-    `include_special_tokens` is False). Sequence metrics use the (sentence, position) layout
-    with a mask; the sampled-pair estimate uses the same key for every layer (same pairs).
-    Raises FloatingPointError naming a metric that is not finite.
-    """
-    keep = np.ones(hidden.special.shape, bool) if include_special_tokens else ~hidden.special
-    if keep.sum() < 2:
+def state_metrics(states: TokenStates, key: jax.Array, num_pairs: int = 10_000,
+                  include_special_tokens: bool = True) -> dict[str, list[float | None]]:
+    """Per hidden state: every metric of METRIC_NAMES over its measured tokens (without
+    [CLS]/[SEP]/... when `include_special_tokens` is False and the states have them). Sequence
+    metrics use the (input, position) layout with a mask; the sampled-pair estimate uses the same
+    key for every state (same pairs). Raises FloatingPointError naming a metric that is not
+    finite."""
+    special = states.special
+    keep = None if include_special_tokens or special is None else ~special
+    if keep is not None and keep.sum() < 2:
         raise ValueError("fewer than 2 tokens to measure")
-    sentence_N = hidden.sentence_index[keep]
-    out: dict[str, list[float]] = {name: [] for name in METRIC_NAMES}
-    for states in hidden.layers:
-        for name, value in cloud_metrics(states[keep], sentence_N, key, num_pairs).items():
+    out: dict[str, list[float | None]] = {name: [] for name in METRIC_NAMES}
+    for x_NxD, input_N in zip(states.layers, states.index):
+        if keep is not None:
+            x_NxD, input_N = x_NxD[keep], input_N[keep]
+        for name, value in cloud_metrics(x_NxD, input_N, key, num_pairs).items():
             out[name].append(value)
     return out
 

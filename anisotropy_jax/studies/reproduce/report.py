@@ -18,7 +18,7 @@ from anisotropy_jax.studies.reproduce.verdicts import Verdict
 REPORT_FILE = "REPORT.md"
 # claim key → figure paths (glob patterns relative to the workdir), shown where they exist.
 FIGURES = {
-    "godey_1": ("modalities/figures/cosine_by_layer.png",),
+    "godey_1": ("modalities/figures/cross_modal.png",),
     "godey_2": ("pretrained/*/figures/drift_vs_cosine.png",),
     "godey_3a": ("sweep/figures/attention.png",),
     "godey_3b": ("sweep/figures/categorical.png",),

@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import shutil
 import time
 from typing import Any
 
 import jax
 
-from anisotropy_jax import results
-from anisotropy_jax.config import ConfigError, PretrainedConfig
+from anisotropy_jax import media, results
+from anisotropy_jax.config import ConfigError, CrossModalConfig, PretrainedConfig
 from anisotropy_jax.config.reproduce import ReproduceConfig
 from anisotropy_jax.models import bert, gguf, mpnet
 from anisotropy_jax.protocol import SILENT, Progress
@@ -20,7 +21,7 @@ from anisotropy_jax.studies import depth, dynamics, embeddings, pretrained, swee
 from anisotropy_jax.studies.depth import report as depth_report
 from anisotropy_jax.studies.dynamics import seeds as seeds_lib
 from anisotropy_jax.studies.embeddings import report as embeddings_report
-from anisotropy_jax.studies.reproduce import modalities_run
+from anisotropy_jax.studies.pretrained import cross_modal, media_inputs
 from anisotropy_jax.studies.sweep import report as sweep_report
 
 # name: (locator returning a model path or None, install hint)
@@ -91,14 +92,37 @@ def run_pretrained(config: ReproduceConfig, out: pathlib.Path, progress: Progres
     return StudyRun("pretrained", docs, skipped=skipped)
 
 
+# The vision/speech study: the cross-modal comparison on these models, each where installed.
+IMAGE_MODELS = ("DINOv2-S", "ResNet-50-untrained")  # the offline photographs; untrained CNN
+SPEECH_MODELS = ("Whisper-tiny.en",)  # espeak-ng utterances, speech frames only
+
+
 def run_modalities(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
-    provenance = results.Provenance()
+    """The cross-modal comparison (`pretrained.cross_modal`: the pretrained study per model) on
+    IMAGE_MODELS (the first `num_images` offline photographs) and SPEECH_MODELS
+    (`num_utterances` espeak-ng utterances); not measured when no trained model could be."""
+    cfg = config.modalities
+    skipped, groups = {}, []
     try:
-        doc = modalities_run.run(config.modalities, out)
-    except modalities_run.Unavailable as err:
-        return StudyRun("modalities", None, str(err))
-    return StudyRun("modalities", modalities_run.write(doc, out, provenance),
-                    skipped=doc["skipped"])
+        media_inputs.image_files(None, cfg.num_images)
+        groups.append((IMAGE_MODELS, cfg.num_images))
+    except media.MediaError as err:
+        skipped["images"] = str(err)
+    if shutil.which("espeak-ng") is None:
+        skipped["speech"] = "espeak-ng is not installed (apt-get install espeak-ng)"
+    else:
+        groups.append((SPEECH_MODELS, cfg.num_utterances))
+    provenance = results.Provenance()
+    for models, num in groups:
+        study = CrossModalConfig(models=models, reuse=False, pretrained=PretrainedConfig(
+            num_inputs=num, seed=cfg.seed))
+        skipped.update(cross_modal.run_models(study, out, progress))
+    models = cross_modal.collect(out, IMAGE_MODELS + SPEECH_MODELS)
+    reasons = [f"{name}: {why}" for name, why in skipped.items()]
+    if not any("trained" in m for m in models.values()):
+        return StudyRun("modalities", None, "; ".join(reasons) or "no vision or speech model")
+    return StudyRun("modalities", cross_modal.write(models, skipped, out, provenance),
+                    skipped=reasons)
 
 
 def run_depth(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:

@@ -3,10 +3,10 @@ the per-layer metrics of the pretrained study and the per-head query/key analysi
 study, against the step (docs/PRETRAINED.md, "Checkpoint series").
 
 Per checkpoint (S checkpoints, ascending steps):
-  layers[name]   (S, states) every metric of `pretrained.analysis.METRIC_NAMES` (average, cross-
+  layers[name]   (S, states) every metric of `pretrained.states.METRIC_NAMES` (average, cross-
                  and within-sentence, sampled-pair cosine, drift, IsoScore, effective rank, ...)
                  per hidden state (`family.state_labels`: embeddings, layer_1 …, final_norm),
-                 over the non-padding tokens of the sentences (`pretrained.analysis.layer_metrics`,
+                 over the non-padding tokens of the sentences (`pretrained.states.state_metrics`,
                  same sampled pairs for every checkpoint);
   heads[name]    (S, layers, H) every metric of `dynamics.HEAD_METRICS` (‖q̄‖, ‖k̄‖, cos(q̄, k̄),
                  the key-dependent logit term of `metrics.logit_terms`, entropy, categorical
@@ -36,7 +36,7 @@ from anisotropy_jax.config import ConfigError, SeriesConfig, require
 from anisotropy_jax.models import registry
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import dynamics
-from anisotropy_jax.studies.pretrained import analysis as pretrained, embeddings
+from anisotropy_jax.studies.pretrained import analysis as pretrained, embeddings, states
 from anisotropy_jax.studies.pretrained import text as text_lib
 from anisotropy_jax.studies.series import layout
 
@@ -151,10 +151,10 @@ def _measure(inputs: Inputs, loaded: registry.LoadedModel, batches, key) -> dict
     checkpoint."""
     config, fam = inputs.config, loaded.family
     forward = fam.hidden_states_fn(loaded.config)
-    hidden = pretrained.collect_hidden_states(forward, loaded.params, batches,
-                                              fam.summary(loaded.config)["vocab_size"])
-    out = {"layers": pretrained.layer_metrics(hidden, key, config.num_pairs,
-                                              config.include_special_tokens),
+    hidden = states.collect_states(forward, loaded.params, text_lib.forward_batches(
+        batches, fam.summary(loaded.config)["vocab_size"]))
+    out = {"layers": states.state_metrics(hidden, key, config.num_pairs,
+                                          config.include_special_tokens),
            "embeddings": embeddings.embedding_isotropy(
                fam.embedding_matrices(loaded.params, loaded.config))}
     if inputs.head_tokens is not None:
