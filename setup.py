@@ -60,4 +60,7 @@ setup(
         "bench": TORCH_REFERENCE,
         "lint": LINT,
     },
+    # `anisotropy-jax COMMAND ...` from any folder (anisotropy_jax/commands.py; the experiment
+    # configs are modules of the package, anisotropy_jax/configs/).
+    entry_points={"console_scripts": ["anisotropy-jax = anisotropy_jax.commands:main"]},
 )

@@ -2,25 +2,34 @@
 (`anisotropy_jax.protocol`: validate → run → write → format_report), with absl flag parsing and
 one error idiom for every script.
 
-Every expected user error — a bad flag, config field, file or model directory — is one stderr
-line "error: <field>: <message>" and exit status 2, before anything is compiled; a run that fails
-numerically (a non-finite metric or loss) exits with status 1 and one line naming where.
+Every expected user error — a bad flag, config field, file, model directory or workdir — is one
+stderr line "error: <field>: <message>" and exit status 2, before anything is compiled; a run that
+fails numerically (a non-finite metric or loss), or whose files cannot be written (a full disk, a
+read-only folder), exits with status 1 and one line naming where; Ctrl-C with status 130 and
+"interrupted[ at step N]; rerun the same command to resume" (`user_errors`). --help lists the
+flags, the config's variants and every `--config.` field with its default and meaning;
+--print_config prints the resolved config and exits; --config takes a file or a named config of
+`anisotropy_jax.configs` (`sweep:control`).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import functools
 import json
 import logging
 import os
 import pathlib
 import sys
+import tempfile
+import textwrap
 import time
 from typing import Any, Iterator, NoReturn
 
 from absl import app, flags
 
-from anisotropy_jax import results
+from anisotropy_jax import configs, results
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.protocol import Progress, Study
 
@@ -29,6 +38,9 @@ _CACHE = flags.DEFINE_string(
     "JAX's persistent compilation cache for this run: 'default' = $JAX_COMPILATION_CACHE_DIR if "
     "set, else ~/.cache/anisotropy_jax/jax; a folder; or 'off'. A second run of the same shapes "
     "then skips compilation.")
+_PRINT_CONFIG = flags.DEFINE_bool(
+    "print_config", False, "Print the resolved config (the variant and every --config. override) "
+    "as JSON and exit without running.")
 # Every compilation is cached (JAX's default skips those under 1 s): otherwise the main job's small
 # jits (PRNG seeding, iota, fold_in) compile anew in every run (measured: docs/PERFORMANCE.md,
 # "Seconds to results").
@@ -109,9 +121,16 @@ def fail(message: str, status: int = 2) -> NoReturn:
     sys.exit(status)
 
 
-def parse_flags_or_exit(argv: list[str]) -> list[str]:
+def parse_flags_or_exit(argv: list[str], context: "Context | None" = None) -> list[str]:
     """absl's parser (the `flags_parser` of `app.run`), but any flag, config-file or
-    config-override error is one line and exit status 2."""
+    config-override error is one line and exit status 2. With the `context` of `main`: --help
+    prints `help_text` and exits, and --config also takes a named config (`configs.resolve`)."""
+    if context is not None:
+        if any(arg in HELP_FLAGS for arg in argv[1:]):
+            print(help_text(context, argv))
+            sys.exit(0)
+        argv = resolve_config_args(argv, context.default)
+        context.parsed[:] = argv  # what ml_collections reads the --config.FIELD overrides from
     try:
         rest = flags.FLAGS(argv)
         if "config" in flags.FLAGS and flags.FLAGS["config"].value is not None:
@@ -131,6 +150,9 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         fail(message)
     if len(rest) > 1:
         fail(f"unexpected arguments: {' '.join(rest[1:])}")
+    # JAX logs "Unable to initialize backend 'tpu': ..." at INFO on every machine without one,
+    # which reads like an error: its backend probing logs at WARNING and above only.
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     enable_compilation_cache(_CACHE.value)
     # Threefry draws lowered to JAX's own GPU kernel instead of XLA code: the same bits, and the
     # sweep's seed draws compile faster (docs/PERFORMANCE.md, "Retired profilers"). No effect off
@@ -153,40 +175,159 @@ def workdir(value: str | None) -> pathlib.Path:
     return pathlib.Path(require_flag(value, "workdir", "runs/NAME"))
 
 
+def check_workdir(folder: pathlib.Path) -> None:
+    """A workdir that can be written: a folder, or a path whose nearest existing parent is a
+    folder that a file can be created in. Anything else is one line, before anything runs;
+    nothing is created here."""
+    if folder.exists() and not folder.is_dir():
+        fail(f"--workdir: {folder} is a file, not a folder")
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        fail(f"--workdir: {folder} is inside {existing}, which is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        fail(f"--workdir: cannot write in {existing} ({error.strerror or error})")
+
+
+# Errors of the machine rather than the run: one line naming the file, exit status 1.
+DISK_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+               errno.EFBIG: "file too large", errno.EROFS: "read-only file system",
+               errno.EACCES: "permission denied", errno.EPERM: "operation not permitted"}
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """ConfigError (and FileNotFoundError of a missing input) → exit 2; FloatingPointError
-    (a run that overflowed or diverged) → exit 1; each as one line."""
+    (a run that overflowed or diverged) → exit 1; a full disk or a file that cannot be written
+    → exit 1; Ctrl-C → "interrupted[ at step N]; rerun the same command to resume", exit 130.
+    Each as one line."""
     try:
         yield
     except (ConfigError, FileNotFoundError) as error:
         fail(str(error))
     except FloatingPointError as error:
         fail(str(error), status=1)
+    except KeyboardInterrupt as error:
+        step = getattr(error, "step", None)
+        fail(f"interrupted{'' if step is None else f' at step {step}'}; rerun the same command "
+             "to resume", status=INTERRUPTED_STATUS)
+    except OSError as error:
+        if error.errno not in DISK_ERRNOS:
+            raise
+        fail(f"{error.filename or 'writing the results'}: {DISK_ERRNOS[error.errno]}", status=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What `main` knows of its command, for --help and named configs: the command line's name
+    (`prog`), its description (`usage`), its config (`default`: the path its --config falls back
+    to, or `example`: the file its error names where --config is required), its own flags, and
+    the command line as parsed (`parsed`, filled by `parse_flags_or_exit`)."""
+
+    prog: str
+    usage: str
+    default: str | None
+    example: str | None
+    script_flags: tuple[str, ...]
+    parsed: list[str] = dataclasses.field(default_factory=list)
+
+
+HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
+
+
+def resolve_config_args(argv: list[str], own: str | None) -> list[str]:
+    """argv with a --config value that names a config (`sweep:control`, `:smoke`) replaced by
+    its file (`configs.resolve`), and put before the `--config.FIELD` overrides (which
+    ml_collections reads only after it); an unknown name is one line."""
+    out, args, config = list(argv[:1]), list(argv[1:]), []
+    while args:
+        arg = args.pop(0)
+        if arg == "--config" and args:
+            arg = "--config=" + args.pop(0)
+        if arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            try:
+                arg = "--config=" + configs.resolve(value, own)
+            except KeyError:
+                fail(f"--config: {value.partition(':')[0]!r} is neither a config file nor a named "
+                     f"config ({configs.known()})")
+            config.append(arg)
+        else:
+            out.append(arg)
+    return out[:1] + config + out[1:]
+
+
+def _config_spec(context: Context, argv: list[str]) -> str | None:
+    given = [a.split("=", 1)[1] for a in argv[1:] if a.startswith("--config=")]
+    try:
+        return configs.resolve(given[-1], context.default) if given else (
+            context.default or (configs.resolve(context.example) if context.example else None))
+    except KeyError:
+        return None
+
+
+def help_text(context: Context, argv: list[str]) -> str:
+    """--help: the usage, every flag with its default, the config's variants and every
+    `--config.` field with its default and meaning."""
+    lines = [f"usage: {context.prog} "
+             + ("--config=CONFIG[:VARIANT] " if context.example else "[--config=CONFIG[:VARIANT]] ")
+             + "--workdir=DIR [--config.FIELD=VALUE ...] [flags]", ""]
+    lines += [textwrap.fill(part, 100) if context.prog.startswith("anisotropy-jax") else part
+              for part in [context.usage.strip()]]
+    lines += ["", "Flags:"]
+    for name in ("config", "workdir", "print_config", "compilation_cache", *context.script_flags):
+        flag = flags.FLAGS[name]
+        default = "" if flag.default in (None, "") or name == "config" else \
+            f" (default: {flag.default})"
+        lines.append(f"  --{name}{default}")
+        lines += textwrap.wrap(" ".join(flag.help.split()), 100, initial_indent=" " * 6,
+                               subsequent_indent=" " * 6)
+    spec = _config_spec(context, argv)
+    if spec is not None:
+        lines += ["", configs.describe(spec)]
+    return "\n".join(lines)
 
 
 def main(study: Study, config: str | None = None, *, config_default: str | None = None,
-         workdir_help: str = "Output folder (created if missing).", **script_flags: Any) -> None:
+         workdir_help: str = "Output folder (created if missing).", prog: str | None = None,
+         usage: str | None = None, argv: list[str] | None = None, **script_flags: Any) -> None:
     """The whole of an experiment script: defines --config (required, `config` the example its
     error names; or `config_default`) and --workdir, parses the flags (`parse_flags_or_exit`:
-    one-line errors, the compilation cache), then `study.validate(config, workdir, **flags)` →
-    `run(plan, progress)` → `write(result, workdir, provenance)` → prints
-    `format_report(doc, workdir)`. `script_flags` are the script's own flag holders, passed by
-    name to validate, except two read here: `progress` (bars on stderr) and `phase_times` (a
-    file for the phases' end times)."""
+    one-line errors, --help, named configs, the compilation cache), then
+    `study.validate(config, workdir, **flags)` → `run(plan, progress)` →
+    `write(result, workdir, provenance)` → prints `format_report(doc, workdir)`; with
+    --print_config only prints the config. `script_flags` are the script's own flag holders,
+    passed by name to validate, except two read here: `progress` (bars on stderr) and
+    `phase_times` (a file for the phases' end times). `prog`, `usage` and `argv` default to the
+    script's name, its docstring and sys.argv (`anisotropy_jax.commands` passes its own)."""
     from ml_collections import config_flags
 
+    argv = list(sys.argv if argv is None else argv)
+    context = Context(prog or os.path.basename(argv[0]),
+                      usage if usage is not None else (sys.modules["__main__"].__doc__ or ""),
+                      config_default, config, tuple(script_flags))
     config_flag = config_flags.DEFINE_config_file(
-        "config", config_default, f"Config file, e.g. {config or config_default}[:variant].",
-        lock_config=True)
+        "config", config_default,
+        f"Config: a file or a named config ({configs.known()}), with :VARIANT, e.g. "
+        f"{config or 'NAME'}:smoke.", lock_config=True, sys_argv=context.parsed)
     workdir_flag = flags.DEFINE_string("workdir", None, workdir_help)
-    app.run(functools.partial(_drive, study, config_flag, workdir_flag, config, script_flags),
-            flags_parser=parse_flags_or_exit)
+    command = " ".join([prog, *argv[1:]]) if prog else " ".join(["python", *argv])
+    app.run(functools.partial(_drive, study, config_flag, workdir_flag, config, command,
+                              script_flags),
+            argv=argv, flags_parser=functools.partial(parse_flags_or_exit, context=context))
 
 
-def _drive(study: Study, config_flag: Any, workdir_flag: Any, example: str | None,
+def _drive(study: Study, config_flag: Any, workdir_flag: Any, example: str | None, command: str,
            script_flags: dict[str, Any], argv: list[str]) -> None:
     del argv  # parse_flags_or_exit refuses extra arguments
+    if _PRINT_CONFIG.value:  # no --workdir needed
+        if example is not None:
+            require_flag(config_flag.value, "config", example)
+        print(config_flag.value.to_json_best_effort(indent=2), flush=True)
+        return
     if study.on_demand_memory:
         allocate_device_memory_on_demand()
     options = {name: holder.value for name, holder in script_flags.items()}
@@ -200,9 +341,10 @@ def _drive(study: Study, config_flag: Any, workdir_flag: Any, example: str | Non
     folder = workdir(workdir_flag.value)
     if example is not None:
         require_flag(config_flag.value, "config", example)
+    check_workdir(folder)
     with user_errors():
         plan = study.validate(config_flag.value, folder, **options)  # nothing compiled yet
-        provenance = results.Provenance(command=" ".join(["python", *sys.argv]))
+        provenance = results.Provenance(command=command)
         doc = study.write(study.run(plan, progress), folder, provenance)
     if doc is None:  # nothing written here (a process other than the first)
         return

@@ -11,8 +11,7 @@ report.txt, series.npz, figures/layers_vs_step.png, figures/heads_vs_step.png an
 last. A bad flag, text file or series folder exits with status 2 and one line naming it, before
 anything is compiled; a non-finite metric exits with status 1.
 """
-from anisotropy_jax import cli
-from anisotropy_jax.studies import series
+from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    cli.main(series.STUDY, "experiments/configs/checkpoint_series.py")
+    commands.script("series", "experiments/configs/checkpoint_series.py")

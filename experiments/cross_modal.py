@@ -10,8 +10,7 @@ Writes DIR/<model>/ (the pretrained study's outputs, results.json last), DIR/fig
 cross_modal.png, DIR/cross_modal.md and DIR/results.json (last). Models not installed are skipped
 and listed. A bad field or input exits with status 2 and one line naming it.
 """
-from anisotropy_jax import cli
-from anisotropy_jax.studies.pretrained import cross_modal
+from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    cli.main(cross_modal.STUDY, "experiments/configs/cross_modal.py")
+    commands.script("cross-modal", "experiments/configs/cross_modal.py")

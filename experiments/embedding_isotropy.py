@@ -11,8 +11,7 @@ figures/{isotropy,training,svd_D<width>}.png and, last, results.json
 (anisotropy_jax/studies/embeddings/report.py). A bad flag or config exits with status 2 and one
 line naming the field before anything is compiled; a non-finite loss or metric exits with 1.
 """
-from anisotropy_jax import cli
-from anisotropy_jax.studies import embeddings
+from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    cli.main(embeddings.STUDY, "experiments/configs/embedding_isotropy.py:smoke")
+    commands.script("embeddings", "experiments/configs/embedding_isotropy.py:smoke")

@@ -13,12 +13,7 @@ results.json last (anisotropy_jax/studies/pretrained/report.py; docs/PRETRAINED.
 flag, text file or checkpoint exits with status 2 and one line naming the field, before anything
 is compiled; a non-finite metric exits with status 1.
 """
-from absl import flags
-
-from anisotropy_jax import cli
-from anisotropy_jax.studies import pretrained
-
-_PROGRESS = flags.DEFINE_bool("progress", True, "Show a progress bar over batches (stderr).")
+from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    cli.main(pretrained.STUDY, "experiments/configs/pretrained_anisotropy.py", progress=_PROGRESS)
+    commands.script("pretrained", "experiments/configs/pretrained_anisotropy.py")

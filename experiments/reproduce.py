@@ -9,12 +9,7 @@ by its own report.write, then writes DIR/REPORT.md (with --report also a copy th
 and results.json files copied beside it). A bad flag or config exits with status 2 and one line
 naming the field, before anything is compiled; a non-finite metric exits with status 1.
 """
-from absl import flags
-
-from anisotropy_jax import cli
-from anisotropy_jax.studies import reproduce
-
-_REPORT = flags.DEFINE_string("report", None, "Also write the report here (e.g. docs/REPORT.md).")
+from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    cli.main(reproduce.STUDY, "experiments/configs/reproduce.py:smoke", report=_REPORT)
+    commands.script("report", "experiments/configs/reproduce.py:smoke")

@@ -60,19 +60,30 @@ def test_experiment_scripts_are_thin_and_every_config_has_a_smoke_variant():
     for script in scripts:
         assert script.read_text().count("\n") <= MAX_SCRIPT_LINES, script.name
         assert "sys.path" not in script.read_text(), script.name
-    configs = [c for c in sorted((ROOT / "experiments" / "configs").glob("*.py"))
+    configs = [c for c in sorted((ROOT / "anisotropy_jax" / "configs").glob("*.py"))
                if re.search(r"^def get_config\(arg[^,]*\)", c.read_text(), re.M)]
     assert {c.stem for c in configs} >= {"bias_sweep", "train_clm", "train_mlm", "qk_dynamics",
                                          "pretrained_anisotropy"}
     for config in configs:  # loaded as ml_collections loads them: by path
-        spec = importlib.util.spec_from_file_location(f"config_{config.stem}", config)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = _load_by_path(config)
         assert module.__doc__ and "--config=" in module.__doc__, config.name
         smoke, default = module.get_config("smoke"), module.get_config(None)
         assert smoke.to_dict() != default.to_dict(), config.name
         with pytest.raises(ValueError, match="variant"):
             module.get_config("no_such_variant")
+        # experiments/configs/ re-exports it: the same configs, so old --config paths still work
+        old = _load_by_path(ROOT / "experiments" / "configs" / config.name)
+        assert old.get_config("smoke").to_dict() == smoke.to_dict(), config.name
+        assert old.VARIANTS == module.VARIANTS and "--config=" in old.__doc__, config.name
+    assert sorted(p.name for p in (ROOT / "experiments" / "configs").glob("*.py")) == \
+        sorted(c.name for c in configs)
+
+
+def _load_by_path(path):
+    spec = importlib.util.spec_from_file_location(f"config_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _cited_files(text):

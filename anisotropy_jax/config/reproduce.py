@@ -24,7 +24,13 @@ SWEEP_INPUTS = ("biased", "norm_matched")  # the bias and its norm-matched contr
 @dataclasses.dataclass(frozen=True)
 class ModalitiesConfig:
     """Vision/speech measurement: the first `num_images` offline photographs and `num_utterances`
-    synthetic (espeak-ng) utterances; `seed` draws the sentences and the untrained weights."""
+    synthetic (espeak-ng) utterances; `seed` draws the sentences and the untrained weights.
+
+    Attributes:
+      num_images: offline photographs measured per image model (the first ones, sorted).
+      num_utterances: synthetic utterances measured per speech model.
+      seed: draws the spoken sentences and the untrained weights.
+    """
 
     num_images: int = 16
     num_utterances: int = 16

@@ -117,9 +117,10 @@ def sweep_config_dict() -> ml_collections.ConfigDict:
     block's SWEEP_MODEL_FIELDS, and at top level
 
       precision: the block's matmul precision, 'highest' | 'default' | 'bfloat16'.
-      compare_field: '' (one sweep), a model field or one of COMPARABLE_SWEEP_FIELDS ('inputs')
-        to vary into shared figures, one sweep per value of
-      compare_values: (same weights, seeds and grid for every value).
+      compare_field: '' (one sweep), or a model field or one of COMPARABLE_SWEEP_FIELDS
+        ('inputs') to vary into shared figures: one sweep per value of compare_values.
+      compare_values: the values of compare_field, one sweep each (same weights, seeds and grid
+        for every value).
     """
     out = block_form(SweepConfig(), SWEEP_MODEL_FIELDS)
     out.compare_field, out.compare_values = "", ()

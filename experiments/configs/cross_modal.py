@@ -1,35 +1,10 @@
-"""Config of experiments/cross_modal.py: per-layer average cosine of every offline model of every
-modality (MiniLM-L6/L3, MPNet, SmolLM2; DINOv2-S; Whisper tiny.en and base; an untrained
-ResNet-50) beside its untrained baseline, on one plot, and a table (docs/MODALITIES.md).
+"""Config of the cross-modal comparison, re-exported from the package so that the
+scripts' --config=experiments/configs/cross_modal.py[:smoke] keeps
+working; its variants, fields and command are in anisotropy_jax/configs/cross_modal.py.
 
-  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py \
-      --workdir=docs/results/modalities/cross_modal
-
-Smoke run (MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances; seconds):
-
-  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py:smoke \
-      --workdir=/tmp/cross_modal_smoke
-
-Variants: default, smoke. Fields, defaults and their meaning are CrossModalConfig's
-(anisotropy_jax/config/pretrained.py); `pretrained.*` are the PretrainedConfig fields of every
-per-model run (CROSS_MODAL_PRETRAINED_FIELDS).
+  python experiments/cross_modal.py \
+      --config=experiments/configs/cross_modal.py[:smoke] --workdir=DIR
 """
-import ml_collections
+from anisotropy_jax.configs.cross_modal import VARIANTS, get_config
 
-from anisotropy_jax.config import cross_modal_config_dict
-
-VARIANTS = ("default", "smoke")
-
-
-def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = cross_modal_config_dict()  # CrossModalConfig's defaults
-    if variant == "smoke":
-        c.models = ("all-MiniLM-L6-v2", "Whisper-tiny.en")
-        c.pretrained.num_sentences = 8
-        c.pretrained.num_inputs = 2
-        c.pretrained.num_pairs = 500
-        c.pretrained.batch_size = 8
-    return c
+__all__ = ["VARIANTS", "get_config"]

@@ -1,77 +1,10 @@
-"""Config of the one-command reproduction report (docs/SCIENCE.md, "Claims and where they stand").
+"""Config of the reproduction report, re-exported from the package so that the
+scripts' --config=experiments/configs/reproduce.py[:VARIANT] keeps
+working; its variants, fields and command are in anisotropy_jax/configs/reproduce.py.
 
-  python experiments/reproduce.py --config=experiments/configs/reproduce.py[:VARIANT] --workdir=DIR
-
-Each study's sub-config is that study's own experiment config (the sweep, depth and embeddings
-files loaded by path from this folder; training from `train_config_dict`, the pretrained study
-and the vision/speech measurement from their dataclasses' defaults: ReproduceConfig in
-anisotropy_jax/config/reproduce.py), resized per variant:
-  (default)  CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its control;
-             small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 3 seeds; every installed
-             pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
-             and 8 layers; embedding_isotropy.py (default, CPU) with 2 seeds
-  smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
-             2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth smoke,
-             embedding_isotropy.py:smoke; no vision/speech
-  full       one GPU (≤ 20 minutes): as committed in docs/TRAINING.md, docs/PRETRAINED.md and
-             docs/DEPTH.md: train_*.py:small × 3 seeds, 1,000 sentences, 16 images and utterances,
-             depth :bert_base, embedding_isotropy.py:gpu
-Fields can be overridden, e.g. `--config.seeds='(0, 1)' --config.pretrained.num_sentences=50`.
+  python experiments/reproduce.py \
+      --config=experiments/configs/reproduce.py[:VARIANT] --workdir=DIR
 """
-import importlib.util
-import pathlib
+from anisotropy_jax.configs.reproduce import VARIANTS, get_config
 
-import ml_collections
-
-from anisotropy_jax.config import (ModalitiesConfig, PretrainedConfig, ReproduceConfig, config_dict,
-                                   train_config_dict)
-
-VARIANTS = ("default", "smoke", "full")
-
-
-def _load(name: str, arg: str | None) -> ml_collections.ConfigDict:
-    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(arg)
-
-
-def _training(variant: str) -> ml_collections.ConfigDict:
-    out = ml_collections.ConfigDict()
-    objectives = ("clm",) if variant == "smoke" else ("clm", "mlm")
-    for objective in objectives:
-        c = train_config_dict({"full": "small"}.get(variant, "smoke"), objective)
-        c.analysis.run = False  # analysed by the reproduction itself, seed by seed
-        if variant == "smoke":
-            c.model.d_model, c.model.d_ff, c.model.num_layers, c.data.seq_len = 32, 64, 1, 16
-            c.steps, c.checkpoint_every = 6, 3
-        elif variant == "default":
-            c.data.seq_len, c.data.batch_size = 64, 16
-            c.steps, c.checkpoint_every, c.optim.warmup_steps = 120, 40, 10
-        out[objective] = c
-    return out
-
-
-def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
-    c = config_dict(ReproduceConfig, ("studies", "seeds", "pretrained_models"))  # defaults
-    c.sweep = _load("bias_sweep.py", "smoke+control" if variant == "smoke" else "control")
-    c.training = _training(variant)
-    c.pretrained = config_dict(PretrainedConfig)
-    c.modalities = config_dict(ModalitiesConfig)
-    c.depth = _load("depth_sweep.py", {"smoke": "smoke", "default": "cpu"}.get(variant, "bert_base"))
-    c.embeddings = _load("embedding_isotropy.py", {"smoke": "smoke", "full": "gpu"}.get(variant))
-    if variant == "smoke":
-        c.studies = ("sweep", "training", "pretrained", "depth", "embeddings")
-        c.seeds, c.pretrained_models = (0, 1), ("minilm_l6",)
-        c.pretrained.num_sentences, c.pretrained.batch_size, c.pretrained.num_pairs = 8, 8, 200
-        c.pretrained.untrained_baseline = False
-        c.depth.architectures = ("attention_only",)
-    elif variant == "default":
-        c.pretrained.num_sentences, c.pretrained.num_pairs = 100, 2000
-        c.modalities.num_images, c.modalities.num_utterances = 8, 8
-        c.depth.widths, c.depth.num_layers = (128,), 8
-        c.embeddings.seeds = (0, 1)
-    return c
+__all__ = ["VARIANTS", "get_config"]

@@ -1,25 +1,10 @@
-"""Training config: BERT-style post-LN byte-level encoder with masked-LM loss on Shakespeare,
-embedding LayerNorm, LayerNorm epsilon of BERT (1e-12).
+"""Config of training the masked LM, re-exported from the package so that the
+scripts' --config=experiments/configs/train_mlm.py[:VARIANT] keeps
+working; its variants, fields and command are in anisotropy_jax/configs/train_mlm.py.
 
-Run (defaults: about 15 minutes on 2 CPU cores, then the per-checkpoint analysis):
-  python experiments/train.py --config=experiments/configs/train_mlm.py --workdir=runs/mlm
-  python experiments/qk_dynamics.py --workdir=runs/mlm      # re-run the analysis alone
-Variants (the `:arg` suffix):
-  :smoke  tiny model, 40 steps, under a minute on 2 CPU cores (CI)
-  :small  d = 128, 4 layers, 300 steps (the seeded CPU runs; experiments/train_seeds.py)
-  :gpu    sized for one H100 (a few minutes)
-Override any field with --config.FIELD=VALUE, e.g.
-  --config.steps=2000 --config.model.tie_embeddings=False
-Fields, defaults and their meaning: TrainConfig and AnalysisConfig (`analysis`) in
-anisotropy_jax/config/training.py; the variants: `train_config_dict` there (shared with
-train_clm.py).
+  python experiments/train.py \
+      --config=experiments/configs/train_mlm.py[:VARIANT] --workdir=DIR
 """
-import ml_collections
+from anisotropy_jax.configs.train_mlm import VARIANTS, get_config
 
-from anisotropy_jax.config import TRAIN_VARIANTS, train_config_dict
-
-VARIANTS = TRAIN_VARIANTS
-
-
-def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    return train_config_dict(arg, objective="mlm")
+__all__ = ["VARIANTS", "get_config"]

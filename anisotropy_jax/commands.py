@@ -1,0 +1,239 @@
+"""The installed command line, `anisotropy-jax COMMAND [flags]` (setup.py's console entry point;
+also `python -m anisotropy_jax`), and the one table of commands that the experiments/ scripts
+run too (`script`):
+
+  anisotropy-jax sweep --config=sweep:control --workdir=DIR     a study, from any folder
+  anisotropy-jax sweep --help                                   its flags, variants and fields
+  anisotropy-jax sweep --config=sweep:smoke --print_config      the resolved config
+  anisotropy-jax show DIR                                       the table of a finished workdir
+
+Each command is a study of the protocol driven by `cli.main`, with its config from
+`anisotropy_jax.configs` (`--config` optional: the command's own config by default).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import pathlib
+import sys
+import textwrap
+from typing import Any, Callable
+
+from absl import flags
+
+from anisotropy_jax import cli, configs
+
+PROG = "anisotropy-jax"
+
+
+def _progress(help_text: str) -> Callable[[], dict[str, Any]]:
+    return lambda: {"progress": flags.DEFINE_bool("progress", True, help_text)}
+
+
+def _sweep_flags() -> dict[str, Any]:
+    return {
+        "distributed": flags.DEFINE_bool(
+            "distributed", False,
+            "Call jax.distributed.initialize() first (one process per host)."),
+        "figure_processes": flags.DEFINE_integer(
+            "figure_processes", -1, "Processes drawing the figures, started with the run (-1: "
+            "one per CPU core, at most 5; 0: none, this process draws them)."),
+        "phase_times": flags.DEFINE_string(
+            "phase_times", None,
+            "Write each phase's end time as JSON here (benchmarks/process_time.py)."),
+    }
+
+
+def _depth_flags() -> dict[str, Any]:
+    return {
+        "distributed": flags.DEFINE_bool("distributed", False, "jax.distributed.initialize() "
+                                         "first."),
+        "coordinator_address": flags.DEFINE_string("coordinator_address", None,
+                                                   "HOST:PORT (else auto-detected)."),
+        "num_processes": flags.DEFINE_integer("num_processes", None,
+                                              "Processes (else auto-detected)."),
+        "process_id": flags.DEFINE_integer("process_id", None, "This process (else "
+                                           "auto-detected)."),
+    }
+
+
+def _seeds_flags() -> dict[str, Any]:
+    return {"seeds": flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (>= 2, distinct)."),
+            **_progress("Show progress on stderr.")()}
+
+
+def _report_flags() -> dict[str, Any]:
+    return {"report": flags.DEFINE_string("report", None,
+                                          "Also write the report here (e.g. docs/REPORT.md).")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One study on the command line.
+
+      study      'module:attribute' of its `protocol.Study` value
+      config     its config in `anisotropy_jax.configs` ('name[:variant]'), the default
+      summary    what it does and writes, for --help
+      flags      defines its own flags (absl), returns {name: holder} for `cli.main`
+      workdir    the --workdir help
+    """
+
+    study: str
+    config: str
+    summary: str
+    flags: Callable[[], dict[str, Any]] = dict
+    workdir: str = "Output folder (created if missing)."
+
+
+COMMANDS: dict[str, Command] = {
+    "sweep": Command(
+        "anisotropy_jax.studies.sweep:STUDY", "bias_sweep",
+        "The untrained-block bias sweep, the main job (docs/BIAS_SWEEP.md): writes config.json, "
+        "results.json, results.npz and figures/*.png into the workdir.", _sweep_flags),
+    "depth": Command(
+        "anisotropy_jax.studies.depth:STUDY", "depth_sweep",
+        "Untrained stacks against depth and width (docs/DEPTH.md): chunks/ as it goes (a rerun "
+        "resumes), then results.npz, figures/*.png and results.json.", _depth_flags),
+    "train": Command(
+        "anisotropy_jax.studies.dynamics:TRAINING_STUDY", "train_clm",
+        "Trains a byte-level LM with log-spaced orbax checkpoints (--config=clm or mlm; a rerun "
+        "resumes), then analyses every checkpoint (docs/TRAINING.md).",
+        _progress("Show a progress bar on stderr."), "Output folder (resumed if it holds a run)."),
+    "seeds": Command(
+        "anisotropy_jax.studies.dynamics:SEEDS_STUDY", "train_clm:small",
+        "Trains and analyses one training config with several seeds (WORKDIR/seed_<s>), then the "
+        "per-checkpoint mean and 95% t-interval over the seeds (docs/TRAINING.md).", _seeds_flags,
+        "Output folder; seed s goes to WORKDIR/seed_s."),
+    "dynamics": Command(
+        "anisotropy_jax.studies.dynamics:STUDY", "qk_dynamics",
+        "Reruns the per-checkpoint query/key analysis of a training run: results.json, "
+        "dynamics.npz and figures/ in its workdir.",
+        _progress("Print one line per analysed checkpoint."),
+        "Workdir of a training run (anisotropy-jax train)."),
+    "pretrained": Command(
+        "anisotropy_jax.studies.pretrained:STUDY", "pretrained_anisotropy",
+        "Layer-wise anisotropy and drift of a pretrained checkpoint of any registered family, "
+        "text, image or audio (docs/PRETRAINED.md).",
+        _progress("Show a progress bar over batches (stderr).")),
+    "cross-modal": Command(
+        "anisotropy_jax.studies.pretrained.cross_modal:STUDY", "cross_modal",
+        "The pretrained study on every offline model of every modality, on one plot "
+        "(docs/MODALITIES.md)."),
+    "embeddings": Command(
+        "anisotropy_jax.studies.embeddings:STUDY", "embedding_isotropy",
+        "Partition isotropy of the embedding matrices of BPE LMs trained here "
+        "(docs/EMBEDDINGS.md)."),
+    "series": Command(
+        "anisotropy_jax.studies.series:STUDY", "checkpoint_series",
+        "Per-layer and per-head metrics over a series of checkpoints of one model "
+        "(--config.series_dir=DIR; docs/PRETRAINED.md)."),
+    "report": Command(
+        "anisotropy_jax.studies.reproduce:STUDY", "reproduce",
+        "Every study and a verdict on each claim of docs/SCIENCE.md: WORKDIR/REPORT.md "
+        "(docs/REPORT.md).", _report_flags),
+}
+
+
+def study(name: str) -> Any:
+    """The `Study` value of a command."""
+    module, _, attribute = COMMANDS[name].study.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _config_path(command: Command) -> str:
+    name, sep, variant = command.config.partition(":")
+    return f"{configs.path(name)}{sep}{variant}"
+
+
+def run(name: str, argv: list[str]) -> None:
+    """`anisotropy-jax NAME ...`: command `name` (`cli.main`) on `argv`, --config optional (the
+    command's own config by default)."""
+    command = COMMANDS[name]
+    cli.main(study(name), config_default=_config_path(command), workdir_help=command.workdir,
+             prog=f"{PROG} {name}", usage=command.summary, argv=argv, **command.flags())
+
+
+def script(name: str, config: str | None = None) -> None:
+    """The whole of an experiments/ script: command `name` on sys.argv, with the script's name
+    and docstring; --config is required with `config` the example its error names (without it,
+    optional: the command's own config)."""
+    command = COMMANDS[name]
+    cli.main(study(name), config, config_default=None if config else _config_path(command),
+             workdir_help=command.workdir, **command.flags())
+
+
+# --------------------------------------------------------------------------------------------
+# show DIR: the table of a finished workdir
+
+# The keys that tell which study wrote a results.json, checked in this order.
+SIGNATURES = (("sweep", ("closed_forms", "runs")), ("depth", ("depth_config", "stacks")),
+              ("embeddings", ("embeddings_config",)), ("seeds", ("quantities", "interval")),
+              ("dynamics", ("objects", "heads")), ("series", ("checkpoints", "state_labels")),
+              ("cross-modal", ("models", "skipped")),
+              ("pretrained", ("layers", "correlations", "model")))
+
+
+def identify(doc: dict[str, Any]) -> str | None:
+    """The command whose study wrote the results document `doc`, or None."""
+    return next((name for name, keys in SIGNATURES if all(k in doc for k in keys)), None)
+
+
+def show(folder: str) -> str:
+    """The summary table of a finished workdir: its study's `format_report` over its
+    results.json (a reproduction's workdir: its REPORT.md). One-line errors."""
+    workdir = pathlib.Path(folder)
+    path = workdir / "results.json"
+    if not workdir.is_dir():
+        cli.fail(f"{workdir}: no such folder")
+    if not path.is_file():
+        if (workdir / "REPORT.md").is_file():
+            return (workdir / "REPORT.md").read_text()
+        cli.fail(f"{workdir}: no results.json: not a finished run (a run writes it last)")
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as error:
+        cli.fail(f"{path}: unreadable ({error})")
+    name = identify(doc) if isinstance(doc, dict) else None
+    if name is None:
+        cli.fail(f"{path}: not the results of a study of this package")
+    try:
+        return study(name).format_report(doc, workdir)
+    except Exception as error:  # noqa: BLE001 - an older or edited file: one line, not a trace
+        cli.fail(f"{path}: cannot show these {name} results ({type(error).__name__}: {error})")
+
+
+def overview() -> str:
+    """`anisotropy-jax --help`."""
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} COMMAND [--config=CONFIG[:VARIANT]] --workdir=DIR "
+             "[--config.FIELD=VALUE ...] [flags]", f"       {PROG} show DIR", "",
+             "Commands (`anisotropy-jax COMMAND --help`: its flags, variants and config fields):"]
+    rows = [(name, command.summary) for name, command in COMMANDS.items()]
+    rows.append(("show", "The summary table of a finished workdir (from its results.json)."))
+    for name, text in rows:
+        lines += textwrap.wrap(text, 100, initial_indent=f"  {name:<{width}}  ",
+                               subsequent_indent=" " * (width + 4))
+    lines += ["", *textwrap.wrap(f"Named configs (--config=NAME[:VARIANT]): {configs.known()}; "
+                                 "or a config file (PATH[:VARIANT]).", 100)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point `anisotropy-jax`."""
+    argv = list(sys.argv if argv is None else argv)
+    try:
+        if len(argv) < 2 or argv[1] in cli.HELP_FLAGS + ("help",):
+            print(overview())
+            sys.exit(0 if len(argv) >= 2 else 2)
+        name, rest = argv[1], argv[2:]
+        if name == "show":
+            if len(rest) != 1 or rest[0].startswith("-"):
+                cli.fail(f"usage: {PROG} show DIR")
+            print(show(rest[0]))
+            return
+        if name not in COMMANDS:
+            cli.fail(f"unknown command {name!r}; choose one of {', '.join(COMMANDS)}, show")
+        run(name, [f"{PROG} {name}", *rest])
+    except KeyboardInterrupt:  # before a study runs (imports); a running study says more
+        cli.fail("interrupted; rerun the same command to resume", status=cli.INTERRUPTED_STATUS)

@@ -1,0 +1,41 @@
+"""Config of experiments/cross_modal.py: per-layer average cosine of every offline model of every
+modality (MiniLM-L6/L3, MPNet, SmolLM2; DINOv2-S; Whisper tiny.en and base; an untrained
+ResNet-50) beside its untrained baseline, on one plot, and a table (docs/MODALITIES.md).
+
+  anisotropy-jax cross-modal --workdir=docs/results/modalities/cross_modal
+  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py \
+      --workdir=docs/results/modalities/cross_modal
+
+Smoke run (MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances; seconds):
+
+  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py:smoke \
+      --workdir=/tmp/cross_modal_smoke
+
+Variants (`--config=cross-modal:VARIANT`):
+  default  every offline model; 200 sentences, 16 images or utterances
+  smoke    MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances (CI)
+Fields, defaults and their meaning are CrossModalConfig's (anisotropy_jax/config/pretrained.py;
+`anisotropy-jax cross-modal --help` lists them); `pretrained.*` are the PretrainedConfig fields
+of every per-model run (CROSS_MODAL_PRETRAINED_FIELDS).
+"""
+import ml_collections
+
+from anisotropy_jax.config import CrossModalConfig, cross_modal_config_dict
+
+VARIANTS = ("default", "smoke")
+# Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
+FIELD_DOCS = {"": CrossModalConfig}
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    variant = arg or "default"
+    if variant not in VARIANTS:
+        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
+    c = cross_modal_config_dict()  # CrossModalConfig's defaults
+    if variant == "smoke":
+        c.models = ("all-MiniLM-L6-v2", "Whisper-tiny.en")
+        c.pretrained.num_sentences = 8
+        c.pretrained.num_inputs = 2
+        c.pretrained.num_pairs = 500
+        c.pretrained.batch_size = 8
+    return c

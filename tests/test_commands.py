@@ -1,0 +1,166 @@
+"""The installed command line (`anisotropy-jax`, setup.py's console entry point, and
+`python -m anisotropy_jax`): it runs a study from any folder with a named config, `show DIR`
+reprints the table of a finished workdir, --help lists the variants and every `--config.` field
+with its default and meaning, --print_config prints the resolved config without running, and
+bad commands, names and folders are one line."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from anisotropy_jax import commands, configs
+from anisotropy_jax.config.docs import attribute_docs, field_table
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")  # pip install -e . made it
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("xla_cache")
+    environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    environ.update(JAX_COMPILATION_CACHE_DIR=str(cache), MPLBACKEND="Agg",
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    return environ
+
+
+def _run(args, cwd, env, command=(COMMAND,)):
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_a_study_runs_from_another_folder_and_show_reprints_its_table(env, tmp_path):
+    run = _run(["sweep", "--config=sweep:smoke", "--config.num_seeds=1", "--workdir=out"],
+               tmp_path, env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Unable to initialize backend" not in run.stderr  # JAX's probe of absent TPUs
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert doc["config"]["model"]["d_model"] == 64 and len(doc["bias_norms"]) == 7
+    shown = _run(["show", "out"], tmp_path, env)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() and run.stdout.rstrip().endswith(shown.stdout.rstrip())
+    assert commands.identify(doc) == "sweep"
+
+
+def test_show_names_the_study_of_every_committed_result():
+    expected = {"docs/results/bias_sweep/control": "sweep", "docs/results/depth/cpu": "depth",
+                "docs/results/training/clm_small": "seeds",
+                "docs/results/training/clm_small/seed_0": "dynamics",
+                "docs/results/pretrained/all-MiniLM-L6-v2": "pretrained",
+                "docs/results/modalities/cross_modal": "cross-modal",
+                "docs/results/embeddings": "embeddings"}
+    for folder, name in expected.items():
+        doc = json.loads((ROOT / folder / "results.json").read_text())
+        assert commands.identify(doc) == name, folder
+        assert commands.show(str(ROOT / folder)).strip(), folder
+
+
+def test_show_and_unknown_commands_are_one_line(env, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "results.json").write_text('{"something": 1}')
+    for args, says in ((["show", "nowhere"], "error: nowhere: no such folder"),
+                       (["show", "empty"], "error: empty: no results.json: not a finished run"),
+                       (["show", "other"], f"error: {pathlib.Path('other') / 'results.json'}: "
+                                           "not the results of a study of this package"),
+                       (["show"], "error: usage: anisotropy-jax show DIR"),
+                       (["sweeep"], "error: unknown command 'sweeep'"),
+                       (["sweep", "--config=swep:smoke", "--workdir=x"],
+                        "error: --config: 'swep' is neither a config file nor a named config")):
+        proc = _run(args, tmp_path, env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(says), (
+            args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "other"]
+
+
+def test_python_m_is_the_same_command_and_lists_every_command(env, tmp_path):
+    proc = _run(["--help"], tmp_path, env, command=(sys.executable, "-m", "anisotropy_jax"))
+    assert proc.returncode == 0, proc.stderr
+    for name in (*commands.COMMANDS, "show"):
+        assert f"\n  {name} " in proc.stdout, name
+    assert _run([], tmp_path, env).returncode == 2  # no command: the list, and status 2
+
+
+def test_every_script_and_command_has_a_config_and_a_study():
+    assert set(commands.COMMANDS) == {"sweep", "depth", "train", "seeds", "dynamics",
+                                      "pretrained", "cross-modal", "embeddings", "series", "report"}
+    for name, command in commands.COMMANDS.items():
+        assert configs.canonical(command.config.partition(":")[0]), name
+        assert callable(commands.study(name).validate), name
+    scripts = {path.stem: path.read_text() for path in (ROOT / "experiments").glob("*.py")}
+    called = {name for text in scripts.values() for name in commands.COMMANDS
+              if f'commands.script("{name}"' in text}
+    assert called == set(commands.COMMANDS) and len(scripts) == len(commands.COMMANDS)
+
+
+def test_help_lists_the_flags_variants_and_every_field_with_its_default_and_meaning(env, tmp_path):
+    proc = _run(["train", "--config=mlm:smoke", "--help"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for expected in ("usage: anisotropy-jax train", "--workdir", "--progress (default: True)",
+                     "--print_config", "Variants (--config=train_mlm:VARIANT)", "  small ",
+                     "--config.optim.warmup_steps=5", "--config.model.d_model=64",
+                     "--config.optim.warmup_steps=5\n      linear warmup from learning_rate"):
+        assert expected in text, expected
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", configs.NAMES)
+def test_every_field_of_every_config_has_a_meaning_and_every_variant_a_description(name):
+    module = configs.module(name)
+    for variant in (None, *module.VARIANTS):
+        for field, _, meaning in field_table(module.get_config(variant), module.FIELD_DOCS):
+            assert meaning, f"{name}:{variant} --config.{field} has no meaning in its docstring"
+    described = dict(configs.variants(module))
+    assert set(described) >= set(module.VARIANTS) and all(described.values()), described
+    text = configs.describe(str(configs.path(name)))
+    for field, _, _ in field_table(module.get_config(None), module.FIELD_DOCS):
+        assert f"--config.{field}=" in text, field
+
+
+def test_attribute_docs_reads_shared_and_continued_entries():
+    class Example:
+        """What it is.
+
+        Attributes:
+          a, b: shared
+            and continued.
+          c: alone.
+        Not a field: text after the section.
+        """
+
+    assert attribute_docs(Example) == {"a": "shared and continued.", "b": "shared and continued.",
+                                       "c": "alone."}
+
+
+def test_print_config_prints_the_resolved_config_and_runs_nothing(env, tmp_path):
+    proc = _run(["depth", "--config.num_layers=5", "--config=depth:smoke", "--print_config"],
+                tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    want = configs.module("depth").get_config("smoke")
+    want.num_layers = 5
+    assert json.loads(proc.stdout) == json.loads(want.to_json_best_effort())
+    script = _run([str(ROOT / "experiments" / "train.py"), "--config=clm:smoke",
+                   "--print_config"], tmp_path, env, command=(sys.executable,))
+    assert script.returncode == 0 and json.loads(script.stdout)["steps"] == 40, script.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_named_configs_resolve_to_the_package_files(tmp_path, monkeypatch):
+    sweep = configs.path("sweep")
+    assert configs.resolve("sweep:control") == f"{sweep}:control"
+    assert configs.resolve("bias_sweep") == f"{sweep}"
+    assert configs.resolve(":smoke", own=f"{configs.path('depth')}:cpu") == \
+        f"{configs.path('depth')}:smoke"
+    real = ROOT / "experiments" / "configs" / "bias_sweep.py"
+    assert configs.resolve(f"{real}:smoke") == f"{real}:smoke"  # an existing file stays
+    monkeypatch.chdir(tmp_path)  # the README's relative path, from a folder without it
+    assert configs.resolve("experiments/configs/bias_sweep.py:smoke") == f"{sweep}:smoke"
+    with pytest.raises(KeyError):
+        configs.resolve("no_such_config:smoke")
+    with pytest.raises(KeyError):
+        configs.resolve("elsewhere/bias_sweep.py")
