@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax import corpus
-from anisotropy_jax.config import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAKESPEARE, DataConfig,
-                                   vocab_size)
+from anisotropy_jax.config import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAKESPEARE, ConfigError,
+                                   DataConfig, vocab_size)
 
 # The data-side constants and DataConfig live in anisotropy_jax.config; re-exported for callers
 # that think of them as properties of the data.
@@ -44,7 +44,10 @@ def _load_bytes_cached(source: str) -> bytes:
     path = pathlib.Path(source).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"data.source: {source!r} is neither 'shakespeare' nor a file")
-    return path.read_bytes()
+    text = path.read_bytes()
+    if not text:
+        raise ConfigError(f"data.source: {source} is empty; give a text file to train on")
+    return text
 
 
 def load_corpus(source: str = SHAKESPEARE) -> np.ndarray:
@@ -64,11 +67,12 @@ class Split:
 def split_corpus(num_bytes: int, chunk_len: int, val_fraction: float, seed: int) -> Split:
     """Seeded chunk-level train/validation split; the last partial chunk is dropped.
 
-    At least one chunk goes to each side; raises ValueError when the corpus has < 2 chunks.
+    At least one chunk goes to each side; raises ConfigError (a ValueError) naming
+    `data.chunk_len` when the corpus has < 2 chunks.
     """
     num_chunks = num_bytes // chunk_len
     if num_chunks < 2:
-        raise ValueError(f"data.chunk_len: the corpus ({num_bytes} bytes) holds fewer than 2 "
+        raise ConfigError(f"data.chunk_len: the corpus ({num_bytes} bytes) holds fewer than 2 "
                          f"chunks of {chunk_len} bytes; use a larger corpus or a smaller chunk_len")
     num_val = min(max(1, int(round(val_fraction * num_chunks))), num_chunks - 1)
     order = np.random.default_rng([seed, 0x5917]).permutation(num_chunks)

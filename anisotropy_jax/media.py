@@ -11,7 +11,8 @@ to the model's rate with a polyphase filter (scipy.signal.resample_poly).
 
 Every file of a folder is checked before anything is computed; a bad one gives a one-line
 `MediaError` naming the file (unreadable image, not a WAV file, unsupported sample rate or sample
-width), as does an empty folder.
+width, a WAV shorter than one 25 ms analysis window), as does an empty folder or a single input
+(every measurement compares inputs: `MIN_INPUTS`).
 
 Defaults that need no download: `skimage_sample_images()` (photographs shipped inside the
 scikit-image wheel, used as files only) and `synthesize_speech(lines, folder)` (espeak-ng,
@@ -36,6 +37,11 @@ from anisotropy_jax.config import ConfigError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 AUDIO_SUFFIXES = (".wav",)
 RATE_RANGE = (8000, 192000)  # Hz accepted for resampling
+# The shortest WAV accepted: one analysis window of the speech front ends (Whisper's 400-sample
+# STFT window and wav2vec 2.0's 400-sample receptive field at 16 kHz).
+MIN_SECONDS = 0.025
+# Inputs a measurement needs: cosines between inputs need two of them.
+MIN_INPUTS = 2
 PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
 SKIMAGE_PHOTOS = ("astronaut.png", "brick.png", "camera.png", "cell.png", "chelsea.png",
                   "coffee.png", "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg",
@@ -141,11 +147,13 @@ def _resize_crop(image, prep: ImagePreprocessing):
     return array
 
 
-def load_images(paths: Sequence[str | pathlib.Path], prep: ImagePreprocessing = DEFAULT_IMAGE
-                ) -> np.ndarray:
+def load_images(paths: Sequence[str | pathlib.Path], prep: ImagePreprocessing = DEFAULT_IMAGE,
+                minimum: int = MIN_INPUTS) -> np.ndarray:
     """Image files → (N, 3, H, W) float32, preprocessed (module docstring). Every file is opened
-    before any is processed; all must give the same size (use a crop or a fixed size)."""
+    before any is processed; all must give the same size (use a crop or a fixed size); fewer
+    than `minimum` files is an error too."""
     images = [_open_rgb(pathlib.Path(p)) for p in paths]
+    _require_count(paths, "image" + "s" * (len(paths) != 1), minimum)
     arrays = [_resize_crop(image, prep) for image in images]
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
@@ -184,7 +192,18 @@ def _read_wav(path: pathlib.Path) -> tuple[np.ndarray, int]:
     samples = samples[:samples.size // channels * channels].reshape(-1, channels).mean(axis=1)
     if samples.size == 0:
         raise MediaError(f"{path}: WAV file has no samples")
+    if samples.size < MIN_SECONDS * rate:
+        raise MediaError(f"{path}: {samples.size} sample{'s' * (samples.size != 1)} "
+                         f"({1000 * samples.size / rate:.2g} ms at {rate} Hz), shorter than one "
+                         f"{1000 * MIN_SECONDS:g} ms analysis window")
     return samples, rate
+
+
+def _require_count(paths: Sequence[str | pathlib.Path], what: str, minimum: int) -> None:
+    if len(paths) < minimum:
+        where = pathlib.Path(paths[0]) if paths else pathlib.Path(".")
+        raise MediaError(f"{where}: {len(paths)} {what}; the measurement compares inputs: give at "
+                         f"least {minimum}")
 
 
 def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
@@ -197,10 +216,12 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     return resample_poly(samples, target // g, rate // g)
 
 
-def load_audio(paths: Sequence[str | pathlib.Path], rate: int) -> list[np.ndarray]:
+def load_audio(paths: Sequence[str | pathlib.Path], rate: int, minimum: int = MIN_INPUTS
+               ) -> list[np.ndarray]:
     """WAV files → one float32 waveform per file at `rate` Hz. Every file is read and checked
-    before any is resampled."""
+    before any is resampled; fewer than `minimum` files is an error too."""
     read = [_read_wav(pathlib.Path(p)) for p in paths]
+    _require_count(paths, "audio file" + "s" * (len(paths) != 1), minimum)
     return [resample(samples, r, rate).astype(np.float32) for samples, r in read]
 
 

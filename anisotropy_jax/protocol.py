@@ -40,6 +40,15 @@ class Study:
     fast_exit: bool = False
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C in a study that knows where it was: `step`, the training step being made when it
+    came (`cli.user_errors` prints "interrupted at step N; rerun the same command to resume")."""
+
+    def __init__(self, step: int):
+        super().__init__(f"interrupted at step {step}")
+        self.step = step
+
+
 _OPEN_BARS: list[Any] = []  # bars on screen: a note is written around them (tqdm.write)
 
 
@@ -104,7 +113,12 @@ class Progress:
 
     def say(self, text: str) -> None:
         if self.lines:
-            print(f"[{self.label}] {text}" if self.label else text, flush=True)
+            line = f"[{self.label}] {text}" if self.label else text
+            if _OPEN_BARS:  # around the bars on stderr, not through them
+                _OPEN_BARS[-1].write(line, file=sys.stdout)
+                sys.stdout.flush()
+            else:
+                print(line, flush=True)
 
     def note(self, text: str) -> None:
         if self.lines:

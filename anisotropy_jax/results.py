@@ -31,17 +31,40 @@ import numpy as np
 import anisotropy_jax
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (setting it to read
+    it back would race with the threads that write checkpoints)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[pathlib.Path]:
-    """Yields a temporary path next to `path`; renames it onto `path` only if the block succeeds."""
+    """Yields a temporary path next to `path`; renames it onto `path` only if the block succeeds.
+    The file gets the mode a plain `open` would give it (0o666 less the umask), not the 0600 of
+    a temporary file. An OSError in the block (a full disk) names `path`, not the temporary file,
+    which is removed."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from error
     os.close(fd)
     tmp_path = pathlib.Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
+    except OSError as error:
+        if error.errno is None or error.filename not in (None, str(tmp_path)):
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -134,6 +157,8 @@ def _figure_worker(modules: Sequence[str]) -> None:
         try:
             draw_figure(job)
             error = None
+        except OSError as e:  # a full disk, a read-only folder: the parent raises the OSError
+            error = (e.errno, e.strerror, str(job.path))
         except Exception:  # noqa: BLE001 - the parent raises it, naming the figure
             error = traceback.format_exc()
         pickle.dump(error, answers)
@@ -146,7 +171,8 @@ class FigureWorkers:
     process the next job and returns when all are saved. Use as a context manager (the processes
     exit at EOF on their stdin, i.e. also when this process dies). A job whose process died, or
     that found no process (processes = 0, or they could not start), is drawn in this process; a
-    job that raised raises RuntimeError naming it and the worker's traceback."""
+    job that raised raises RuntimeError naming it and the worker's traceback (an OSError, such as
+    a full disk, is raised as that OSError)."""
 
     def __init__(self, modules: Sequence[str], processes: int):
         code = ("import sys; from anisotropy_jax import results; "
@@ -196,6 +222,8 @@ class FigureWorkers:
                 except (EOFError, pickle.UnpicklingError):
                     orphans.append(job)
                     continue
+                if isinstance(error, tuple):  # an OSError in the worker (`_figure_worker`)
+                    raise OSError(*error)
                 if error is not None:
                     raise RuntimeError(f"figure {job.path.name}: {error}")
                 idle.append(proc)

@@ -76,7 +76,7 @@ def test_offline_defaults_exist(tmp_path):
     assert media.load_images(photos[:2]).shape == (2, 3, 224, 224)
     if shutil.which("espeak-ng"):  # the speech default: documented in docs/MODALITIES.md
         (path,) = media.synthesize_speech(["Now is the winter of our discontent."], tmp_path)
-        (samples,) = media.load_audio([path], 16000)
+        (samples,) = media.load_audio([path], 16000, minimum=1)
         assert 1.0 < samples.size / 16000 < 5.0 and np.abs(samples).max() > 0.05
     else:
         with pytest.raises(media.MediaError, match="espeak-ng: not found"):

@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import checkpointing, data as data_lib
 from anisotropy_jax.config import AnalysisConfig, TrainConfig
-from anisotropy_jax.protocol import SILENT, Progress
+from anisotropy_jax.protocol import SILENT, Interrupted, Progress
 from anisotropy_jax.studies.training import logs
 from anisotropy_jax.studies.training.step import (abstract_state, check_devices, data_mesh,
                                                   eval_loss, init_state, learning_rate_schedule,
@@ -101,8 +101,9 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
 
     `analysis` (the settings of the per-checkpoint analysis) is stored in config.json beside the
     training config. `progress` shows a bar over the steps and notes (resuming, checkpoints
-    saved). Raises ConfigError when the workdir holds a run of another config, and
-    FloatingPointError on a non-finite loss, gradient or parameter.
+    saved). Raises ConfigError when the workdir holds a run of another config,
+    FloatingPointError on a non-finite loss, gradient or parameter, and on Ctrl-C
+    `protocol.Interrupted` naming the step (the newest checkpoint stays; a rerun resumes there).
     """
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -144,6 +145,7 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
             progress.note(f"resuming from checkpoint step {start} in {workdir / 'checkpoints'}")
         tokens = config.data.batch_size * config.data.seq_len
         tick = time.perf_counter()
+        step = start
         try:
             with open(metrics_path, "a") as log:
                 for step in range(start, config.steps):
@@ -172,6 +174,8 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
                         last_good = step + 1
                         progress.note(f"step {step + 1}: loss {record['loss']:.4f}, "
                                       f"val loss {val:.4f}, checkpoint saved")
+        except KeyboardInterrupt:
+            raise Interrupted(step) from None
         finally:
             bar.close()
     records = logs.read_metrics(workdir)
