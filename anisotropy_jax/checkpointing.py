@@ -43,6 +43,14 @@ def checkpoint_steps(total_steps: int, every: int) -> list[int]:
     return sorted(s for s in steps if 0 <= s <= total_steps)
 
 
+class _WithoutReadOnlyNotice(logging.Filter):
+    """Drops orbax's "Given directory is read only" warning: opening the checkpoints read-only is
+    what the analysis asks for, and the line looked like an error to users."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Given directory is read only" not in record.getMessage()
+
+
 def manager(directory: str | pathlib.Path, read_only: bool = False) -> ocp.CheckpointManager:
     """A CheckpointManager that keeps every step and saves synchronously. Use as a context."""
     directory = pathlib.Path(directory).absolute()
@@ -50,7 +58,15 @@ def manager(directory: str | pathlib.Path, read_only: bool = False) -> ocp.Check
                                            enable_async_checkpointing=False,
                                            read_only=read_only,
                                            save_interval_steps=0 if read_only else 1)
-    return ocp.CheckpointManager(directory, options=options)
+    quiet = _WithoutReadOnlyNotice()
+    loggers = [logging.getLogger("absl"), logging.getLogger()]  # orbax logs through absl's
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        return ocp.CheckpointManager(directory, options=options)
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)
 
 
 def save(mngr: ocp.CheckpointManager, step: int, state: Any, data_state: dict) -> None:

@@ -1,7 +1,7 @@
 r"""Times the bias sweep against PyTorch peers and the device's own matmul rate, in one run.
 
   python -m benchmarks.benchmark --config=benchmarks/configs/benchmark.py[:cpu|:smoke] \
-      --workdir=DIR [--config.precision=highest|tf32|bfloat16]
+      --workdir=DIR [--config.precision=highest|default|bfloat16]
 
 Every variant computes the same function, a BERT-base block at BERT init on x = z + s·u for each
 bias norm s, and the same three metrics on the device (mean output norm, output average cosine,
@@ -33,13 +33,15 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from anisotropy_jax import cli
+from anisotropy_jax import config as library_config
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "configs", "benchmark.py"),
     "Benchmark config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (benchmark.json).")
 
-PRECISIONS = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}
+# The library's precision names ('default' = TF32 on NVIDIA GPUs; 'tf32' is accepted for it).
+PRECISIONS = library_config.PRECISIONS
 
 
 class BenchmarkConfigError(ValueError):
@@ -60,6 +62,7 @@ def validate(c) -> None:
     if c.attention_impl not in ("auto", "xla", "pallas"):
         raise BenchmarkConfigError(f"attention_impl: unknown {c.attention_impl!r}; choose one "
                                    f"of ('auto', 'xla', 'pallas')")
+    c.precision = library_config.precision_name(c.precision)  # 'tf32' → 'default'
     if c.precision not in PRECISIONS:
         raise BenchmarkConfigError(f"precision: unknown {c.precision!r}; choose one of "
                                    f"{tuple(PRECISIONS)}")
@@ -87,7 +90,7 @@ def block_config(c, attention_impl: str | None = None):
                 and fused_attention.supported(c.seq_len, d_head) else "xla")
     return BlockConfig(d_model=c.model.d_model, num_heads=c.model.num_heads, d_ff=c.model.d_ff,
                        init="bert", init_std=c.model.init_std,
-                       layer_norm_eps=c.model.layer_norm_eps, precision=PRECISIONS[c.precision],
+                       layer_norm_eps=c.model.layer_norm_eps, precision=c.precision,
                        attention_impl=impl)
 
 

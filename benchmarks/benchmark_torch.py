@@ -8,8 +8,9 @@ Variants:
   loop            a Python loop over s, one forward per bias norm (eager)
   folded          `fold` bias norms stacked into the batch axis per forward (eager)
   folded_compiled the folded function under torch.compile
-Precisions: 'highest' (true float32: TF32 off), 'tf32' (TF32 matmuls), 'bfloat16' (autocast:
-bfloat16 matmuls, softmax and LayerNorm in float32, as on the JAX side).
+Precisions (the library's names): 'highest' (true float32: TF32 off), 'default' (TF32 matmuls, as
+JAX's default precision on NVIDIA GPUs; 'tf32' is accepted for it), 'bfloat16' (autocast: bfloat16
+matmuls, softmax and LayerNorm in float32, as on the JAX side).
 """
 from __future__ import annotations
 
@@ -112,8 +113,9 @@ def make_sweep_fn(layer, variant: str, fold: int) -> Callable:
 def precision_context(precision: str, device: str):
     torch = _torch()
     old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    tf32 = precision in ("default", "tf32")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     try:
         if precision == "bfloat16":
             with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16):

@@ -132,3 +132,23 @@ def test_config_dict_nests_keeps_tuples_and_reads_required_fields_without_constr
     assert config_dict(SeriesConfig).series_dir == ""  # SeriesConfig() itself refuses ''
     with pytest.raises(KeyError, match="not fields of"):
         config_dict(SeriesConfig, ("series_dir", "no_such_field"))
+
+
+def test_one_precision_vocabulary_with_aliases():
+    """'highest' | 'default' | 'bfloat16' everywhere; 'tf32' (the benchmark's old word) and the
+    other aliases are accepted and stored under the name they stand for."""
+    assert config.PRECISIONS == ("highest", "default", "bfloat16")
+    for alias, name in config.PRECISION_ALIASES.items():
+        assert name in config.PRECISIONS
+        assert BlockConfig(precision=alias).precision == name
+        assert ModelSpec(precision=alias).precision == name
+        assert EmbeddingsConfig(precision=alias).precision == name
+        assert PretrainedConfig(precision=alias).precision == name
+        assert SeriesConfig(series_dir=SERIES_DIR, precision=alias).precision == name
+    (_, sweep), = config.sweep_configs_from_mapping({"precision": "tf32"})
+    assert sweep.block.precision == "default"
+    assert config.depth_config_from_mapping({"precision": "tf32"}).block.precision == "default"
+    train, _ = config.train_config_from_mapping({"model": {"precision": "tf32"}})
+    assert train.model.precision == "default"
+    with pytest.raises(config.ConfigError, match=r"^model.precision: unknown precision 'fp8'"):
+        BlockConfig(precision="fp8")

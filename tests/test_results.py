@@ -95,3 +95,19 @@ def test_a_failing_figure_raises_naming_it_and_lost_workers_fall_back_to_this_pr
     for folder in ("died", "none"):
         assert sorted(p.name for p in (tmp_path / folder).iterdir()) == [
             "attention_figure.png", "cosine_figure.png", "norms_figure.png"]
+
+
+def test_image_and_audio_figures_say_input_not_sentence():
+    from anisotropy_jax.plotting import pretrained as plots
+
+    metrics = {name: [0.1, 0.2] for name in ("average_cosine", "cross_sequence_cosine",
+                                              "sampled_pair_cosine", "within_sequence_cosine",
+                                              "drift_norm")}
+    for modality, word in ((None, "sentence"), ("text", "sentence"), ("image", "input"),
+                           ("audio", "input")):
+        doc = {"layers": [0, 1], "metrics": {"trained": metrics},
+               "data": {} if modality is None else {"modality": modality}}
+        labels = [ax.get_ylabel() for ax in plots.cosine_by_layer(doc).axes]
+        assert f"cross-{word} cosine" in labels and f"within-{word} cosine" in labels, labels
+        scatter = plots.drift_vs_cosine(doc, cosine="cross_sequence_cosine").axes[0]
+        assert scatter.get_ylabel() == f"cross-{word} cosine"

@@ -91,3 +91,26 @@ def test_aggregate_over_seeds():
 def test_parse_seeds_names_the_flag(bad):
     with pytest.raises(ConfigError, match="^seeds: "):
         seeds.parse_seeds(bad)
+
+
+def test_the_seed_figure_clips_each_interval_to_its_metric_range():
+    from anisotropy_jax.plotting import dynamics as plots
+
+    assert plots.metric_range("spearman_across_heads/key_term_std") == (-1.0, 1.0)
+    assert plots.metric_range("heads_mean/attention_entropy_normalized") == (0.0, 1.0)
+    assert plots.metric_range("intermediate_cross_sequence_cosine") == (-1.0, 1.0)
+    assert plots.metric_range("heads_mean/key_term_std") == (0.0, np.inf)
+    assert plots.metric_range("val_loss") == (0.0, np.inf)
+    steps = [0, 1, 4]
+    wide = {"per_seed": [[0.9, 0.5, -0.9], [1.0, 0.6, -1.0]], "mean": [0.95, 0.55, -0.95],
+            "low": [0.2, -0.4, -3.1], "high": [1.7, 1.5, 0.8]}
+    summary = {"steps": steps, "seeds": [0, 1], "quantities": {
+        "spearman_across_heads/key_term_std": wide,
+        "heads_mean/key_term_std": dict(wide, low=[-0.5, 0.1, 0.2], high=[0.4, 0.9, 9.0])}}
+    fig = plots.seeds_figure(summary)
+    for ax, (low, high) in zip(fig.axes, ((-1.0, 1.0), (0.0, np.inf))):
+        (band,) = ax.collections
+        y = band.get_paths()[0].vertices[:, 1]
+        assert y.min() >= low and y.max() <= high, (low, high, y)
+    band_y = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert band_y.max() == 1.0 and band_y.min() == -1.0  # clipped, not dropped

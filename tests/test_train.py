@@ -49,9 +49,9 @@ def _script(args, env_extra=None, cache_dir=None, script="train.py", **kwargs):
         env.update(JAX_COMPILATION_CACHE_DIR=str(cache_dir),
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    kwargs.setdefault("stderr", subprocess.STDOUT)
     return subprocess.Popen([sys.executable, str(ROOT / "experiments" / script), *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, **kwargs)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +108,61 @@ def test_smoke_loss_decreases(runs):
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0
     for r in records:
         assert set(r) == {"step", "loss", "learning_rate", "grad_norm", "tokens_per_s"}
-    assert records[0]["learning_rate"] == 0.0  # warmup starts at 0
+    # the warmup starts at peak / warmup_steps, not 0 (docs/TRAINING.md, "Learning-rate schedule")
+    assert records[0]["learning_rate"] == pytest.approx(
+        config.optim.learning_rate / config.optim.warmup_steps, rel=1e-6)
     assert max(r["learning_rate"] for r in records) == pytest.approx(config.optim.learning_rate,
                                                                      rel=1e-5)
+
+
+def test_step_1_differs_from_step_0(runs):
+    """The first update moves the parameters: the step-1 checkpoint is not step 0's again (as
+    it was with a warmup from learning rate 0)."""
+    config = runs["config"]
+    abstract, _, _ = training.abstract_state(config)
+    with checkpointing.manager(runs["clean"] / "checkpoints", read_only=True) as mngr:
+        (step0, _), (step1, _) = (checkpointing.restore(mngr, s, abstract) for s in (0, 1))
+    changed = [not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(step0["params"]),
+                                                       jax.tree.leaves(step1["params"]))]
+    assert all(changed), f"{changed.count(False)} of {len(changed)} parameters did not move"
+
+
+def test_ctrl_c_is_one_line_naming_the_step_and_the_rerun_resumes(runs, tmp_path):
+    workdir = tmp_path / "run"
+    args = [f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--progress=false",
+            "--config.analysis.run=false"]
+    first = _script(args, {training.HANG_ENV: str(HANG_AT)}, cache_dir=runs["cache"],
+                    stderr=subprocess.PIPE)
+    for line in first.stderr:  # notes go to stderr; wait until the run is parked
+        if "hanging before step" in line:
+            break
+    first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"error: interrupted at step {HANG_AT}; rerun the same command to resume"], err
+    assert not [p for p in workdir.rglob("*") if p.name.endswith(".tmp")]
+    second = _script(args, cache_dir=runs["cache"])
+    out, _ = second.communicate(timeout=400)
+    assert second.returncode == 0 and "resuming from checkpoint step 8" in out, out
+    resumed, clean = (training.read_metrics(w) for w in (workdir, runs["clean"]))
+    assert [(r["step"], r["loss"]) for r in resumed] == [(r["step"], r["loss"]) for r in clean]
+
+
+def test_notes_go_around_the_progress_bar_and_no_backend_or_read_only_noise(runs, tmp_path):
+    """With the bar on, each "step N: ... checkpoint saved" note starts a line of its own (the
+    bar is cleared first: tqdm.write), and neither JAX's "Unable to initialize backend 'tpu'"
+    nor orbax's "Given directory is read only" (the analysis reads the checkpoints) is printed."""
+    proc = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path / 'run'}", "--progress=true",
+                    "--config.steps=8", "--config.checkpoint_every=0"], cache_dir=runs["cache"])
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out
+    notes = [line for line in out.split("\n") if "checkpoint saved" in line]
+    assert len(notes) == 4, out  # steps 1, 2, 4, 8
+    for line in notes:
+        assert line.rsplit("\r", 1)[-1].startswith("step "), repr(line)
+    assert "analysed checkpoint 8" in out
+    assert "Unable to initialize backend" not in out and "read only" not in out, out
 
 
 def test_kill_and_resume_reproduces_the_uninterrupted_run(runs):

@@ -14,7 +14,8 @@ from anisotropy_jax.config.depth import (ARCHITECTURES, WEIGHT_MODES, DepthConfi
                                          depth_config_dict, depth_config_from_mapping)
 from anisotropy_jax.config.embeddings import EmbeddingsConfig
 from anisotropy_jax.config.model import (ATTENTION_IMPLS, ATTENTIONS, INITS, NORM_POSITIONS,
-                                         PRECISIONS, BlockConfig, TransformerConfig)
+                                         PRECISION_ALIASES, PRECISIONS, BlockConfig,
+                                         TransformerConfig, precision_name)
 from anisotropy_jax.config.pretrained import (CrossModalConfig, PretrainedConfig,
                                              cross_modal_config_dict)
 from anisotropy_jax.config.reproduce import (ModalitiesConfig, ReproduceConfig,
@@ -39,5 +40,5 @@ __all__ = [
     "sweep_configs_from_mapping", "train_config_from_mapping", "vocab_size",
     "config_dict", "field_names", "depth_config_dict", "sweep_config_dict", "CrossModalConfig",
     "cross_modal_config_dict", "LAYER_NORM_EPS", "TRAIN_VARIANTS", "default_train_config",
-    "train_config_dict",
+    "train_config_dict", "PRECISION_ALIASES", "precision_name",
 ]

@@ -8,7 +8,7 @@ import dataclasses
 
 from anisotropy_jax.config.base import (require, require_choice, require_int,
                                         require_positive_float)
-from anisotropy_jax.config.model import PRECISIONS
+from anisotropy_jax.config.model import PRECISIONS, canonical_precision
 from anisotropy_jax.config.training import OptimConfig
 
 
@@ -95,6 +95,7 @@ class EmbeddingsConfig:
         require(not late, "checkpoint_steps", f"{late} beyond steps={self.steps}")
         require_int(self.eval_batches, "eval_batches", 1)
         _require_int_tuple(self.seeds, "seeds", 0)
+        canonical_precision(self)
         require_choice(self.precision, "precision", PRECISIONS, "precision")
         require(isinstance(self.optim, OptimConfig), "optim",
                 f"must be an OptimConfig mapping, got {self.optim!r}")

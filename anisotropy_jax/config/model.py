@@ -16,7 +16,23 @@ ATTENTIONS = ("softmax", "qk_layernorm")
 ATTENTION_NORMALIZATIONS = ("softmax",)
 # Hugging Face `hidden_act` names of the MLP activation (models/layers.py, ACTIVATIONS).
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "swish", "relu")
+# Matmul precision, one vocabulary everywhere (the configs, the benchmarks, the profilers):
+# 'highest' (float32), 'default' (the backend's default: TF32 on NVIDIA GPUs) and 'bfloat16'.
 PRECISIONS = ("highest", "default", "bfloat16")
+# Other names accepted for them, and stored as the name they stand for.
+PRECISION_ALIASES = {"tf32": "default", "float32": "highest", "bf16": "bfloat16"}
+
+
+def precision_name(value: Any) -> Any:
+    """The PRECISIONS name of `value` (an alias such as 'tf32' → 'default'); anything else
+    unchanged, for the caller's validation to refuse."""
+    return PRECISION_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+def canonical_precision(config: Any, field: str = "precision") -> None:
+    """Replaces an alias in `config.<field>` (a frozen dataclass, in its __post_init__) by its
+    PRECISIONS name, before it is validated."""
+    object.__setattr__(config, field, precision_name(getattr(config, field)))
 ATTENTION_IMPLS = ("xla", "pallas")
 
 
@@ -72,8 +88,9 @@ class BlockConfig:
       skip_scale: the attention sublayer's skip path is skip_scale·x (depth study's
         attention-only stacks); 1 = the plain residual.
       precision: 'highest' (float32 matmuls at full precision), 'default' (the backend's default:
-        TF32 on NVIDIA GPUs, bfloat16 passes on TPU) or 'bfloat16' (bfloat16 inputs to the
-        matmuls). Attention logits and normalisation are float32 in every case.
+        TF32 on NVIDIA GPUs, bfloat16 passes on TPU; 'tf32' is accepted for it) or 'bfloat16'
+        (bfloat16 inputs to the matmuls). Attention logits and normalisation are float32 in
+        every case.
       attention_impl: 'xla' (einsums; the probes include the (B, H, L, L) logits and weights) or
         'pallas' (one fused GPU kernel, `fused_attention.py`, that returns the attention output
         and per-query softmax statistics without writing the logits to memory: the probes then
@@ -115,6 +132,7 @@ class BlockConfig:
     attention_impl: str = "xla"
 
     def __post_init__(self):
+        canonical_precision(self)
         for name in ("d_model", "num_heads", "d_ff"):
             value = getattr(self, name)
             require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,

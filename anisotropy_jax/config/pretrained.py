@@ -8,7 +8,7 @@ import ml_collections
 
 from anisotropy_jax.config.base import require, require_bool, require_choice, require_int
 from anisotropy_jax.config.defaults import config_dict
-from anisotropy_jax.config.model import PRECISIONS
+from anisotropy_jax.config.model import PRECISIONS, canonical_precision
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +84,7 @@ def validate_text_sample(config: Any) -> None:
                                                      or config.max_length >= 2), "max_length",
             f"must be 0 (the model's limit) or an integer >= 2, got {config.max_length!r}")
     require_bool(config.include_special_tokens, "include_special_tokens")
+    canonical_precision(config)
     require_choice(config.precision, "precision", PRECISIONS, "precision")
 
 

@@ -10,7 +10,7 @@ import ml_collections
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_choice, require_int)
 from anisotropy_jax.config.defaults import config_dict, field_names
-from anisotropy_jax.config.model import BlockConfig, TransformerConfig
+from anisotropy_jax.config.model import BlockConfig, TransformerConfig, canonical_precision
 
 OBJECTIVES = ("mlm", "clm")
 SHAKESPEARE = "shakespeare"
@@ -82,7 +82,8 @@ class ModelSpec:
       layer_norm_eps: LayerNorm epsilon; the default is the clm's (GPT-2), an mlm's default is
         BERT's 1e-12 (LAYER_NORM_EPS, `default_train_config`).
       tie_embeddings: the output projection is the transposed input embedding.
-      precision: matmul precision, 'highest' | 'default' (TF32 on GPUs) | 'bfloat16'.
+      precision: matmul precision, 'highest' | 'default' (TF32 on GPUs; 'tf32' is accepted for
+        it) | 'bfloat16'.
     """
 
     d_model: int = 256
@@ -96,6 +97,7 @@ class ModelSpec:
     precision: str = "highest"
 
     def __post_init__(self):
+        canonical_precision(self)
         require_int(self.num_layers, "model.num_layers", 1)
         require_bool(self.tie_embeddings, "model.tie_embeddings")
         self.block_config("post", causal=False)  # validates the block fields once, there
@@ -113,7 +115,8 @@ class OptimConfig:
 
     Attributes:
       learning_rate: peak AdamW learning rate.
-      warmup_steps: linear warmup from 0 to the peak.
+      warmup_steps: linear warmup from learning_rate / warmup_steps (the first update) to the
+        peak, reached at update warmup_steps (0 = no warmup).
       end_lr_ratio: the cosine decays to learning_rate · end_lr_ratio at the last step.
       weight_decay: decoupled weight decay on tensors with ndim ≥ 2 (kernels, embeddings).
       b1, b2, eps: Adam's beta1, beta2 and epsilon.

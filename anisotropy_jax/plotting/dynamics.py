@@ -152,9 +152,31 @@ def loss_figure(steps_T: Sequence[int], loss_T: Sequence[float], val_steps_E: Se
     return fig
 
 
+# The range each seeds quantity can take (by the last part of its name): its t-interval band is
+# clipped to it (an interval of a bounded quantity, ρ or a cosine, can run past its bounds).
+_UNIT_INTERVAL = ("entropy_normalized", "attention_max", "query_agreement", "row_cosine",
+                  "abs_mean_query_key_cosine", "partition_isotropy", "first_position")
+_NON_NEGATIVE = ("norm", "std", "share", "abs_", "loss", "information", "drift")
+
+
+def metric_range(name: str) -> tuple[float, float]:
+    """(low, high) bounds of a seeds quantity (`seeds_figure`); (-inf, inf) where unbounded."""
+    last = name.rsplit("/", 1)[-1]
+    if name.startswith("spearman"):
+        return -1.0, 1.0
+    if any(key in name for key in _UNIT_INTERVAL):
+        return 0.0, 1.0
+    if "cosine" in last:
+        return -1.0, 1.0
+    if any(key in last for key in _NON_NEGATIVE):
+        return 0.0, np.inf
+    return -np.inf, np.inf
+
+
 def seeds_figure(summary: dict[str, Any]):
     """Every quantity of a seeds summary (`studies.dynamics.seeds.aggregate`) against the step:
-    thin lines the seeds, thick the mean, band the 95% t-interval over seeds."""
+    thin lines the seeds, thick the mean, band the 95% t-interval over seeds, clipped to the
+    quantity's range (`metric_range`)."""
     steps = np.asarray(summary["steps"])
     items = list(summary["quantities"].items())
     ncols = 4
@@ -162,8 +184,10 @@ def seeds_figure(summary: dict[str, Any]):
     for ax, (name, q) in zip(axes.flat, items):
         ax.plot(steps, np.asarray(q["per_seed"]).T, color="grey", lw=0.6)
         ax.plot(steps, np.asarray(q["mean"]), color="C0", lw=2.0)
-        ax.fill_between(steps, np.asarray(q["low"]), np.asarray(q["high"]), color="C0",
-                        alpha=0.25, lw=0)
+        low, high = metric_range(name)
+        ax.fill_between(steps, np.clip(np.asarray(q["low"], float), low, high),
+                        np.clip(np.asarray(q["high"], float), low, high), color="C0", alpha=0.25,
+                        lw=0)
         ax.set_ylabel(name.replace("/", "\n").replace("_", " "), fontsize=7)
         _step_axis(ax)
     for ax in axes.flat[len(items):]:

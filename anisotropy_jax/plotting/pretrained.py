@@ -24,8 +24,19 @@ LABELS = {
     "effective_rank_centered": "effective rank (centred)",
     "top_pc_variance_ratio": "top-PC variance share",
 }
+# Image and audio models measure inputs (images, utterances), not sentences.
+MEDIA_MODALITIES = ("image", "audio")
 STYLES = {"trained": dict(color="C0", marker="o"), "untrained": dict(color="C1", marker="s",
                                                                       linestyle="--")}
+
+
+def axis_label(name: str, results: dict[str, Any] | None = None) -> str:
+    """The axis label of a metric; "input" for "sentence" where `results` are of an image or
+    audio model (its data's modality)."""
+    text = LABELS.get(name, name)
+    if ((results or {}).get("data") or {}).get("modality") in MEDIA_MODALITIES:
+        text = text.replace("sentence", "input")
+    return text
 
 
 def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
@@ -41,7 +52,7 @@ def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
         for run, values in results["metrics"].items():
             ax.plot(layers, values[name], label=run, **STYLES.get(run, {}))
         ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_ylabel(LABELS.get(name, name))
+        ax.set_ylabel(axis_label(name, results))
         ax.set_xticks(layers)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
@@ -53,7 +64,7 @@ def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
 
 
 def cosine_by_layer(results: dict[str, Any], title: str = ""):
-    """The three cosine estimates and the within-sentence cosine per layer."""
+    """The three cosine estimates and the within-sentence (within-input) cosine per layer."""
     return layer_curves(results, ("average_cosine", "cross_sequence_cosine",
                                   "sampled_pair_cosine", "within_sequence_cosine"), title, ncols=2)
 
@@ -87,8 +98,8 @@ def drift_vs_cosine(results: dict[str, Any], cosine: str = "average_cosine",
         for layer, x, y in zip(results["layers"], values[drift], values[cosine]):
             ax.annotate(str(layer), (x, y), textcoords="offset points", xytext=(4, 4),
                         fontsize="small")
-    ax.set_xlabel(LABELS.get(drift, drift))
-    ax.set_ylabel(LABELS.get(cosine, cosine))
+    ax.set_xlabel(axis_label(drift, results))
+    ax.set_ylabel(axis_label(cosine, results))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="x-small")
     if title:

@@ -1,6 +1,6 @@
 r"""Where the time of one bias-sweep chunk goes: the block's parts timed on their own (GPU tuning).
 
-  python -m benchmarks.profiling.profile_block [--chunk=32] [--precision=tf32|highest|bfloat16]
+  python -m benchmarks.profiling.profile_block [--chunk=32] [--precision=default|highest|bfloat16]
       [--repeats=20] [--json=FILE]
 
 Times, for one chunk of `chunk` bias norms (BERT-base, B = 32, L = 128; M = chunk·B·L rows): the
@@ -20,7 +20,8 @@ from benchmarks.profiling import harness
 
 def define_flags():
     flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
-    flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
+    flags.DEFINE_enum("precision", "default", ["highest", "default", "bfloat16", "tf32"],
+                      "Precision ('default': TF32 on NVIDIA GPUs; 'tf32' is accepted for it).")
 
 
 def main(args, report):
@@ -29,9 +30,9 @@ def main(args, report):
 
     from anisotropy_jax import inputs
     from anisotropy_jax.models import block as block_lib, layers
-    from anisotropy_jax.config import BlockConfig
+    from anisotropy_jax.config import BlockConfig, precision_name
 
-    precision = {"highest": "highest", "tf32": "default", "bfloat16": "bfloat16"}[args.precision]
+    precision = precision_name(args.precision)
     block = BlockConfig(precision=precision)
     dtype, lax_precision = layers.matmul_settings(block)
     chunk, b, l, d, f, h = args.chunk, 32, 128, 768, 3072, 12

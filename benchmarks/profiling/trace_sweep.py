@@ -1,6 +1,6 @@
 r"""GPU time of one bias-sweep chunk, kernel by kernel, from a profiler trace (GPU tuning).
 
-  python -m benchmarks.profiling.trace_sweep [--precision=tf32|bfloat16|highest] [--chunk=32]
+  python -m benchmarks.profiling.trace_sweep [--precision=default|bfloat16|highest] [--chunk=32]
       [--top=16] [--variant=three|full|bare] [--repeats=10] [--json=FILE]
 
 Runs a sweep chunk of BERT-base, B = 32, L = 128, with the library's default schedule — the
@@ -25,7 +25,8 @@ from benchmarks.profiling import harness
 
 
 def define_flags():
-    flags.DEFINE_enum("precision", "tf32", ["highest", "tf32", "bfloat16"], "Precision.")
+    flags.DEFINE_enum("precision", "default", ["highest", "default", "bfloat16", "tf32"],
+                      "Precision ('default': TF32 on NVIDIA GPUs; 'tf32' is accepted for it).")
     flags.DEFINE_integer("chunk", 32, "Bias norms per chunk.")
     flags.DEFINE_integer("top", 16, "Kernels listed.")
     flags.DEFINE_enum("variant", "three", ["three", "full", "bare"],
@@ -59,9 +60,9 @@ def main(args, report):
     from anisotropy_jax import flops
     from anisotropy_jax.config import SweepConfig
     from anisotropy_jax.studies.sweep import grid
-    from anisotropy_jax.config import BlockConfig
+    from anisotropy_jax.config import BlockConfig, precision_name
 
-    precision = benchmark.PRECISIONS[args.precision]
+    precision = precision_name(args.precision)
     impl = "pallas" if jax.default_backend() == "gpu" and precision != "highest" else "xla"
     block = BlockConfig(precision=precision, attention_impl=impl)
     mesh = grid.grid_mesh(jax.devices()[:1])

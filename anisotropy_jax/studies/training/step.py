@@ -23,11 +23,14 @@ from anisotropy_jax.models.transformer import Transformer
 
 
 def learning_rate_schedule(optim: OptimConfig, steps: int) -> optax.Schedule:
-    """Linear warmup 0 → peak over warmup_steps, then cosine to peak · end_lr_ratio at `steps`."""
+    """Linear warmup from peak / warmup_steps (at update 0) to the peak (at update warmup_steps),
+    then cosine to peak · end_lr_ratio at `steps`. The warmup does not start at 0: an update
+    with learning rate 0 changes nothing, and the step-1 checkpoint would equal step 0's bit
+    for bit (docs/TRAINING.md, "Learning-rate schedule")."""
+    peak, warmup = optim.learning_rate, optim.warmup_steps
     return optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=optim.learning_rate, warmup_steps=optim.warmup_steps,
-        decay_steps=max(steps, optim.warmup_steps + 1),
-        end_value=optim.learning_rate * optim.end_lr_ratio)
+        init_value=peak / warmup if warmup else peak, peak_value=peak, warmup_steps=warmup,
+        decay_steps=max(steps, warmup + 1), end_value=peak * optim.end_lr_ratio)
 
 
 def optimizer(optim: OptimConfig, steps: int) -> optax.GradientTransformation:
