@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import pathlib
 import sys
 import textwrap
@@ -237,3 +238,6 @@ def main(argv: list[str] | None = None) -> None:
         run(name, [f"{PROG} {name}", *rest])
     except KeyboardInterrupt:  # before a study runs (imports); a running study says more
         cli.fail("interrupted; rerun the same command to resume", status=cli.INTERRUPTED_STATUS)
+    except BrokenPipeError:  # `anisotropy-jax show DIR | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
