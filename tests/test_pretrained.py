@@ -188,6 +188,24 @@ def test_convert_round_trips_and_matches_the_module_tree(prefix):
                                              ["kernel"]), w.T)
 
 
+def test_to_hf_is_the_inverse_of_convert():
+    """bert.to_hf writes exactly the names and values of this test's own mapping (`_to_hf`, less
+    the two tensors BertModel ignores), and convert reads them back to the same tree."""
+    cfg = _tiny_config()
+    params = _random_params(cfg)
+    host = jax.tree.map(np.asarray, params["params"])
+    ours = bert.to_hf(host, cfg)
+    theirs = {k: v for k, v in _to_hf(params, cfg).items()
+              if k not in ("embeddings.position_ids", "pooler.dense.weight")}
+    assert sorted(ours) == sorted(theirs)
+    for name, value in theirs.items():
+        np.testing.assert_array_equal(ours[name], value, err_msg=name)
+    back, unused = bert.convert(ours, cfg)
+    assert unused == []
+    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_old_layer_norm_names_gamma_beta():
     cfg = _tiny_config()
     params = _random_params(cfg)

@@ -4,7 +4,7 @@ post-LN blocks with the exact GELU. Every hidden state equals `transformers.Bert
 within 1e-4 (tests/test_pretrained_hf.py).
 
 The training study's mlm is this architecture: `studies/series/export.py` writes a run under
-these names (`EMBEDDING_NAMES` and `LAYER_NAMES`, inverted). A "bert." prefix and the old
+these names (`to_hf`, the inverse of `convert`). A "bert." prefix and the old
 LayerNorm names gamma/beta are accepted (`TensorReader.norm`).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from anisotropy_jax.config import BlockConfig, TransformerConfig
 from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix,
-                                              require_keys)
+                                              require_keys, torch_tensors, tree_get)
 from anisotropy_jax.models.family import Family, block_summary, token_embedding_only
 from anisotropy_jax.models.transformer import Transformer
 
@@ -98,6 +98,16 @@ def convert(tensors: dict[str, np.ndarray], config: TransformerConfig, source: s
             {path: f"encoder.layer.{layer}.{name}" for path, name in LAYER_NAMES.items()},
             config.block)
     return read.finish(params, source, r"encoder\.layer\.(\d+)\.", config.num_layers)
+
+
+def to_hf(params: dict[str, Any], config: TransformerConfig) -> dict[str, np.ndarray]:
+    """The inverse of `convert`: a "params" tree (numpy) under BertModel's tensor names."""
+    modules = [(hf, params[ours]) for ours, hf in EMBEDDING_NAMES.items() if ours in params]
+    for i in range(config.num_layers):
+        modules += [(f"encoder.layer.{i}.{hf}", tree_get(params[f"block_{i}"], path))
+                    for path, hf in LAYER_NAMES.items()]
+    return {f"{hf}.{name}": value for hf, module in modules
+            for name, value in torch_tensors(module).items()}
 
 
 def summary(config: TransformerConfig) -> dict[str, Any]:

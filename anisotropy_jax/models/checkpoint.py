@@ -123,6 +123,25 @@ def int_or(hf_config: dict[str, Any], keys: Sequence[str], default: int) -> int:
     return default
 
 
+def tree_get(tree: dict[str, Any], path: Sequence[str]) -> Any:
+    """tree[path[0]][path[1]]…: one node of a parameter tree."""
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+def torch_tensors(module: dict[str, Any]) -> dict[str, np.ndarray]:
+    """One module's parameters under PyTorch's names, the inverse of `TensorReader`'s `get`,
+    `norm` and `linear`: a table's weight; a norm's weight (= scale) and bias; a Linear's weight
+    (out, in) = kernelᵀ and bias."""
+    if "embedding" in module:
+        return {"weight": module["embedding"]}
+    if "scale" in module:
+        return {"weight": module["scale"], **({"bias": module["bias"]} if "bias" in module else {})}
+    return {"weight": np.asarray(module["kernel"]).T,
+            **({"bias": module["bias"]} if "bias" in module else {})}
+
+
 def block_names(qkv: Sequence[str], out: str, attention_norm: str, fc_in: str, fc_out: str,
                 mlp_norm: str, fc_gate: str | None = None) -> dict[tuple[str, ...], str]:
     """A family's name table of one block: Block parameter path → the checkpoint's module name

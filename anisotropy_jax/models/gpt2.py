@@ -4,8 +4,8 @@ GPT-2 is the pre-LN decoder with learned positions, LayerNorm, the tanh GELU ("g
 everywhere, tied input/output embeddings and a final LayerNorm `ln_f`. Hugging Face's Conv1D
 weights are already (in, out), so they are not transposed (c_attn (D, 3D) is split into q, k, v).
 The training study's clm is this architecture: `studies/series/export.py` writes a run under
-these names (`NAMES`, inverted). A "transformer." prefix (GPT2LMHeadModel) is accepted;
-lm_head.weight (tied) is unused. The untrained baseline is Hugging Face's init: N(0, 0.02²) with
+these names (`to_hf`, the inverse of `convert`). A "transformer." prefix (GPT2LMHeadModel) is
+accepted; lm_head.weight (tied) is unused. The untrained baseline is Hugging Face's init: N(0, 0.02²) with
 the c_proj kernels N(0, 0.02²/(2N)).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_errors,
+from anisotropy_jax.models.checkpoint import (tree_get, PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
 from anisotropy_jax.models.transformer import causal_lm_family
 
@@ -106,6 +106,18 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
                 _set(params, (f"block_{i}", "attention", qkv, leaf),
                      None if part is None else np.ascontiguousarray(part))
     return read.finish(params, source, r"h\.(\d+)\.", cfg.num_layers)
+
+
+def to_hf(params: dict[str, Any], cfg: TransformerConfig) -> dict[str, np.ndarray]:
+    """The inverse of `convert`: a "params" tree (numpy) under GPT2Model's tensor names (Conv1D
+    weights are our (in, out) kernels; q, k and v concatenated into c_attn)."""
+    out = {hf: tree_get(params, path) for hf, path, _ in layer_names(cfg)}
+    for i in range(cfg.num_layers):
+        attention = params[f"block_{i}"]["attention"]
+        for name, leaf in QKV_NAMES.items():
+            out[name.format(i=i)] = np.concatenate(
+                [attention[qkv][leaf] for qkv in ("query", "key", "value")], axis=-1)
+    return out
 
 
 def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

@@ -25,9 +25,7 @@ mlm adds "[MASK]" = 256 as a special token. No [CLS]/[SEP]/BOS: the models never
 """
 from __future__ import annotations
 
-import functools
 import json
-import operator
 import os
 import pathlib
 from typing import Any, Iterable
@@ -92,44 +90,15 @@ def hf_config(config: TrainConfig) -> dict[str, Any]:
             "embd_pdrop": 0.0, "attn_pdrop": 0.0, **head}
 
 
-def _at(tree: dict, path: tuple[str, ...]) -> Any:
-    return functools.reduce(operator.getitem, path, tree)
-
-
-def _torch_module(p: dict) -> dict[str, np.ndarray]:
-    """One module's parameters under torch's names: a table's weight; a LayerNorm's weight
-    (= scale) and bias; a Dense's weight (out, in) = kernelᵀ and bias."""
-    if "embedding" in p:
-        return {"weight": p["embedding"]}
-    if "scale" in p:
-        return {"weight": p["scale"], "bias": p["bias"]}
-    return {"weight": p["kernel"].T, "bias": p["bias"]}
-
-
-def bert_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
-    """Our mlm parameters under BertModel's names: bert.EMBEDDING_NAMES and LAYER_NAMES inverted,
-    with a one-row token-type table of zeros."""
-    params = {"type_embedding": {"embedding": np.zeros((1, config.model.d_model), np.float32)},
-              **params}
-    modules = [(hf, params[ours]) for ours, hf in bert.EMBEDDING_NAMES.items()]
-    for i in range(config.model.num_layers):
-        modules += [(f"encoder.layer.{i}.{hf}", _at(params[f"block_{i}"], path))
-                    for path, hf in bert.LAYER_NAMES.items()]
-    return {f"{hf}.{name}": value for hf, p in modules
-            for name, value in _torch_module(p).items()}
-
-
-def gpt2_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
-    """Our clm parameters under GPT2LMHeadModel's names: gpt2.NAMES inverted (Conv1D weights are
-    our (in, out) kernels), and q, k, v concatenated into c_attn (gpt2.QKV_NAMES)."""
+def hf_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
+    """The trained parameters under the exported family's names (`bert.to_hf`, or `gpt2.to_hf`
+    under GPT2LMHeadModel's "transformer." prefix); the mlm gets a one-row token-type table of
+    zeros, which BertModel needs."""
     cfg = config.transformer_config()
-    out = {f"transformer.{hf}": _at(params, path) for hf, path, _ in gpt2.layer_names(cfg)}
-    for i in range(cfg.num_layers):
-        attention = params[f"block_{i}"]["attention"]
-        for hf, leaf in gpt2.QKV_NAMES.items():
-            out[f"transformer.{hf.format(i=i)}"] = np.concatenate(
-                [attention[qkv][leaf] for qkv in ("query", "key", "value")], axis=-1)
-    return out
+    if config.objective == "mlm":
+        zeros = np.zeros((1, config.model.d_model), np.float32)
+        return bert.to_hf({"type_embedding": {"embedding": zeros}, **params}, cfg)
+    return {f"transformer.{name}": value for name, value in gpt2.to_hf(params, cfg).items()}
 
 
 def head_tensors(params: dict, config: TrainConfig) -> dict[str, np.ndarray]:
@@ -165,7 +134,7 @@ def write_checkpoint(params: dict, config: TrainConfig, out: pathlib.Path) -> pa
     from safetensors.numpy import save_file  # optional dependency: extra "pretrained"
 
     host = jax.tree.map(lambda a: np.asarray(a, np.float32), jax.device_get(params))
-    tensors = (bert_tensors if config.objective == "mlm" else gpt2_tensors)(host, config)
+    tensors = hf_tensors(host, config)
     tensors.update(head_tensors(host, config))
     tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()}
     out.mkdir(parents=True, exist_ok=True)
