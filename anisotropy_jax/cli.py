@@ -38,9 +38,6 @@ _CACHE = flags.DEFINE_string(
     "JAX's persistent compilation cache for this run: 'default' = $JAX_COMPILATION_CACHE_DIR if "
     "set, else ~/.cache/anisotropy_jax/jax; a folder; or 'off'. A second run of the same shapes "
     "then skips compilation.")
-_PRINT_CONFIG = flags.DEFINE_bool(
-    "print_config", False, "Print the resolved config (the variant and every --config. override) "
-    "as JSON and exit without running.")
 # Every compilation is cached (JAX's default skips those under 1 s): otherwise the main job's small
 # jits (PRNG seeding, iota, fold_in) compile anew in every run (measured: docs/PERFORMANCE.md,
 # "Seconds to results").
@@ -312,18 +309,23 @@ def main(study: Study, config: str | None = None, *, config_default: str | None 
     config_flag = config_flags.DEFINE_config_file(
         "config", config_default,
         f"Config: a file or a named config ({configs.known()}), with :VARIANT, e.g. "
-        f"{config or 'NAME'}:smoke.", lock_config=True, sys_argv=context.parsed)
+        f"{(config or 'NAME').partition(':')[0]}:smoke.", lock_config=True,
+        sys_argv=context.parsed)
     workdir_flag = flags.DEFINE_string("workdir", None, workdir_help)
+    print_flag = flags.DEFINE_bool(
+        "print_config", False, "Print the resolved config (the variant and every --config. "
+        "override) as JSON and exit without running.")
     command = " ".join([prog, *argv[1:]]) if prog else " ".join(["python", *argv])
-    app.run(functools.partial(_drive, study, config_flag, workdir_flag, config, command,
-                              script_flags),
+    app.run(functools.partial(_drive, study, (config_flag, workdir_flag, print_flag), config,
+                              command, script_flags),
             argv=argv, flags_parser=functools.partial(parse_flags_or_exit, context=context))
 
 
-def _drive(study: Study, config_flag: Any, workdir_flag: Any, example: str | None, command: str,
+def _drive(study: Study, holders: tuple[Any, Any, Any], example: str | None, command: str,
            script_flags: dict[str, Any], argv: list[str]) -> None:
     del argv  # parse_flags_or_exit refuses extra arguments
-    if _PRINT_CONFIG.value:  # no --workdir needed
+    config_flag, workdir_flag, print_flag = holders
+    if print_flag.value:  # no --workdir needed
         if example is not None:
             require_flag(config_flag.value, "config", example)
         print(config_flag.value.to_json_best_effort(indent=2), flush=True)
