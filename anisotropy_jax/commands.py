@@ -160,8 +160,11 @@ def script(name: str, config: str | None = None) -> None:
     and docstring; --config is required with `config` the example its error names (without it,
     optional: the command's own config)."""
     command = COMMANDS[name]
-    cli.main(study(name), config, config_default=None if config else _config_path(command),
-             workdir_help=command.workdir, **command.flags())
+    try:
+        cli.main(study(name), config, config_default=None if config else _config_path(command),
+                 workdir_help=command.workdir, **command.flags())
+    except KeyboardInterrupt:  # while the study is imported; a running study says more
+        cli.fail("interrupted; rerun the same command to resume", status=cli.INTERRUPTED_STATUS)
 
 
 # --------------------------------------------------------------------------------------------
