@@ -13,6 +13,11 @@ Conventions:
 Everything is computed in the input dtype (float32 by default; the tests run float64 through the
 same code). Shape errors (too few vectors for a pair) are raised at trace time, before any
 compilation of a larger program. Only `drift_anisotropy_correlation` is host-side (scipy).
+
+Extreme tokens and dimensions (../shared/SCIENCE.md, "Extreme tokens"): massive activations,
+outliers, rogue dimensions and the top PC without the first token in `metrics.extreme`; attention
+sinks, no-op heads and the sink's shared logit term in `metrics.sinks`. Intrinsic dimension
+(TwoNN, GRIDE): `metrics.intrinsic_dimension`.
 """
 from anisotropy_jax.metrics.attention import (CATEGORICAL_STATISTICS, STATISTICS,
                                               CategoricalSums, attention_entropy, attention_max,
@@ -29,6 +34,10 @@ from anisotropy_jax.metrics.attention import (CATEGORICAL_STATISTICS, STATISTICS
                                               visible_key_counts)
 from anisotropy_jax.metrics.cloud import cloud_metrics
 from anisotropy_jax.metrics.correlation import drift_anisotropy_correlation
+from anisotropy_jax.metrics.extreme import (activation_inf_norm, activation_kurtosis,
+                                            cosine_contributions, massive_activations,
+                                            standardized_average_cosine, top_contribution_share,
+                                            top_pc_share)
 from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
                                              cross_sequence_cosine_similarity, drift_norm,
                                              effective_rank, isoscore, isoscore_star,
@@ -36,7 +45,16 @@ from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
                                              sampled_pair_cosine_similarity,
                                              top_pc_variance_ratio,
                                              within_sequence_cosine_similarity)
+from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, gride_dimension,
+                                                        gride_from_ratios, gride_scaling,
+                                                        neighbor_distances, twonn_dimension,
+                                                        twonn_from_ratios)
 from anisotropy_jax.metrics.norms import mean_norm, unit_vectors, vector_norms
+from anisotropy_jax.metrics.sinks import (SINK_EPSILON, attention_output_norms,
+                                          attention_sink_rate, key_attention_scores,
+                                          key_attention_scores_from_sums, max_key_attention,
+                                          noop_head_score, sink_logit_split, sink_rate,
+                                          sink_scores_from_probabilities)
 
 __all__ = [
     "CATEGORICAL_STATISTICS", "STATISTICS", "CategoricalSums", "attention_entropy", "attention_max",
@@ -50,4 +68,14 @@ __all__ = [
     "query_key_geometry_from_means", "relative_drift", "sampled_pair_cosine_similarity",
     "top_pc_variance_ratio", "unit_vectors", "vector_norms", "visible_key_counts",
     "within_sequence_cosine_similarity",
+    # extreme activations and dimensions (metrics.extreme)
+    "activation_inf_norm", "activation_kurtosis", "cosine_contributions", "massive_activations",
+    "standardized_average_cosine", "top_contribution_share", "top_pc_share",
+    # attention sinks and no-op heads (metrics.sinks)
+    "SINK_EPSILON", "attention_output_norms", "attention_sink_rate", "key_attention_scores",
+    "key_attention_scores_from_sums", "max_key_attention", "noop_head_score", "sink_logit_split",
+    "sink_rate", "sink_scores_from_probabilities",
+    # intrinsic dimension (metrics.intrinsic_dimension)
+    "IDEstimate", "gride_dimension", "gride_from_ratios", "gride_scaling", "neighbor_distances",
+    "twonn_dimension", "twonn_from_ratios",
 ]
