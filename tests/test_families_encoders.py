@@ -242,18 +242,26 @@ def test_tiny_canine_matches_transformers(tmp_path):
     states, attentions = _hf_run(hf, codes, mask)
     assert len(states) == len(loaded.labels) == 2 + 5
     molecule_mask = np.asarray(probes["molecule_mask"])
+    np.testing.assert_array_equal(molecule_mask.sum(1), [5, 1, 3])  # ⌊length / 4⌋ each
     ours = ([probes["embeddings"], probes["initial_encoder"], probes["molecules"]]
             + [b["resid_post"] for b in probes["blocks"][1:-1]]
             + [probes["upsampled"], probes["final_hidden"]])
-    for label, mine, ref in zip(loaded.labels, ours, states):
-        rows = molecule_mask if ref.shape[1] == molecule_mask.shape[1] else mask
-        _assert_close(np.asarray(mine), ref, rows, f"hidden state {label}")
-
     blocks = probes["blocks"]
-    for i, ref in enumerate(attentions[1:], start=1):  # deep layers and the final layer
-        rows = molecule_mask if ref.shape[2] == molecule_mask.shape[1] else mask
-        _assert_close(np.asarray(blocks[i]["attn_weights"]), ref,
-                      np.broadcast_to(rows[:, None, :], ref.shape[:3]), f"attention {i}")
+    # Each row against transformers on that input alone (transformers' own padded batch gives a
+    # padded input one more molecule than alone: see canine.py, step 4).
+    for row, n in enumerate(mask.sum(1)):
+        alone, alone_attn = _hf_run(hf, codes[row:row + 1, :n], mask[row:row + 1, :n])
+        for label, mine, ref in zip(loaded.labels, ours, alone):  # n characters or ⌊n/4⌋ molecules
+            _assert_close(np.asarray(mine)[row:row + 1, :ref.shape[1]], ref, slice(None),
+                          f"hidden state {label}, row {row}")
+        for i, ref in enumerate(alone_attn[1:], start=1):  # deep layers and the final layer
+            size = ref.shape[-1]
+            _assert_close(np.asarray(blocks[i]["attn_weights"])[row:row + 1, :, :size, :size],
+                          ref, slice(None), f"attention {i}, row {row}")
+    # the full-length row has no padding: transformers' batch gives it the same states
+    for label, mine, ref in zip(loaded.labels, ours, states):
+        _assert_close(np.asarray(mine)[:1], ref[:1], slice(None), f"hidden state {label}")
+
     local = np.asarray(blocks[0]["attn_weights"])
     np.testing.assert_array_equal(local[:, :, :8, 8:], 0)  # nothing outside a chunk
     for start, end, ref in _canine_local_reference(hf, states[0], mask, stride=8):
@@ -268,7 +276,9 @@ def test_tiny_canine_matches_transformers(tmp_path):
     assert stacked.shape == (len(loaded.labels), 3, 21, 32)
     deep = np.asarray(blocks[1]["resid_post"])
     np.testing.assert_array_equal(stacked[3, :, 0], deep[:, 0])
-    np.testing.assert_array_equal(stacked[3, :, 5], deep[:, 2])  # char 5: window 1 → molecule 2
+    # char 5: window 1 → molecule 2; the 6-character row has one molecule ([CLS]) only
+    np.testing.assert_array_equal(stacked[3, ::2, 5], deep[::2, 2])
+    np.testing.assert_array_equal(stacked[3, 1, 5], deep[1, 0])
     np.testing.assert_array_equal(stacked[-1], np.asarray(probes["final_hidden"]))
 
 

@@ -11,19 +11,24 @@ step by step:
      only to itself;
   4. downsampling: a strided convolution (kernel = stride = downsampling_rate) → GELU; its last
      output is dropped and the [CLS] character state is put in front → LayerNorm: M = ⌊L/r⌋
-     molecules, masked by max-pooling the character mask over windows of r (transformers pairs
-     pooled window m with molecule m, although molecule m ≥ 1 comes from window m − 1; kept);
+     molecules; in a right-padded batch each input keeps its own ⌊length/r⌋ molecules (those it
+     has run alone) and the rest are masked (transformers max-pools the character mask over
+     windows of r, pairing window m with molecule m although molecule m ≥ 1 comes from window
+     m − 1, so a padded input attends to one more molecule than alone, and its states depend on
+     the batch: up to 3–4 apart in canine-s);
   5. the deep Transformer: num_hidden_layers post-LN BERT blocks over the molecules;
   6. upsampling: molecules 1 … M−1 each repeated r times, the last repeated r + L mod r times,
      concatenated with the initial encoder's output (2D channels) → convolution of width
      upsampling_kernel_size with zero padding ((K−1)//2 before, the rest after) → GELU →
-     LayerNorm;
+     LayerNorm; in a padded batch, each input's molecules are repeated up to its own length
+     (`molecule_index`) and its padded positions are zeros, as the convolution's padding alone;
   7. the final shallow encoder: one post-LN BERT block with full attention.
 The pooler and heads are not used. transformers' output_hidden_states and output_attentions list
 the initial encoder's input and output, the deep encoder's input and outputs (molecules) and the
 final encoder's input and output; every one equals `transformers.CanineModel` in float32 within
-1e-4 (tests/test_families_encoders.py; for the local layer, every chunk's attention, where
-transformers returns the first chunk's only). The untrained baseline is Hugging Face's init:
+1e-4, each input of a padded batch as transformers gives it alone (tests/test_families_encoders.py;
+for the local layer, every chunk's attention, where transformers returns the first chunk's
+only). The untrained baseline is Hugging Face's init:
 N(0, initializer_range²) for every kernel, convolution and embedding, zero biases, LayerNorm 1/0.
 
 The hidden states (`hidden_states`, in `state_labels` order) are at character resolution, the
@@ -158,12 +163,16 @@ def _conv(x_BxLxC: jax.Array, kernel_KxCxO: jax.Array, bias_O: jax.Array, stride
     return out + bias_O[None, None]
 
 
-def upsample(molecules_BxMxD: jax.Array, seq_len: int, rate: int) -> jax.Array:
-    """transformers' _repeat_molecules: molecules 1 … M−1 repeated `rate` times, the last one
-    `rate + seq_len mod rate` times → (B, seq_len, D)."""
-    repeated = jnp.repeat(molecules_BxMxD[:, 1:], rate, axis=1)
-    last = jnp.repeat(molecules_BxMxD[:, -1:], rate + seq_len % rate, axis=1)
-    return jnp.concatenate([repeated, last], axis=1)
+def molecule_index(num_molecules_B: jax.Array, seq_len: int, rate: int) -> jax.Array:
+    """(B, seq_len): the molecule transformers' _repeat_molecules gives each character of an
+    input with `num_molecules` molecules (molecules 1 … M−1 repeated `rate` times, the last one
+    `rate + L mod r` times): min(p // rate + 1, M − 1), whatever the batch's padded length."""
+    return jnp.minimum(jnp.arange(seq_len)[None] // rate + 1, num_molecules_B[:, None] - 1)
+
+
+def upsample(molecules_BxMxD: jax.Array, index_BxL: jax.Array) -> jax.Array:
+    """Molecule states at character resolution (`molecule_index`) → (B, L, D)."""
+    return jnp.take_along_axis(molecules_BxMxD, index_BxL[..., None], axis=1)
 
 
 class Conv1D(nn.Module):
@@ -227,14 +236,18 @@ class CanineEncoder(nn.Module):
         down = gelu_exact(Conv1D(block, rate, rate, name="downsample_conv")(chars))
         molecules = layer_norm(block, "downsample_norm")(
             jnp.concatenate([chars[:, :1], down[:, :-1]], axis=1))
-        num_molecules = molecules.shape[1]
-        molecule_mask = mask[:, :num_molecules * rate].reshape(batch, num_molecules, rate).any(-1)
+        # Each input's own molecules: ⌊length / r⌋ of them, as when it runs alone (right
+        # padding); a molecule whose window holds its last characters and padding is masked.
+        num_real = jnp.maximum(mask.sum(-1) // rate, 1)
+        molecule_mask = jnp.arange(molecules.shape[1])[None] < num_real[:, None]
         probes.update(initial_encoder=chars, molecules=molecules, molecule_mask=molecule_mask,
                       blocks=[initial])
         for i in range(cfg.num_layers):
             molecules, block_probes = Block(block, name=f"layer_{i}")(molecules, molecule_mask)
             probes["blocks"].append(block_probes)
-        both = jnp.concatenate([chars, upsample(molecules, seq_len, rate)], axis=-1)
+        both = jnp.concatenate(
+            [chars, upsample(molecules, molecule_index(num_real, seq_len, rate))], axis=-1)
+        both = jnp.where(mask[..., None], both, 0.0)  # padding reads as the conv's zero padding
         width = cfg.upsampling_kernel_size
         padded = jnp.pad(both, ((0, 0), ((width - 1) // 2, width - 1 - (width - 1) // 2), (0, 0)))
         up = gelu_exact(Conv1D(block, width, name="upsample_conv")(padded))
@@ -259,10 +272,10 @@ def hidden_states(probes: dict[str, Any], config: CanineConfig) -> jax.Array:
     them, except character 0 ([CLS]), which gets molecule 0 (the [CLS] molecule) instead of
     molecule 1."""
     seq_len, rate = probes["embeddings"].shape[1], config.downsampling_rate
+    index = molecule_index(probes["molecule_mask"].sum(-1), seq_len, rate).at[:, 0].set(0)
     molecule_states = [probes["molecules"]] + [b["resid_post"] for b in probes["blocks"][1:-1]]
     return jnp.stack([probes["embeddings"], probes["initial_encoder"]]
-                     + [jnp.concatenate([m[:, :1], upsample(m, seq_len, rate)[:, 1:]], axis=1)
-                        for m in molecule_states]
+                     + [upsample(m, index) for m in molecule_states]
                      + [probes["upsampled"], probes["final_hidden"]])
 
 
