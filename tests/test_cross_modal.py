@@ -71,3 +71,43 @@ def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
                          capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: models: unknown model 'GPT-9'")
+
+
+def _without_espeak_ng() -> dict[str, str]:
+    """The environment with every PATH entry holding an espeak-ng binary left out."""
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (pathlib.Path(d) / "espeak-ng").exists()]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PATH": os.pathsep.join(path)}
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
+def test_smoke_runs_to_the_end_without_espeak_ng(tmp_path):
+    """The README's cross-modal smoke row needs nothing outside pip: without espeak-ng the
+    default speech is the formant synthesiser, and results.json says so."""
+    args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
+            f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
+            f"--workdir={tmp_path / 'out'}"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env=_without_espeak_ng())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "Whisper-tiny.en" / "results.json").read_text())
+    assert doc["data"]["inputs_source"].startswith("numpy formant synthesiser")
+    assert len(doc["data"]["inputs"]) == 2
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(summary["models"]) == {"all-MiniLM-L6-v2", "Whisper-tiny.en"}
+
+
+def test_every_model_is_checked_before_the_first_runs(tmp_path):
+    """A requirement of the second model (a text model given a WAV folder) stops the run with one
+    line before the first model (Whisper, which takes the folder) writes anything."""
+    folder = _tones(tmp_path / "wavs", [0.6, 0.9], rate=16000)
+    args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
+            f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
+            f"--workdir={tmp_path / 'out'}", f"--config.pretrained.inputs={folder}",
+            "--config.models=('Whisper-tiny.en', 'all-MiniLM-L6-v2')"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env=_without_espeak_ng())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: inputs:")
+    assert not (tmp_path / "out" / "Whisper-tiny.en" / "results.json").exists()

@@ -74,13 +74,32 @@ def test_offline_defaults_exist(tmp_path):
     photos = media.skimage_sample_images()
     assert len(photos) == len(media.SKIMAGE_PHOTOS)
     assert media.load_images(photos[:2]).shape == (2, 3, 224, 224)
-    if shutil.which("espeak-ng"):  # the speech default: documented in docs/MODALITIES.md
-        (path,) = media.synthesize_speech(["Now is the winter of our discontent."], tmp_path)
-        (samples,) = media.load_audio([path], 16000, minimum=1)
-        assert 1.0 < samples.size / 16000 < 5.0 and np.abs(samples).max() > 0.05
-    else:
+    # the speech default (docs/MODALITIES.md): espeak-ng where installed, else formant clips
+    assert media.speech_source() == ("espeak-ng" if shutil.which("espeak-ng") else "formant")
+    (path,) = media.synthesize_speech(["Now is the winter of our discontent."], tmp_path)
+    (samples,) = media.load_audio([path], 16000, minimum=1)
+    assert 1.0 < samples.size / 16000 < 5.0 and np.abs(samples).max() > 0.05
+    if not shutil.which("espeak-ng"):
         with pytest.raises(media.MediaError, match="espeak-ng: not found"):
-            media.synthesize_speech(["x"], tmp_path)
+            media.synthesize_speech(["x"], tmp_path / "forced", source="espeak-ng")
+
+
+def test_formant_speech_is_deterministic_and_speech_like(tmp_path):
+    lines = ["Now is the winter of our discontent.", "To be, or not to be: that is the question."]
+    first = media.load_audio(media.synthesize_formant_speech(lines, tmp_path / "a", seed=3), 16000)
+    again = media.load_audio(media.synthesize_formant_speech(lines, tmp_path / "b", seed=3), 16000)
+    other = media.load_audio(media.synthesize_formant_speech(lines, tmp_path / "c", seed=4), 16000)
+    for x, y, z, line in zip(first, again, other, lines):
+        np.testing.assert_array_equal(x, y)
+        assert x.shape != z.shape or not np.array_equal(x, z)
+        assert 0.8 < x.size / 16000 / (1.4 * 0.17 * len(line.split())) < 1.3
+        spectrum = np.abs(np.fft.rfft(x)) ** 2
+        freqs = np.fft.rfftfreq(x.size, 1 / 16000)
+        # voiced speech: most energy below 1 kHz, some above 2 kHz (formants, fricatives)
+        assert spectrum[freqs < 1000].sum() > 0.5 * spectrum.sum()
+        assert spectrum[freqs > 2000].sum() > 0.005 * spectrum.sum()
+    with pytest.raises(media.MediaError, match="speech source"):
+        media.synthesize_speech(["x"], tmp_path, source="festival")
 
 
 def test_bad_inputs_fail_in_one_line_naming_the_file(tmp_path):

@@ -4,6 +4,7 @@ relative depth, and a table — built from the per-model results.json files of t
 study (`report.write`), so the figure and table always come from committed raw results.
 
   MODELS        name → (modality, architecture, locator: () → model_dir or None if absent)
+  check_models  every installed model's requirements, checked before the first one runs
   run_models    runs the pretrained study for each installed model into workdir/<name>/
                 (skipping those whose results.json exists when `reuse`); writes through
                 studies.pretrained.report
@@ -83,6 +84,28 @@ def _untrained_resnet_inputs(config) -> analysis.Inputs:
     return analysis.Inputs(config, model, media.names, len(media.names), media.source, media)
 
 
+def _model_inputs(config: CrossModalConfig, name: str) -> analysis.Inputs | None:
+    """The checked inputs of model `name` (analysis.validate), or None when it is not
+    installed."""
+    model_dir = MODELS[name][2]()
+    if model_dir is None:
+        return None
+    if model_dir == "untrained":
+        return _untrained_resnet_inputs(config.pretrained)
+    return analysis.validate(dataclasses.replace(config.pretrained, model_dir=str(model_dir)))
+
+
+def check_models(config: CrossModalConfig, workdir: str | os.PathLike) -> None:
+    """Every requirement of every model that `run_models` will measure (weights, tokenizer,
+    text, images, speech: the offline defaults or the `inputs` folder), checked before the first
+    model runs: a one-line ConfigError naming the field otherwise. The inputs are read and
+    dropped (run_models reads them again, one model at a time, to keep one model in memory)."""
+    workdir = pathlib.Path(workdir)
+    for name in config.models:
+        if not (config.reuse and (workdir / name / "results.json").is_file()):
+            _model_inputs(config, name)
+
+
 def run_models(config: CrossModalConfig, workdir: str | os.PathLike,
                progress: Progress = SILENT) -> dict[str, str]:
     """Runs the pretrained study for every model of config.models that is installed, into
@@ -94,16 +117,11 @@ def run_models(config: CrossModalConfig, workdir: str | os.PathLike,
         if config.reuse and (out / "results.json").is_file():
             progress.say(f"{name}: reusing {out / 'results.json'}")
             continue
-        model_dir = MODELS[name][2]()
-        if model_dir is None:
+        inputs = _model_inputs(config, name)
+        if inputs is None:
             skipped[name] = "not installed (scripts/install.sh models)"
             progress.say(f"{name}: skipped, {skipped[name]}")
             continue
-        if model_dir == "untrained":
-            inputs = _untrained_resnet_inputs(config.pretrained)
-        else:
-            inputs = analysis.validate(dataclasses.replace(config.pretrained,
-                                                           model_dir=str(model_dir)))
         progress.say(f"{name}: {len(inputs.sentences)} inputs from {inputs.text_source}")
         provenance = results_lib.Provenance()
         report.write(analysis.run(inputs.config, inputs), out, provenance)
@@ -184,7 +202,10 @@ class Measured:
 
 
 def _validate(config: Any, workdir: pathlib.Path) -> Plan:
-    return Plan(from_mapping(CrossModalConfig, config), pathlib.Path(workdir))
+    """The config, then every model's requirements (`check_models`), before any model runs."""
+    plan = Plan(from_mapping(CrossModalConfig, config), pathlib.Path(workdir))
+    check_models(plan.config, plan.workdir)
+    return plan
 
 
 def _run(plan: Plan, progress: Progress) -> Measured:

@@ -7,9 +7,10 @@ padding.
 Inputs (`load`): a folder of PNG/JPEG images or of WAV files (`inputs`; the first `num_inputs`,
 sorted by name), or the offline defaults: scikit-image's photographs (`image_files`), and
 `num_inputs` Shakespeare lines (`speech_lines`) spoken by espeak-ng (synthetic speech) into a
-temporary folder (`default_speech`). Every file is read before any computation; a bad one
-(unreadable image, non-WAV file, unsupported sample rate, empty folder) gives one line
-"inputs: <file>: ...".
+temporary folder (`default_speech`), or, where espeak-ng is not installed, as many speech-like
+formant clips (media.synthesize_formant_speech, numpy only); `source` says which. Every file
+is read before any computation; a bad one (unreadable image, non-WAV file, unsupported sample
+rate, empty folder) gives one line "inputs: <file>: ...".
 
 How each family is fed (`FEEDERS`, by family name):
   vit, resnet   pixels (B, 3, H, W) per preprocessor_config.json, `batch_size` images a batch;
@@ -39,6 +40,9 @@ WHISPER_SAMPLES_PER_TOKEN = 320  # hop 160 × conv stride 2 at 16 kHz: one token
 WHISPER_SAMPLES = 480_000  # 30 s at 16 kHz: Whisper's fixed input window
 SKIMAGE_SOURCE = "scikit-image 0.26.0 sample photographs (media.SKIMAGE_PHOTOS)"
 ESPEAK_SOURCE = "espeak-ng (synthetic speech) of Shakespeare sentences, 5-20 words"
+FORMANT_SOURCE = ("numpy formant synthesiser (espeak-ng not installed): speech-like vowel and "
+                  "fricative clips, one per Shakespeare sentence of 5-20 words (its word count)")
+SPEECH_SOURCES = {"espeak-ng": ESPEAK_SOURCE, "formant": FORMANT_SOURCE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,9 +86,10 @@ def default_speech(folder: str | pathlib.Path, num: int = 16, seed: int = 0,
                    inputs: str | pathlib.Path | None = None, rate: int = RATE
                    ) -> list[np.ndarray]:
     """Waveforms at `rate`: the WAV files of `inputs` (the first `num`), or the `num`
-    `speech_lines` spoken by espeak-ng into `folder`."""
+    `speech_lines` spoken by espeak-ng (or the formant synthesiser without it:
+    media.speech_source) into `folder`."""
     if inputs is None:
-        paths = media.synthesize_speech(speech_lines(num, seed), folder)
+        paths = media.synthesize_speech(speech_lines(num, seed), folder, seed=seed)
     else:
         paths = media.list_files(inputs, media.AUDIO_SUFFIXES, "audio files")[:num]
     return media.load_audio(paths, rate)
@@ -160,7 +165,7 @@ def load(family: Any, config: Any, model_dir: pathlib.Path | None, pc: Pretraine
     except media.MediaError as e:
         raise media.MediaError(f"inputs: {e}") from None
     modality = family.modality
-    default = SKIMAGE_SOURCE if modality == "image" else ESPEAK_SOURCE
+    default = SKIMAGE_SOURCE if modality == "image" else SPEECH_SOURCES[media.speech_source()]
     return MediaInputs(modality, batches, names, pc.inputs or default)
 
 
