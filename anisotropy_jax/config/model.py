@@ -33,7 +33,7 @@ def canonical_precision(config: Any, field: str = "precision") -> None:
     """Replaces an alias in `config.<field>` (a frozen dataclass, in its __post_init__) by its
     PRECISIONS name, before it is validated."""
     object.__setattr__(config, field, precision_name(getattr(config, field)))
-ATTENTION_IMPLS = ("xla", "pallas")
+ATTENTION_IMPLS = ("xla", "pallas", "dot_product")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +96,9 @@ class BlockConfig:
         and per-query softmax statistics without writing the logits to memory: the probes then
         lack attn_logits/attn_weights). 'pallas' needs L and Dh powers of two ≥ 16, L ≤ 256, no
         padding mask, softmax, and none of GQA, a logit bias or local chunks; off GPU it runs in
-        (slow) Pallas interpret mode.
+        (slow) Pallas interpret mode. 'dot_product' (for training): `jax.nn.dot_product_attention`,
+        cuDNN's fused attention on GPUs at bfloat16, XLA's elsewhere; the probes lack the
+        (B, H, L, L) tensors and the per-query statistics; the same restrictions as 'pallas'.
     """
 
     d_model: int = 768
@@ -172,8 +174,9 @@ class BlockConfig:
         require(self.attention_impl == "xla" or (
             self.attention == "softmax" and self.attention_normalization == "softmax"
             and self.kv_heads == self.num_heads and not self.local_chunk),
-            "model.attention_impl", "'pallas' supports softmax attention without QK norm, "
-                                    "grouped key/value heads or local chunks only")
+            "model.attention_impl", "'pallas' and 'dot_product' support softmax attention "
+                                    "without QK norm, grouped key/value heads or local chunks "
+                                    "only")
 
     @property
     def d_head(self) -> int:

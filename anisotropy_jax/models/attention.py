@@ -5,9 +5,10 @@ family's attention is this one module (`SelfAttention`), switched by its BlockCo
 key/value heads, rotary positions, a QK norm, an additive logit bias (relative positions, given
 by the stack), local chunks (CANINE). The normalisation is one named, selectable function
 (`NORMALIZATIONS`, `BlockConfig.attention_normalization`). The attention core — 'xla' (einsums;
-the (B, H, L, L) logits and weights are probes), the chunked local core, or 'pallas' (one fused
-GPU kernel, `fused_attention`, that never writes them) — is chosen in one place, the core step
-of `SelfAttention` (`_use_fused_kernel`).
+the (B, H, L, L) logits and weights are probes), the chunked local core, 'pallas' (one fused
+GPU kernel, `fused_attention`, that never writes them), or 'dot_product' (for training:
+`jax.nn.dot_product_attention`, cuDNN on GPUs, no (B, H, L, L) probes) — is chosen in one
+place, the core step of `SelfAttention` (`_use_fused_kernel`).
 
 A caller may supply the input projection instead of letting attention compute x·[W_q W_k W_v] + b,
 through the small `PrecomputedQKV` protocol (the bias sweep shares one projection across the bias
@@ -231,6 +232,32 @@ def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
     return mixed, stats
 
 
+def dot_product_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
+                     logit_bias: Array | None = None) -> tuple[Array, Probes]:
+    """`jax.nn.dot_product_attention` (BlockConfig.attention_impl='dot_product'): cuDNN's fused
+    attention, forward and backward, on GPUs for bfloat16 inputs; XLA's implementation elsewhere
+    (the CPU reference). Float32 softmax statistics in both. Returns the output alone: no
+    (B, H, L, L) probes and no per-query statistics (a training step needs none). Float32
+    inputs take JAX's default matmul precision (TF32 on NVIDIA GPUs)."""
+    dtype, _ = matmul_settings(cfg)
+    impl = "cudnn" if jax.default_backend() == "gpu" and dtype == jnp.bfloat16 else "xla"
+    mask = None if key_mask_BxL is None else key_mask_BxL.astype(bool)[:, None, None, :]
+    bias = None if logit_bias is None else jnp.asarray(logit_bias, q.dtype)
+    mixed = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask,
+                                         scale=block_logit_scale(cfg), is_causal=cfg.causal,
+                                         implementation=impl)
+    return mixed.astype(jnp.float32), {}
+
+
+def _unfused_core(q, k, v, cfg: BlockConfig, key_mask_BxL, logit_bias) -> tuple[Array, Probes]:
+    """The core when the Pallas kernel does not run: 'dot_product', local chunks, or XLA's."""
+    if cfg.attention_impl == "dot_product":
+        return dot_product_core(q, k, v, cfg, key_mask_BxL, logit_bias)
+    if cfg.local_chunk:
+        return local_core(q, k, v, cfg, key_mask_BxL)
+    return xla_core(q, k, v, cfg, key_mask_BxL, logit_bias)
+
+
 def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, logit_bias,
                       initializing: bool) -> bool:
     """Whether the fused kernel computes the core. `init` (often on dummy shapes) always takes
@@ -303,10 +330,8 @@ class SelfAttention(nn.Module):
         if _use_fused_kernel(cfg, seq_len, key_mask_BxL, logit_bias, self.is_initializing()):
             affine = None if precomputed_qkv is None else precomputed_qkv.affine_form()
             mixed_BxLxHxDh, core_probes = fused_core(q, k, v, cfg, affine, reduction_statistics)
-        elif cfg.local_chunk:
-            mixed_BxLxHxDh, core_probes = local_core(q, k, v, cfg, key_mask_BxL)
         else:
-            mixed_BxLxHxDh, core_probes = xla_core(q, k, v, cfg, key_mask_BxL, logit_bias)
+            mixed_BxLxHxDh, core_probes = _unfused_core(q, k, v, cfg, key_mask_BxL, logit_bias)
         probes.update(core_probes)
 
         # output

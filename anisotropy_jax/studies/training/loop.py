@@ -6,9 +6,15 @@ at each checkpoint) and `checkpoints/<step>/` (orbax; steps 0, 1, 2, 4, 8, …, 
 readable checkpoint and reproduces an uninterrupted run exactly (same parameters, same loss curve
 on CPU). A non-finite loss, gradient or parameter stops the run with FloatingPointError before
 anything non-finite is saved; the last good checkpoint stays.
+
+The host never waits for the device between readbacks: the step's metrics stay on the device and
+are copied back every `log_every` steps and at each checkpoint (where the finiteness of every
+step since the last readback is checked before saving), batches are prefetched to the device,
+and the state buffers are donated to the step.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -18,6 +24,7 @@ import time
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import checkpointing, data as data_lib
@@ -31,6 +38,10 @@ from anisotropy_jax.studies.training.step import (abstract_state, check_devices,
 # Test hook (documented in docs/TRAINING.md): when set to N, the training loop stops making progress
 # before step N and sleeps, so that a test can SIGKILL a real run mid-way at a known place.
 HANG_ENV = "ANISOTROPY_JAX_TEST_HANG_AT_STEP"
+# The host reads the step metrics back every LOG_EVERY steps (and at every checkpoint), and the
+# batches of the next PREFETCH_DEPTH steps are on their way to the device (docs/TRAINING.md).
+LOG_EVERY = 50
+PREFETCH_DEPTH = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +72,7 @@ def format_summary(summary: TrainSummary) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Compiled:
+class Compiled:
     """The jitted functions of a run and the shardings of their arguments."""
 
     init: Callable
@@ -72,10 +83,12 @@ class _Compiled:
     batch_sharded: NamedSharding
 
 
-def _compile(config: TrainConfig) -> _Compiled:
+def compile_run(config: TrainConfig, attention_impl: str | None = None) -> Compiled:
+    """The jitted init, step (state donated) and eval of `config` on the data mesh (also what
+    benchmarks/train_throughput.py times); `attention_impl` as in `abstract_state`."""
     mesh = data_mesh()
     replicated, batch_sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
-    abstract, model, tx = abstract_state(config)
+    abstract, model, tx = abstract_state(config, attention_impl)
     schedule = learning_rate_schedule(config.optim, config.steps)
     step_fn = jax.jit(functools.partial(train_step, model=model, tx=tx, schedule=schedule),
                       in_shardings=(replicated, batch_sharded),
@@ -84,7 +97,7 @@ def _compile(config: TrainConfig) -> _Compiled:
                       in_shardings=(replicated, batch_sharded), out_shardings=replicated)
     init_fn = jax.jit(functools.partial(init_state, model, tx, config.seed, config.data.seq_len),
                       out_shardings=replicated)
-    return _Compiled(init_fn, step_fn, eval_fn, abstract, replicated, batch_sharded)
+    return Compiled(init_fn, step_fn, eval_fn, abstract, replicated, batch_sharded)
 
 
 def _non_finite_error(step: int, record: dict, params_finite: bool, last_good: int,
@@ -95,15 +108,83 @@ def _non_finite_error(step: int, record: dict, params_finite: bool, last_good: i
         f"the last good checkpoint is step {last_good} in {workdir / 'checkpoints'} (kept)")
 
 
+
+class Prefetch:
+    """The batches of steps [start, stop) on the device, `depth` steps ahead: the host builds
+    step i + depth's batch (numpy, `BatchIterator.batch_at`: a pure function of the step) and
+    starts its copy to the device while the device, dispatched asynchronously, runs step i. (No
+    worker thread: with one, the Ctrl-C test's run did not exit within its 60 s.)"""
+
+    def __init__(self, stream: data_lib.BatchIterator, sharding: NamedSharding, start: int,
+                 stop: int, depth: int = PREFETCH_DEPTH):
+        self._load = lambda step: jax.device_put(stream.batch_at(step), sharding)
+        self._queue = collections.deque(self._load(step)
+                                        for step in range(start, min(start + depth, stop)))
+        self._next, self._stop = start + len(self._queue), stop
+
+    def get(self):
+        """The next step's batch (in order)."""
+        batch = self._queue.popleft()
+        if self._next < self._stop:
+            self._queue.append(self._load(self._next))
+            self._next += 1
+        return batch
+
+    def close(self) -> None:
+        self._queue.clear()
+
+
+class _Readback:
+    """The step metrics still on the device. `flush` copies them to the host in one transfer per
+    metric, checks them (a non-finite loss, gradient norm or parameter raises FloatingPointError
+    naming the first such step; the records before it are written), appends them to
+    metrics.jsonl and moves the bar. tokens_per_s is the mean rate since the last flush."""
+
+    def __init__(self, log, bar, tokens_per_step: int, workdir: pathlib.Path):
+        self.log, self.bar, self.tokens, self.workdir = log, bar, tokens_per_step, workdir
+        self.pending: list[tuple[int, dict]] = []
+        self.tick = time.perf_counter()
+        self.last_loss: float | None = None
+
+    def add(self, step: int, metrics: dict) -> None:
+        self.pending.append((step, metrics))
+
+    def flush(self, last_good: int) -> None:
+        if not self.pending:
+            return
+        steps = [step for step, _ in self.pending]
+        stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[m for _, m in self.pending])
+        host = jax.device_get(stacked)
+        self.pending = []
+        now = time.perf_counter()
+        rate = self.tokens * len(steps) / max(now - self.tick, 1e-9)
+        self.tick = now
+        for i, step in enumerate(steps):
+            record = {"step": step, "loss": float(host["loss"][i]),
+                      "learning_rate": float(host["learning_rate"][i]),
+                      "grad_norm": float(host["grad_norm"][i]), "tokens_per_s": rate}
+            params_finite = bool(host["params_finite"][i])
+            if not (math.isfinite(record["loss"]) and math.isfinite(record["grad_norm"])
+                    and params_finite):
+                self.log.flush()
+                raise _non_finite_error(step, record, params_finite, last_good, self.workdir)
+            logs.append_jsonl(self.log, record)
+            self.last_loss = record["loss"]
+        self.bar.update(len(steps), loss=f"{self.last_loss:.3f}")
+
+
 def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress = SILENT,
-          analysis: AnalysisConfig | None = None) -> TrainSummary:
+          analysis: AnalysisConfig | None = None, log_every: int = LOG_EVERY) -> TrainSummary:
     """Trains (or resumes) the run in `workdir`.
 
     `analysis` (the settings of the per-checkpoint analysis) is stored in config.json beside the
     training config. `progress` shows a bar over the steps and notes (resuming, checkpoints
-    saved). Raises ConfigError when the workdir holds a run of another config,
-    FloatingPointError on a non-finite loss, gradient or parameter, and on Ctrl-C
-    `protocol.Interrupted` naming the step (the newest checkpoint stays; a rerun resumes there).
+    saved). The host waits for the device only every `log_every` steps and at checkpoints
+    (`_Readback`); batches are prefetched to the device (`Prefetch`) and the state buffers are
+    donated to the step. Raises ConfigError when the workdir holds a run of another config,
+    FloatingPointError on a non-finite loss, gradient or parameter (checked on every step's
+    metrics before the next checkpoint is saved), and on Ctrl-C `protocol.Interrupted` naming the
+    step (the newest checkpoint stays; a rerun resumes there).
     """
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +193,7 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
     logs.write_config(workdir, config, analysis)
 
     stream = data_lib.BatchIterator(config.data)
-    fns = _compile(config)
+    fns = compile_run(config)
     val_batch = jax.device_put(stream.validation_batch(config.eval_batch_size), fns.batch_sharded)
     save_steps = set(checkpointing.checkpoint_steps(config.steps, config.checkpoint_every))
     hang_at = int(os.environ.get(HANG_ENV, "-1"))
@@ -120,66 +201,69 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
 
     def evaluate_and_save(mngr, step, state):
         val = float(fns.eval(state["params"], val_batch))
+        stream.position = step
         checkpointing.save(mngr, step, state, stream.state())
         with open(eval_path, "a") as f:
             logs.append_jsonl(f, {"step": step, "val_loss": val})
         return val
 
     with checkpointing.manager(workdir / "checkpoints") as mngr:
-        restored = checkpointing.restore_latest(mngr, fns.abstract)
-        if restored is None:
-            start, state = 0, fns.init()
-            logs.truncate_jsonl(metrics_path, 0)
-            logs.truncate_jsonl(eval_path, 0)
-            evaluate_and_save(mngr, 0, state)
-        else:
-            start, state, data_state = restored
-            if int(state["step"]) != start:
-                raise ValueError(f"checkpoint {start} holds a state of step {int(state['step'])}")
-            stream.restore(data_state)
-            logs.truncate_jsonl(metrics_path, start)
-            logs.truncate_jsonl(eval_path, start + 1)
+        start, state = _start(fns, mngr, stream, evaluate_and_save, metrics_path, eval_path)
         last_good = start
         bar = progress.bar(config.steps, f"train {config.objective}", initial=start)
         if start:
             progress.note(f"resuming from checkpoint step {start} in {workdir / 'checkpoints'}")
-        tokens = config.data.batch_size * config.data.seq_len
-        tick = time.perf_counter()
+        batches = Prefetch(stream, fns.batch_sharded, start, config.steps)
         step = start
         try:
             with open(metrics_path, "a") as log:
+                readback = _Readback(log, bar, config.data.batch_size * config.data.seq_len,
+                                     workdir)
                 for step in range(start, config.steps):
                     if step == hang_at:
+                        readback.flush(last_good)
+                        log.flush()
                         progress.note(f"{HANG_ENV}={hang_at}: hanging before step {step}")
                         while True:
                             time.sleep(1.0)
-                    stream.position = step
-                    batch = jax.device_put(next(stream), fns.batch_sharded)
-                    state, metrics = fns.step(state, batch)
-                    metrics = jax.device_get(metrics)
-                    now = time.perf_counter()
-                    record = {"step": step, "loss": float(metrics["loss"]),
-                              "learning_rate": float(metrics["learning_rate"]),
-                              "grad_norm": float(metrics["grad_norm"]),
-                              "tokens_per_s": tokens / max(now - tick, 1e-9)}
-                    tick = now
-                    params_finite = bool(metrics["params_finite"])
-                    if not (math.isfinite(record["loss"]) and math.isfinite(record["grad_norm"])
-                            and params_finite):
-                        raise _non_finite_error(step, record, params_finite, last_good, workdir)
-                    logs.append_jsonl(log, record)
-                    bar.update(loss=f"{record['loss']:.3f}")
+                    state, metrics = fns.step(state, batches.get())
+                    readback.add(step, metrics)
                     if step + 1 in save_steps:
+                        readback.flush(last_good)  # every step up to here is finite
                         val = evaluate_and_save(mngr, step + 1, state)
+                        readback.tick = time.perf_counter()  # the rate excludes the save
                         last_good = step + 1
-                        progress.note(f"step {step + 1}: loss {record['loss']:.4f}, "
+                        progress.note(f"step {step + 1}: loss {readback.last_loss:.4f}, "
                                       f"val loss {val:.4f}, checkpoint saved")
+                    elif len(readback.pending) >= log_every:
+                        readback.flush(last_good)
+                readback.flush(last_good)
         except KeyboardInterrupt:
             raise Interrupted(step) from None
         finally:
+            batches.close()
             bar.close()
     records = logs.read_metrics(workdir)
     return TrainSummary(objective=config.objective, final_step=config.steps,
                         first_loss=records[0]["loss"] if records else None,
                         final_loss=records[-1]["loss"] if records else None,
                         eval=logs.read_evals(workdir), checkpoints=sorted(save_steps))
+
+
+def _start(fns: Compiled, mngr, stream, evaluate_and_save, metrics_path, eval_path):
+    """(first step, state): the newest readable checkpoint (the logs cut back to it), or a fresh
+    state saved as checkpoint 0 (the logs emptied)."""
+    restored = checkpointing.restore_latest(mngr, fns.abstract)
+    if restored is None:
+        state = fns.init()
+        logs.truncate_jsonl(metrics_path, 0)
+        logs.truncate_jsonl(eval_path, 0)
+        evaluate_and_save(mngr, 0, state)
+        return 0, state
+    start, state, data_state = restored
+    if int(state["step"]) != start:
+        raise ValueError(f"checkpoint {start} holds a state of step {int(state['step'])}")
+    stream.restore(data_state)
+    logs.truncate_jsonl(metrics_path, start)
+    logs.truncate_jsonl(eval_path, start + 1)
+    return start, state

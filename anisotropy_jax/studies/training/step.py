@@ -8,6 +8,7 @@ replicated.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -103,9 +104,16 @@ def check_devices(config: TrainConfig, num_devices: int | None = None) -> None:
             f"{config.eval_batch_size} does not split over the {n} devices; use a multiple of {n}")
 
 
-def abstract_state(config: TrainConfig) -> tuple[Any, nn.Module, optax.GradientTransformation]:
-    """(abstract train state with replicated shardings, model, optimiser)."""
-    model = Transformer(config.transformer_config())
+def abstract_state(config: TrainConfig, attention_impl: str | None = None
+                   ) -> tuple[Any, nn.Module, optax.GradientTransformation]:
+    """(abstract train state with replicated shardings, model, optimiser). `attention_impl`
+    replaces the block's attention core (BlockConfig.attention_impl; e.g. 'dot_product', cuDNN's
+    fused attention on GPUs: the parameters are the same)."""
+    model_config = config.transformer_config()
+    if attention_impl is not None:
+        model_config = dataclasses.replace(model_config, block=dataclasses.replace(
+            model_config.block, attention_impl=attention_impl))
+    model = Transformer(model_config)
     tx = optimizer(config.optim, config.steps)
     shapes = jax.eval_shape(functools.partial(init_state, model, tx, config.seed,
                                               config.data.seq_len))
