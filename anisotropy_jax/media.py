@@ -10,7 +10,11 @@ and centre-crops s × s; s >= 384 warps to s × s. Without a preprocessor_config
 (`DEFAULT_IMAGE`).
 
 Audio (WAV, stdlib `wave`): 8/16/24/32-bit PCM, channels averaged, scaled to [-1, 1), resampled
-to the model's rate with a polyphase filter (scipy.signal.resample_poly).
+to the model's rate with a polyphase filter (scipy.signal.resample_poly); where the model's
+preprocessor_config.json sets `do_normalize` (wav2vec 2.0 checkpoints such as
+facebook/wav2vec2-base-960h), each waveform as fed to the model is brought to zero mean and unit
+variance, (x − mean) / sqrt(var + 1e-7), as Wav2Vec2FeatureExtractor does (`audio_normalization`,
+`normalize_waveform`).
 
 Every file of a folder is checked before anything is computed; a bad one gives a one-line
 `MediaError` naming the file (unreadable image, not a WAV file, unsupported sample rate or sample
@@ -37,6 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from anisotropy_jax import formant
 from anisotropy_jax.config import ConfigError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -242,6 +247,25 @@ def load_audio(paths: Sequence[str | pathlib.Path], rate: int, minimum: int = MI
     return [resample(samples, r, rate).astype(np.float32) for samples, r in read]
 
 
+def audio_normalization(model_dir: str | pathlib.Path | None) -> bool:
+    """`model_dir`/preprocessor_config.json's do_normalize (Wav2Vec2FeatureExtractor's flag);
+    False without the file (HuBERT and Whisper checkpoints leave it false or absent)."""
+    path = None if model_dir is None else pathlib.Path(model_dir) / "preprocessor_config.json"
+    if path is None or not path.is_file():
+        return False
+    try:
+        return bool(json.loads(path.read_text()).get("do_normalize", False))
+    except (ValueError, AttributeError) as e:
+        raise MediaError(f"{path}: unreadable preprocessor config ({e})") from None
+
+
+def normalize_waveform(samples: np.ndarray) -> np.ndarray:
+    """Zero mean, unit variance in float32: (x − mean) / sqrt(var + 1e-7), Wav2Vec2FeatureExtractor's
+    zero_mean_unit_var_norm of one unpadded utterance."""
+    x = np.asarray(samples, np.float32)
+    return ((x - x.mean()) / np.sqrt(x.var() + 1e-7)).astype(np.float32)
+
+
 # --------------------------------------------------------------------------------------------
 # Offline defaults
 
@@ -256,115 +280,13 @@ def skimage_sample_images() -> list[pathlib.Path]:
     return [data / name for name in SKIMAGE_PHOTOS if (data / name).is_file()]
 
 
-# Formant synthesiser (the speech default without espeak-ng): (F1, F2, F3) Hz of ten English
-# vowels (Peterson & Barney 1952, adult male averages) and the bandwidths of the three resonators.
-VOWEL_FORMANTS = ((270, 2290, 3010), (390, 1990, 2550), (530, 1840, 2480), (660, 1720, 2410),
-                  (730, 1090, 2440), (570, 840, 2410), (440, 1020, 2240), (300, 870, 2240),
-                  (640, 1190, 2390), (490, 1350, 1690))
-FORMANT_BANDWIDTHS = (60, 90, 120)
-FORMANT_RATE = 16_000
 SPEECH_SOURCES = ("espeak-ng", "formant")
 
 
 def speech_source() -> str:
     """Which synthesiser `synthesize_speech` uses here: "espeak-ng" where the binary is on PATH,
-    else "formant" (`synthesize_formant_speech`, numpy only)."""
+    else "formant" (`formant.synthesize_formant_speech`, numpy only)."""
     return "espeak-ng" if shutil.which("espeak-ng") else "formant"
-
-
-def _resonate(x: np.ndarray, freq: np.ndarray, bandwidth: float, rate: int) -> np.ndarray:
-    """A two-pole resonator (Klatt 1980) whose centre frequency follows `freq` sample by sample;
-    unit gain at 0 Hz."""
-    r = math.exp(-math.pi * bandwidth / rate)
-    c = -r * r
-    b = 2 * r * np.cos(2 * np.pi * freq / rate)
-    a = 1 - b - c
-    y = np.zeros_like(x)
-    y1 = y2 = 0.0
-    for n in range(x.size):  # ~1 s of 16 kHz a clip: fast enough in pure Python
-        y1, y2 = a[n] * x[n] + b[n] * y1 + c * y2, y1
-        y[n] = y1
-    return y
-
-
-def formant_waveform(words: int, rng: np.random.Generator, rate: int = FORMANT_RATE
-                     ) -> np.ndarray:
-    """A speech-like waveform (float in [-1, 1]): ~1.4 syllables a word of 0.12–0.22 s, each a
-    random vowel (VOWEL_FORMANTS) with formant transitions from the previous one, some preceded
-    by a fricative (high-passed noise burst); a glottal pulse train whose pitch falls from
-    ~130 Hz to ~95 Hz over the utterance with a rise on stressed syllables, 1 % jitter; the
-    source filtered by three cascaded resonators; 50 ms of silence at either end."""
-    syllables = max(2, round(words * 1.4))
-    durations = rng.uniform(0.12, 0.22, syllables)
-    vowels = rng.integers(0, len(VOWEL_FORMANTS), syllables)
-    fricative = rng.random(syllables) < 0.35
-    stress = rng.random(syllables) < 0.3
-    counts = (durations * rate).astype(int)
-    total = int(counts.sum())
-    # Formant tracks: each syllable glides over its first 30 % from the previous vowel.
-    tracks = np.zeros((3, total))
-    envelope = np.zeros(total)
-    noise_gate = np.zeros(total)
-    start, previous = 0, np.asarray(VOWEL_FORMANTS[vowels[0]], float)
-    for count, vowel, fric in zip(counts, vowels, fricative):
-        target = np.asarray(VOWEL_FORMANTS[vowel], float)
-        glide = np.clip(np.arange(count) / (0.3 * count), 0, 1)
-        tracks[:, start:start + count] = previous[:, None] + (target - previous)[:, None] * glide
-        rise, fall = int(0.2 * count), int(0.3 * count)
-        shape = np.ones(count)
-        shape[:rise] = np.linspace(0, 1, rise)
-        shape[count - fall:] = np.linspace(1, 0.05, fall)
-        if fric:  # the first 25 % is a noise burst, the vowel starts after it
-            burst = int(0.25 * count)
-            noise_gate[start:start + burst] = np.hanning(burst)
-            shape[:burst] = 0
-        envelope[start:start + count] = shape
-        start, previous = start + count, target
-    # Pitch: a declining line, raised on stressed syllables, 1 % jitter; pulses where the phase
-    # crosses an integer.
-    t = np.arange(total) / total
-    f0 = 130 - 35 * t
-    f0 += 20 * np.repeat(stress.astype(float), counts) * np.sin(np.pi * np.concatenate(
-        [np.arange(c) / c for c in counts]))
-    f0 *= 1 + 0.01 * rng.standard_normal(total)
-    phase = np.cumsum(f0 / rate)
-    pulses = np.diff(np.floor(phase), prepend=0.0)
-    glottal = np.convolve(pulses, np.hanning(int(0.004 * rate)), mode="same")  # soft pulses
-    glottal -= np.convolve(glottal, np.ones(64) / 64, mode="same")  # no DC
-    voiced = glottal * envelope
-    for k in range(3):
-        voiced = _resonate(voiced, tracks[k], FORMANT_BANDWIDTHS[k], rate)
-    noise = np.diff(rng.standard_normal(total + 1)) * noise_gate  # first difference: high-passed
-    signal = voiced / (np.abs(voiced).max() + 1e-9) + 0.25 * noise
-    silence = np.zeros(int(0.05 * rate))
-    signal = np.concatenate([silence, signal, silence])
-    return 0.8 * signal / (np.abs(signal).max() + 1e-9)
-
-
-def write_wav(path: str | pathlib.Path, samples: np.ndarray, rate: int) -> None:
-    """Mono 16-bit PCM WAV of `samples` (float in [-1, 1])."""
-    pcm = np.round(np.clip(samples, -1, 1) * 32767).astype("<i2")
-    with wave.open(str(path), "wb") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(rate)
-        f.writeframes(pcm.tobytes())
-
-
-def synthesize_formant_speech(lines: Sequence[str], folder: str | pathlib.Path, seed: int = 0
-                              ) -> list[pathlib.Path]:
-    """One speech-like WAV per line (`formant_waveform`, as many syllables as the line has words
-    × 1.4; 16 kHz mono 16-bit) into `folder` as line_000.wav, …; deterministic in (`seed`, line
-    index, word count); numpy only. Not words: vowels, fricatives and a pitch contour."""
-    folder = pathlib.Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i, line in enumerate(lines):
-        path = folder / f"line_{i:03d}.wav"
-        rng = np.random.default_rng([seed, i])
-        write_wav(path, formant_waveform(len(line.split()), rng), FORMANT_RATE)
-        paths.append(path)
-    return paths
 
 
 def synthesize_speech(lines: Sequence[str], folder: str | pathlib.Path, voice: str = "en-us",
@@ -372,13 +294,13 @@ def synthesize_speech(lines: Sequence[str], folder: str | pathlib.Path, voice: s
                       ) -> list[pathlib.Path]:
     """One WAV per line into `folder` as line_000.wav, …: spoken by espeak-ng (offline; 22,050 Hz
     mono 16-bit; files already there are reused) where it is installed, else the numpy formant
-    synthesiser (`synthesize_formant_speech`, with `seed`). `source` forces one of
+    synthesiser (`formant.synthesize_formant_speech`, with `seed`). `source` forces one of
     SPEECH_SOURCES (default `speech_source()`); MediaError if "espeak-ng" is forced and absent."""
     source = source or speech_source()
     if source not in SPEECH_SOURCES:
         raise MediaError(f"speech source: {source!r} is not one of {SPEECH_SOURCES}")
     if source == "formant":
-        return synthesize_formant_speech(lines, folder, seed)
+        return formant.synthesize_formant_speech(lines, folder, seed)
     binary = shutil.which("espeak-ng")
     if binary is None:
         raise MediaError("espeak-ng: not found; install it (apt-get install espeak-ng) or pass "

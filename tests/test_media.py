@@ -10,7 +10,7 @@ import pytest
 import transformers
 from PIL import Image
 
-from anisotropy_jax import media
+from anisotropy_jax import formant, media
 
 
 def _png(path, size=(40, 30), seed=0):
@@ -86,9 +86,9 @@ def test_offline_defaults_exist(tmp_path):
 
 def test_formant_speech_is_deterministic_and_speech_like(tmp_path):
     lines = ["Now is the winter of our discontent.", "To be, or not to be: that is the question."]
-    first = media.load_audio(media.synthesize_formant_speech(lines, tmp_path / "a", seed=3), 16000)
-    again = media.load_audio(media.synthesize_formant_speech(lines, tmp_path / "b", seed=3), 16000)
-    other = media.load_audio(media.synthesize_formant_speech(lines, tmp_path / "c", seed=4), 16000)
+    first = media.load_audio(formant.synthesize_formant_speech(lines, tmp_path / "a", seed=3), 16000)
+    again = media.load_audio(formant.synthesize_formant_speech(lines, tmp_path / "b", seed=3), 16000)
+    other = media.load_audio(formant.synthesize_formant_speech(lines, tmp_path / "c", seed=4), 16000)
     for x, y, z, line in zip(first, again, other, lines):
         np.testing.assert_array_equal(x, y)
         assert x.shape != z.shape or not np.array_equal(x, z)

@@ -8,7 +8,7 @@ Inputs (`load`): a folder of PNG/JPEG images or of WAV files (`inputs`; the firs
 sorted by name), or the offline defaults: scikit-image's photographs (`image_files`), and
 `num_inputs` Shakespeare lines (`speech_lines`) spoken by espeak-ng (synthetic speech) into a
 temporary folder (`default_speech`), or, where espeak-ng is not installed, as many speech-like
-formant clips (media.synthesize_formant_speech, numpy only); `source` says which. Every file
+formant clips (formant.synthesize_formant_speech, numpy only); `source` says which. Every file
 is read before any computation; a bad one (unreadable image, non-WAV file, unsupported sample
 rate, empty folder) gives one line "inputs: <file>: ...".
 
@@ -17,7 +17,9 @@ How each family is fed (`FEEDERS`, by family name):
   whisper       the 30 s log-mel window (`whisper_features`); only the frames covering speech
                 are measured (`whisper_speech_mask`), not the zero padding;
   wav2vec2      each waveform alone (batch 1, its own length cut to whole 0.5 s: padding would
-                enter the group norm of the feature encoder), every frame measured.
+                enter the group norm of the feature encoder), every frame measured; brought to
+                zero mean and unit variance where preprocessor_config.json sets do_normalize
+                (media.normalize_waveform).
 """
 from __future__ import annotations
 
@@ -145,8 +147,10 @@ def _waveforms(config: Any, model_dir: pathlib.Path, pc: PretrainedConfig):
     short = [n for n, w in zip(names, waves) if w.size < HALF_SECOND]
     if short:
         raise media.MediaError(f"{short[0]}: shorter than 0.5 s")
-    return [ForwardBatch((w[None, :w.size // HALF_SECOND * HALF_SECOND],), np.array([i]))
-            for i, w in enumerate(waves)], names
+    normalize = media.normalize_waveform if media.audio_normalization(model_dir) else None
+    cut = [w[:w.size // HALF_SECOND * HALF_SECOND] for w in waves]
+    return [ForwardBatch(((normalize(w) if normalize else w)[None],), np.array([i]))
+            for i, w in enumerate(cut)], names
 
 
 FEEDERS: dict[str, Callable[..., Any]] = {"vit": _images, "resnet": _images,
