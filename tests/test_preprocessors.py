@@ -61,6 +61,20 @@ def test_convnext_crop_pct_matches_transformers(case, tmp_path):
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
+def test_deit_processor_matches_transformers(tmp_path):
+    """DeiTImageProcessor (facebook/deit-*): warp to 256 × 256 (bicubic), centre-crop 224; ViT's and
+    DINOv2's processors are checked in tests/test_media.py."""
+    from transformers.models.deit.image_processing_pil_deit import DeiTImageProcessorPil
+
+    hf = DeiTImageProcessorPil()
+    hf.save_pretrained(str(tmp_path))
+    paths = _images(tmp_path)
+    got = media.load_images(paths, media.image_preprocessing(tmp_path))
+    want = hf([Image.open(p).convert("RGB") for p in paths], return_tensors="np").pixel_values
+    assert got.shape == want.shape == (len(SHAPES), 3, 224, 224)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
 def _waves(seconds=(0.5, 1.0, 0.5)):
     rng = np.random.default_rng(0)
     return [(0.2 + 0.3 * np.sin(np.arange(int(s * 16000)) * (0.03 + 0.01 * i))
