@@ -11,7 +11,8 @@ from anisotropy_jax import config
 from anisotropy_jax.config import (AnalysisConfig, BlockConfig, CrossModalConfig, DataConfig,
                                    DepthConfig, EmbeddingsConfig, ModalitiesConfig, ModelSpec,
                                    OptimConfig, PretrainedConfig, ReproduceConfig, SeriesConfig,
-                                   SweepConfig, TrainConfig, config_dict, from_mapping)
+                                   SweepConfig, TrainConfig, config_dict, field_names,
+                                   from_mapping)
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SERIES_DIR = "runs/series"  # SeriesConfig.series_dir is required (its default '' is refused)
@@ -123,6 +124,21 @@ def test_train_defaults_differ_by_objective_only_where_the_family_does():
 def test_config_dict_round_trips(cls):
     assert config_dict(cls).to_dict() == config_dict(cls()).to_dict()
     assert from_mapping(cls, config_dict(cls)) == cls()
+
+
+def test_text_sample_fields_are_shared_and_keep_their_order():
+    """PretrainedConfig and SeriesConfig take the sentence-sample fields from one TextSample base;
+    their fields keep the order config.json and results.json are written in, and each class its
+    own num_sentences default."""
+    sample = ("num_sentences", "min_words", "max_words", "max_length", "batch_size",
+              "length_multiple", "num_pairs", "seed", "include_special_tokens")
+    assert field_names(PretrainedConfig) == (
+        "model_dir", "text_file", "inputs", "num_inputs", *sample, "untrained_baseline",
+        "save_hidden_states", "precision")
+    assert field_names(SeriesConfig) == ("series_dir", "text_file", *sample, "head_analysis",
+                                         "head_batch_size", "head_length", "precision")
+    assert (PretrainedConfig().num_sentences, config_dict(SeriesConfig).num_sentences) == (1000, 256)
+    assert list(dataclasses.asdict(PretrainedConfig())) == list(field_names(PretrainedConfig))
 
 
 def test_config_dict_nests_keeps_tuples_and_reads_required_fields_without_constructing():

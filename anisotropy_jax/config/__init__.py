@@ -9,7 +9,7 @@ live once, in the dataclasses: experiment files start from `config_dict` (or a s
 """
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_choice, require_int, require_positive_float)
-from anisotropy_jax.config.defaults import config_dict, field_names
+from anisotropy_jax.config.defaults import config_dict, field_names, with_variants
 from anisotropy_jax.config.depth import (ARCHITECTURES, WEIGHT_MODES, DepthConfig,
                                          depth_config_dict, depth_config_from_mapping)
 from anisotropy_jax.config.embeddings import EmbeddingsConfig
@@ -40,5 +40,5 @@ __all__ = [
     "sweep_configs_from_mapping", "train_config_from_mapping", "vocab_size",
     "config_dict", "field_names", "depth_config_dict", "sweep_config_dict", "CrossModalConfig",
     "cross_modal_config_dict", "LAYER_NORM_EPS", "TRAIN_VARIANTS", "default_train_config",
-    "train_config_dict", "PRECISION_ALIASES", "precision_name",
+    "train_config_dict", "PRECISION_ALIASES", "precision_name", "with_variants",
 ]

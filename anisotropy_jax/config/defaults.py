@@ -1,12 +1,13 @@
 """The experiment form of a config's defaults: a config dataclass (its class defaults, or an
 instance's values) as an `ml_collections.ConfigDict`, which experiment config files start from and
 then change by their named variants. The defaults and their docs live in the dataclasses only
-(`Attributes:` of each docstring); `from_mapping` (config/base.py) is the way back.
+(`Attributes:` of each docstring); `from_mapping` (config/base.py) is the way back. A named
+variant is data, the fields it sets (`with_variants`).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import ml_collections
 
@@ -53,3 +54,31 @@ def block_form(config: Any, model_fields: Sequence[str]) -> ml_collections.Confi
     out.model = config_dict(config.block, model_fields)
     out.precision = config.block.precision
     return out
+
+
+# The error of an unknown variant (formatted with its name and the config's variants).
+UNKNOWN_VARIANT = "config variant: unknown variant {!r}; choose one of {}"
+UNKNOWN_COMBINED_VARIANT = "config: unknown variant {!r}; choose from {}"
+
+
+def with_variants(config: ml_collections.ConfigDict, arg: str | None, variants: Sequence[str],
+                  settings: Mapping[str, Mapping[str, Any]], *, combine: bool = False,
+                  error: str | None = None) -> ml_collections.ConfigDict:
+    """`config` (an experiment form) changed by the named variant `arg` (the `:VARIANT` of
+    --config) and returned: the fields `settings[name]` sets, in their order, a nested one by
+    its dotted path ('model.d_model'). None, '' and 'default' change nothing, nor does a name of
+    `variants` without settings. With `combine`, `arg` is names joined by '+' (spaces around
+    them ignored), applied left to right. A name not in `variants` raises ValueError(`error`
+    formatted with it and `variants`; default: UNKNOWN_COMBINED_VARIANT with `combine`, else
+    UNKNOWN_VARIANT)."""
+    error = error or (UNKNOWN_COMBINED_VARIANT if combine else UNKNOWN_VARIANT)
+    for name in [n.strip() for n in (arg or "").split("+")] if combine else [arg or "default"]:
+        if name not in ("", "default", *variants):
+            raise ValueError(error.format(name, tuple(variants)))
+        for key, value in settings.get(name, {}).items():
+            *parents, field = key.split(".")
+            target = config
+            for parent in parents:
+                target = target[parent]
+            target[field] = value
+    return config

@@ -12,7 +12,36 @@ from anisotropy_jax.config.model import PRECISIONS, canonical_precision
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainedConfig:
+class TextSample:
+    """The fields of the sentence sample and the forward shared by the studies that measure a
+    model on text (PretrainedConfig, config/series.py's SeriesConfig, which document them), with
+    their defaults; `validate_text_sample` validates them (and text_file, precision) once."""
+
+    num_sentences: int = 1000
+    min_words: int = 5
+    max_words: int = 60
+    max_length: int = 0
+    batch_size: int = 32
+    length_multiple: int = 16
+    num_pairs: int = 10_000
+    seed: int = 0
+    include_special_tokens: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelInputs:
+    """PretrainedConfig's fields before its TextSample ones."""
+
+    model_dir: str = ""
+    text_file: str = ""
+    inputs: str = ""
+    num_inputs: int = 16
+
+
+# A dataclass's fields are those of its bases, the last base's first, then its own: here
+# _ModelInputs's, TextSample's, then these three (the order of config.json and results.json).
+@dataclasses.dataclass(frozen=True)
+class PretrainedConfig(TextSample, _ModelInputs):
     """Which checkpoint, which text, and how it is measured.
 
     Attributes:
@@ -40,19 +69,6 @@ class PretrainedConfig:
       precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
     """
 
-    model_dir: str = ""
-    text_file: str = ""
-    inputs: str = ""
-    num_inputs: int = 16
-    num_sentences: int = 1000
-    min_words: int = 5
-    max_words: int = 60
-    max_length: int = 0
-    batch_size: int = 32
-    length_multiple: int = 16
-    num_pairs: int = 10_000
-    seed: int = 0
-    include_special_tokens: bool = True
     untrained_baseline: bool = True
     save_hidden_states: bool = False
     precision: str = "highest"
@@ -69,9 +85,9 @@ class PretrainedConfig:
 
 def validate_text_sample(config: Any) -> None:
     """The sentence-sample and forward fields shared by the studies that measure a model on text
-    (PretrainedConfig, config/series.py's SeriesConfig), each validated here once: text_file,
-    num_sentences, min/max_words, max_length, batch_size, length_multiple, num_pairs, seed,
-    include_special_tokens, precision."""
+    (TextSample's, of PretrainedConfig and config/series.py's SeriesConfig), each validated here
+    once: text_file, num_sentences, min/max_words, max_length, batch_size, length_multiple,
+    num_pairs, seed, include_special_tokens, precision."""
     require(isinstance(config.text_file, str), "text_file",
             f"must be a path, got {config.text_file!r}")
     for name, minimum in (("num_sentences", 3), ("min_words", 1), ("max_words", 1),

@@ -4,11 +4,22 @@ from __future__ import annotations
 import dataclasses
 
 from anisotropy_jax.config.base import require, require_bool, require_int
-from anisotropy_jax.config.pretrained import validate_text_sample
+from anisotropy_jax.config.pretrained import TextSample, validate_text_sample
 
 
 @dataclasses.dataclass(frozen=True)
-class SeriesConfig:
+class _SeriesInputs:
+    """SeriesConfig's fields before its TextSample ones."""
+
+    series_dir: str = ""
+    text_file: str = ""
+
+
+# A dataclass's fields are those of its bases, the last base's first, then its own: here
+# _SeriesInputs's, TextSample's (num_sentences with the default below), then the head fields
+# and precision (the order of config.json and results.json).
+@dataclasses.dataclass(frozen=True)
+class SeriesConfig(TextSample, _SeriesInputs):
     """Which series of checkpoints, which text, and how it is measured.
 
     Attributes:
@@ -32,17 +43,7 @@ class SeriesConfig:
       precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
     """
 
-    series_dir: str = ""
-    text_file: str = ""
     num_sentences: int = 256
-    min_words: int = 5
-    max_words: int = 60
-    max_length: int = 0
-    batch_size: int = 32
-    length_multiple: int = 16
-    num_pairs: int = 10_000
-    seed: int = 0
-    include_special_tokens: bool = True
     head_analysis: bool = True
     head_batch_size: int = 16
     head_length: int = 0

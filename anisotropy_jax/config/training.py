@@ -9,7 +9,7 @@ import ml_collections
 
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
                                         require_choice, require_int)
-from anisotropy_jax.config.defaults import config_dict, field_names
+from anisotropy_jax.config.defaults import config_dict, field_names, with_variants
 from anisotropy_jax.config.model import BlockConfig, TransformerConfig, canonical_precision
 
 OBJECTIVES = ("mlm", "clm")
@@ -230,6 +230,20 @@ def train_config_from_mapping(cfg: Mapping[str, Any]) -> tuple[TrainConfig, Anal
 
 # Named variants of the training configs (the `:arg` of experiments/configs/train_*.py).
 TRAIN_VARIANTS = ("default", "smoke", "small", "gpu")
+# The fields each variant sets (`with_variants`; train_config_dict's docstring says what for).
+_TRAIN_SETTINGS = {
+    "smoke": {"model.d_model": 64, "model.num_heads": 4, "model.d_ff": 128, "model.num_layers": 2,
+              "data.seq_len": 32, "data.batch_size": 8, "optim.learning_rate": 3e-3,
+              "optim.warmup_steps": 5, "steps": 40, "checkpoint_every": 20,
+              "eval_batch_size": 8, "analysis.batch_size": 8},
+    "small": {"model.d_model": 128, "model.num_heads": 4, "model.d_ff": 512,
+              "model.num_layers": 4, "optim.warmup_steps": 30, "steps": 300,
+              "checkpoint_every": 100},
+    "gpu": {"model.d_model": 384, "model.num_heads": 6, "model.d_ff": 1536, "model.num_layers": 6,
+            "model.precision": "default", "data.seq_len": 256, "data.batch_size": 64,
+            "optim.learning_rate": 1e-3, "optim.warmup_steps": 200, "steps": 4000,
+            "checkpoint_every": 500, "eval_batch_size": 64, "analysis.batch_size": 32},
+}
 
 
 def default_train_config(objective: str) -> TrainConfig:
@@ -247,29 +261,8 @@ def train_config_dict(arg: str | None, objective: str) -> ml_collections.ConfigD
       small  d = 128, 4 layers, 300 steps: the seeded CPU runs of docs/TRAINING.md
       gpu    d = 384, 6 layers, 4,000 steps, TF32 matmuls: sized for one H100
     """
-    variant = arg or "default"
-    if variant not in TRAIN_VARIANTS:
-        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of "
-                         f"{TRAIN_VARIANTS}")
     config = default_train_config(objective)
     c = config_dict(config, [name for name in field_names(config) if name != "data"])
     c.data = config_dict(config.data, [n for n in field_names(config.data) if n != "objective"])
     c.analysis = config_dict(AnalysisConfig)
-    if variant == "smoke":
-        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 64, 4, 128, 2
-        c.data.seq_len, c.data.batch_size = 32, 8
-        c.optim.learning_rate, c.optim.warmup_steps = 3e-3, 5
-        c.steps, c.checkpoint_every, c.eval_batch_size = 40, 20, 8
-        c.analysis.batch_size = 8
-    elif variant == "small":
-        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 128, 4, 512, 4
-        c.optim.warmup_steps = 30
-        c.steps, c.checkpoint_every = 300, 100
-    elif variant == "gpu":
-        c.model.d_model, c.model.num_heads, c.model.d_ff, c.model.num_layers = 384, 6, 1536, 6
-        c.model.precision = "default"
-        c.data.seq_len, c.data.batch_size = 256, 64
-        c.optim.learning_rate, c.optim.warmup_steps = 1e-3, 200
-        c.steps, c.checkpoint_every, c.eval_batch_size = 4000, 500, 64
-        c.analysis.batch_size = 32
-    return c
+    return with_variants(c, arg, TRAIN_VARIANTS, _TRAIN_SETTINGS)

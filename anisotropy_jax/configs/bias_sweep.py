@@ -27,46 +27,29 @@ Fields, defaults and their meaning: SweepConfig and BlockConfig (`model`) in ani
 """
 import ml_collections
 
-from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_config_dict
+from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_config_dict, with_variants
 
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
-VARIANTS = ("smoke", "pre_ln", "lecun", "attention_only", "post_vs_pre", "init_std",
-            "temperature", "dense_1024", "control")
+# The fields each variant sets (`with_variants`; a nested one by its dotted path).
+SETTINGS = {
+    "smoke": {"model.d_model": 64, "model.num_heads": 4, "model.d_ff": 128, "batch_size": 4,
+              "seq_len": 16, "num_seeds": 2,
+              "bias_norms": (0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0), "chunk_size": 8},
+    "pre_ln": {"model.norm_position": "pre", "model.layer_norm_eps": 1e-5},
+    "lecun": {"model.init": "lecun"},
+    "attention_only": {"model.use_mlp": False},
+    "post_vs_pre": {"compare_field": "norm_position", "compare_values": ("post", "pre")},
+    "init_std": {"compare_field": "init_std", "compare_values": (0.01, 0.02, 0.05)},
+    "temperature": {"compare_field": "logit_temperature", "compare_values": (0.5, 1.0, 2.0)},
+    "dense_1024": {"bias_norms": DENSE_1024_BIAS_NORMS, "batch_size": 32, "num_seeds": 1},
+    "control": {"compare_field": "inputs", "compare_values": ("biased", "norm_matched")},
+}
+VARIANTS = tuple(SETTINGS)
 
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": (SweepConfig, sweep_config_dict), "model": BlockConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    config = sweep_config_dict()  # SweepConfig's defaults and fields (anisotropy_jax/config)
-    for variant in (arg or "").split("+"):
-        _apply_variant(config, variant.strip())
-    return config
-
-
-def _apply_variant(config: ml_collections.ConfigDict, variant: str) -> None:
-    if variant in ("", "default"):
-        return
-    if variant == "smoke":
-        config.model.d_model, config.model.num_heads, config.model.d_ff = 64, 4, 128
-        config.batch_size, config.seq_len, config.num_seeds = 4, 16, 2
-        config.bias_norms = (0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
-        config.chunk_size = 8
-    elif variant == "pre_ln":
-        config.model.norm_position, config.model.layer_norm_eps = "pre", 1e-5
-    elif variant == "lecun":
-        config.model.init = "lecun"
-    elif variant == "attention_only":
-        config.model.use_mlp = False
-    elif variant == "post_vs_pre":
-        config.compare_field, config.compare_values = "norm_position", ("post", "pre")
-    elif variant == "init_std":
-        config.compare_field, config.compare_values = "init_std", (0.01, 0.02, 0.05)
-    elif variant == "temperature":
-        config.compare_field, config.compare_values = "logit_temperature", (0.5, 1.0, 2.0)
-    elif variant == "control":
-        config.compare_field, config.compare_values = "inputs", ("biased", "norm_matched")
-    elif variant == "dense_1024":
-        config.bias_norms, config.batch_size, config.num_seeds = DENSE_1024_BIAS_NORMS, 32, 1
-    else:
-        raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
+    """SweepConfig's defaults and fields (anisotropy_jax/config), then the variants of `arg`."""
+    return with_variants(sweep_config_dict(), arg, VARIANTS, SETTINGS, combine=True)

@@ -20,22 +20,16 @@ of every per-model run (CROSS_MODAL_PRETRAINED_FIELDS).
 """
 import ml_collections
 
-from anisotropy_jax.config import CrossModalConfig, cross_modal_config_dict
+from anisotropy_jax.config import CrossModalConfig, cross_modal_config_dict, with_variants
 
 VARIANTS = ("default", "smoke")
+SETTINGS = {"smoke": {"models": ("all-MiniLM-L6-v2", "Whisper-tiny.en"),
+                      "pretrained.num_sentences": 8, "pretrained.num_inputs": 2,
+                      "pretrained.num_pairs": 500, "pretrained.batch_size": 8}}
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": CrossModalConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = cross_modal_config_dict()  # CrossModalConfig's defaults
-    if variant == "smoke":
-        c.models = ("all-MiniLM-L6-v2", "Whisper-tiny.en")
-        c.pretrained.num_sentences = 8
-        c.pretrained.num_inputs = 2
-        c.pretrained.num_pairs = 500
-        c.pretrained.batch_size = 8
-    return c
+    """CrossModalConfig's defaults, then the variant `arg`."""
+    return with_variants(cross_modal_config_dict(), arg, VARIANTS, SETTINGS)

@@ -22,40 +22,29 @@ lists them.
 """
 import ml_collections
 
-from anisotropy_jax.config import BlockConfig, DepthConfig, depth_config_dict
+from anisotropy_jax.config import BlockConfig, DepthConfig, depth_config_dict, with_variants
 
-VARIANTS = ("smoke", "cpu", "bert_base", "llm", "lecun", "scaled")
+# The fields each variant sets (`with_variants`; a nested one by its dotted path); bert_base is
+# the defaults.
+SETTINGS = {
+    "smoke": {"widths": (32,), "head_dim": 16, "num_layers": 3, "batch_size": 2, "seq_len": 8,
+              "num_seeds": 2, "bias_norms": (0.0, 4.0, 16.0), "chunk_size": 4},
+    "cpu": {"widths": (128, 256, 512), "num_layers": 16, "batch_size": 4, "seq_len": 32,
+            "num_seeds": 3, "bias_norms": (0.0, 4.0, 16.0, 64.0, 256.0), "chunk_size": 8},
+    "bert_base": {},
+    "llm": {"widths": (1024, 2048, 4096, 8192), "num_layers": 48, "precision": "bfloat16",
+            "model.causal": True, "model.layer_norm_eps": 1e-5,
+            "bias_norms": (0.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0), "num_seeds": 2,
+            "chunk_size": 8},
+    "lecun": {"model.init": "lecun"},
+    "scaled": {"scale_with_depth": True},
+}
+VARIANTS = tuple(SETTINGS)
 
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": DepthConfig, "model": BlockConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    config = depth_config_dict()  # DepthConfig's defaults and fields (anisotropy_jax/config)
-    for variant in (arg or "").split("+"):
-        _apply_variant(config, variant.strip())
-    return config
-
-
-def _apply_variant(config: ml_collections.ConfigDict, variant: str) -> None:
-    if variant in ("", "default", "bert_base"):
-        return
-    if variant == "smoke":
-        config.widths, config.head_dim, config.num_layers = (32,), 16, 3
-        config.batch_size, config.seq_len, config.num_seeds = 2, 8, 2
-        config.bias_norms, config.chunk_size = (0.0, 4.0, 16.0), 4
-    elif variant == "cpu":
-        config.widths, config.num_layers = (128, 256, 512), 16
-        config.batch_size, config.seq_len, config.num_seeds = 4, 32, 3
-        config.bias_norms, config.chunk_size = (0.0, 4.0, 16.0, 64.0, 256.0), 8
-    elif variant == "llm":
-        config.widths, config.num_layers = (1024, 2048, 4096, 8192), 48
-        config.precision, config.model.causal, config.model.layer_norm_eps = "bfloat16", True, 1e-5
-        config.bias_norms = (0.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0)
-        config.num_seeds, config.chunk_size = 2, 8
-    elif variant == "lecun":
-        config.model.init = "lecun"
-    elif variant == "scaled":
-        config.scale_with_depth = True
-    else:
-        raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
+    """DepthConfig's defaults and fields (anisotropy_jax/config), then the variants of `arg`."""
+    return with_variants(depth_config_dict(), arg, VARIANTS, SETTINGS, combine=True)

@@ -21,28 +21,24 @@ Fields, defaults and their meaning: EmbeddingsConfig in anisotropy_jax/config/em
 """
 import ml_collections
 
-from anisotropy_jax.config import EmbeddingsConfig, config_dict
+from anisotropy_jax.config import EmbeddingsConfig, config_dict, with_variants
 
 VARIANTS = ("default", "smoke", "gpu")
+SETTINGS = {
+    "smoke": {"vocab_size": 300, "corpus_chars": 200_000, "chunk_len": 2048, "widths": (16, 32),
+              "head_dim": 8, "num_layers": 1, "seq_len": 16, "batch_size": 4, "steps": 12,
+              "eval_batches": 1, "checkpoint_steps": (0, 4, 12), "optim.warmup_steps": 4,
+              "seeds": (0,)},
+    "gpu": {"vocab_size": 8192, "widths": (128, 256, 512), "head_dim": 64, "num_layers": 4,
+            "seq_len": 256, "batch_size": 32, "steps": 1500, "eval_batches": 8,
+            "checkpoint_steps": (0, 10, 30, 100, 300, 1000, 1500), "seeds": (0, 1, 2),
+            "precision": "default", "optim.learning_rate": 2e-3, "optim.warmup_steps": 100},
+}
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": EmbeddingsConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = config_dict(EmbeddingsConfig)  # its defaults
-    if variant == "smoke":
-        c.vocab_size, c.corpus_chars, c.chunk_len = 300, 200_000, 2048
-        c.widths, c.head_dim, c.num_layers = (16, 32), 8, 1
-        c.seq_len, c.batch_size, c.steps, c.eval_batches = 16, 4, 12, 1
-        c.checkpoint_steps, c.optim.warmup_steps, c.seeds = (0, 4, 12), 4, (0,)
-    elif variant == "gpu":
-        c.vocab_size = 8192
-        c.widths, c.head_dim, c.num_layers = (128, 256, 512), 64, 4
-        c.seq_len, c.batch_size, c.steps, c.eval_batches = 256, 32, 1500, 8
-        c.checkpoint_steps = (0, 10, 30, 100, 300, 1000, 1500)
-        c.seeds, c.precision = (0, 1, 2), "default"
-        c.optim.learning_rate, c.optim.warmup_steps = 2e-3, 100
-    return c
+    """EmbeddingsConfig's defaults, then the variant `arg`."""
+    return with_variants(config_dict(EmbeddingsConfig), arg, VARIANTS, SETTINGS,
+                         error="config: unknown variant {!r}; choose one of {}")

@@ -38,21 +38,14 @@ overridden with --config.FIELD=VALUE.
 """
 import ml_collections
 
-from anisotropy_jax.config import PretrainedConfig, config_dict
+from anisotropy_jax.config import PretrainedConfig, config_dict, with_variants
 
 VARIANTS = ("default", "smoke")
+SETTINGS = {"smoke": {"num_sentences": 16, "batch_size": 8, "num_pairs": 1000, "num_inputs": 4}}
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": PretrainedConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = config_dict(PretrainedConfig)  # its defaults
-    if variant == "smoke":
-        c.num_sentences = 16
-        c.batch_size = 8
-        c.num_pairs = 1000
-        c.num_inputs = 4
-    return c
+    """PretrainedConfig's defaults, then the variant `arg`."""
+    return with_variants(config_dict(PretrainedConfig), arg, VARIANTS, SETTINGS)

@@ -11,18 +11,15 @@ training configs; `anisotropy-jax dynamics --help` lists them).
 """
 import ml_collections
 
-from anisotropy_jax.config import AnalysisConfig, config_dict
+from anisotropy_jax.config import AnalysisConfig, config_dict, with_variants
 
 VARIANTS = ("default", "smoke")
+SETTINGS = {"smoke": {"batch_size": 8}}
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": AnalysisConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
-    c = config_dict(AnalysisConfig, ("batch_size", "seed"))  # its defaults (`run` is training's)
-    if variant == "smoke":
-        c.batch_size = 8
-    return c
+    """AnalysisConfig's defaults (`run` is training's), then the variant `arg`."""
+    return with_variants(config_dict(AnalysisConfig, ("batch_size", "seed")), arg, VARIANTS,
+                         SETTINGS)

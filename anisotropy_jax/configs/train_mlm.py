@@ -1,27 +1,12 @@
-"""Training config: BERT-style post-LN byte-level encoder with masked-LM loss on Shakespeare,
-embedding LayerNorm, LayerNorm epsilon of BERT (1e-12).
-
-Run (defaults: about 15 minutes on 2 CPU cores, then the per-checkpoint analysis):
-  anisotropy-jax train --config=mlm --workdir=runs/mlm
-  python experiments/train.py --config=experiments/configs/train_mlm.py --workdir=runs/mlm
-  python experiments/qk_dynamics.py --workdir=runs/mlm      # re-run the analysis alone
-Variants (the `:arg` suffix, e.g. `--config=mlm:smoke`):
-  :smoke  tiny model, 40 steps, under a minute on 2 CPU cores (CI)
-  :small  d = 128, 4 layers, 300 steps (the seeded CPU runs; experiments/train_seeds.py)
-  :gpu    sized for one H100 (a few minutes)
-Override any field with --config.FIELD=VALUE, e.g.
-  --config.steps=2000 --config.model.tie_embeddings=False
-Fields, defaults and their meaning: TrainConfig and AnalysisConfig (`analysis`) in
-anisotropy_jax/config/training.py (`anisotropy-jax train --help` lists them); the variants:
-`train_config_dict` there (shared with train_clm.py).
-"""
+# Training config of the masked LM: train_clm.py's, by objective (`training_doc` writes the
+# docstring).
 import ml_collections
 
-from anisotropy_jax.config import TRAIN_VARIANTS, AnalysisConfig, TrainConfig, train_config_dict
+from anisotropy_jax.config import train_config_dict
+from anisotropy_jax.configs.train_clm import FIELD_DOCS, VARIANTS, training_doc
 
-VARIANTS = TRAIN_VARIANTS
-# Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
-FIELD_DOCS = {"": TrainConfig, "analysis": AnalysisConfig}
+__all__ = ["FIELD_DOCS", "VARIANTS", "get_config"]
+__doc__ = training_doc("mlm")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -34,7 +34,7 @@ from anisotropy_jax.models.block import Block
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.depth.stack import stack_metrics
 from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
-                                               grid_mesh, place)
+                                               fetch, grid_mesh, place)
 
 GRID_AXIS = "grid"
 # A stream this small is float32 noise (denormals below 1.2e-38): reported, never averaged in.
@@ -131,16 +131,6 @@ def chunk_name(architecture: str, width: int, seeds: tuple[int, int],
     """A chunk's file stem: stack, seed range and bias-index range (inclusive)."""
     return (f"{stack_name(architecture, width)}/seeds{seeds[0]:04d}-{seeds[1]:04d}"
             f"_bias{bias[0]:04d}-{bias[1]:04d}")
-
-
-def _fetch(tree: Any) -> Any:
-    """Device arrays → numpy, gathering other processes' shards when there are several."""
-    def fetch(a):
-        if getattr(a, "is_fully_addressable", True):
-            return np.asarray(a)
-        from jax.experimental import multihost_utils
-        return np.asarray(multihost_utils.process_allgather(a, tiled=True))
-    return jax.tree.map(fetch, tree)
 
 
 def _first_out_of_range_layer(chunk: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -248,7 +238,7 @@ def _compute(fn: Callable, c: ChunkPlan, mesh: Mesh, key_data: np.ndarray,
              norms: np.ndarray, bias_per_chunk: int) -> dict[str, np.ndarray]:
     s_chunk = np.full((bias_per_chunk,), norms[c.hi - 1], np.float32)  # padding repeats the last
     s_chunk[: c.hi - c.lo] = norms[c.lo:c.hi]
-    out = _fetch(fn(place(key_data[c.padded_seeds], NamedSharding(mesh, P())),
+    out = fetch(fn(place(key_data[c.padded_seeds], NamedSharding(mesh, P())),
                     place(s_chunk, NamedSharding(mesh, P(GRID_AXIS)))))
     out = {k: v[: len(c.seeds), : c.hi - c.lo] for k, v in out.items()}
     return _mask_out_of_range(out, c.name, c.seeds, norms[c.lo:c.hi])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from anisotropy_jax import results as results_lib
 from anisotropy_jax.plotting import pretrained as plots
@@ -79,13 +79,24 @@ def _hidden_arrays(states: TokenStates) -> dict[str, Any]:
     return arrays
 
 
-def write(result: PretrainedResult, workdir: str | os.PathLike,
-          provenance: results_lib.Provenance) -> dict[str, Any]:
-    """Writes every output file (module docstring), results.json last; returns its dict."""
+def write_measured(result: Any, workdir: str | os.PathLike, provenance: results_lib.Provenance,
+                   summary: Callable[..., dict[str, Any]], format_report: Callable[..., str],
+                   own_files: Callable[[Any, pathlib.Path], None]) -> dict[str, Any]:
+    """Writes a run measured on sampled sentences (this study's, the checkpoint series'):
+    config.json (`result.config`), sentences.txt (`result.sentences`) and report.txt
+    (`format_report(summary(result))`), then `own_files(result, workdir)` (its figures and
+    arrays), and results.json (`summary(result, provenance)`) LAST; returns that dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result.config)
     results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
     results_lib.write_text(workdir / "report.txt", format_report(summary(result)) + "\n")
+    own_files(result, workdir)
+    out = summary(result, provenance.finish())
+    results_lib.write_json(workdir / "results.json", out)
+    return out
+
+
+def _figures_and_states(result: PretrainedResult, workdir: pathlib.Path) -> None:
     curves = {**summary(result), "metrics": {  # None (undefined) plots as a gap
         run: {n: [float("nan") if v is None else v for v in vs] for n, vs in values.items()}
         for run, values in result.metrics.items()}}
@@ -104,6 +115,10 @@ def write(result: PretrainedResult, workdir: str | os.PathLike,
         for run, states in result.hidden_states.items():
             suffix = "" if run == "trained" else f"_{run}"
             results_lib.write_npz(workdir / f"hidden_states{suffix}.npz", _hidden_arrays(states))
-    out = summary(result, provenance.finish())
-    results_lib.write_json(workdir / "results.json", out)
-    return out
+
+
+def write(result: PretrainedResult, workdir: str | os.PathLike,
+          provenance: results_lib.Provenance) -> dict[str, Any]:
+    """Writes every output file (module docstring), results.json last; returns its dict."""
+    return write_measured(result, workdir, provenance, summary, format_report,
+                          _figures_and_states)

@@ -23,6 +23,7 @@ import numpy as np
 
 from anisotropy_jax import results as results_lib
 from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.studies.pretrained.report import write_measured
 from anisotropy_jax.studies.series.analysis import SeriesResult
 
 LAYER_PANELS = ("average_cosine", "cross_sequence_cosine", "sampled_pair_cosine", "drift_norm",
@@ -80,13 +81,7 @@ def _curves(steps: np.ndarray, series: dict[str, np.ndarray], names, labels, tit
     return fig
 
 
-def write(result: SeriesResult, workdir: str | os.PathLike,
-          provenance: results_lib.Provenance) -> dict[str, Any]:
-    """Writes every output file (module docstring), results.json last; returns its dict."""
-    workdir = pathlib.Path(workdir)
-    results_lib.write_json(workdir / "config.json", result.config)
-    results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
-    results_lib.write_text(workdir / "report.txt", format_report(summary(result)) + "\n")
+def _arrays_and_figures(result: SeriesResult, workdir: pathlib.Path) -> None:
     arrays = {"steps": result.steps}
     for group in ("layers", "heads", "embeddings"):
         arrays.update({f"{group}_{k}": v for k, v in getattr(result, group).items()})
@@ -100,6 +95,11 @@ def write(result: SeriesResult, workdir: str | os.PathLike,
         results_lib.save_figure(_curves(result.steps, result.heads, HEAD_PANELS, layers,
                                         f"{name}: heads (mean over a layer's heads)"),
                                 workdir / "figures" / "heads_vs_step.png")
-    out = summary(result, provenance.finish())
-    results_lib.write_json(workdir / "results.json", out)
-    return out
+
+
+def write(result: SeriesResult, workdir: str | os.PathLike,
+          provenance: results_lib.Provenance) -> dict[str, Any]:
+    """Writes every output file (module docstring), results.json last; returns its dict
+    (the files of any run on sampled sentences: `pretrained.report.write_measured`)."""
+    return write_measured(result, workdir, provenance, summary, format_report,
+                          _arrays_and_figures)

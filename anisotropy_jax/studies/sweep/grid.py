@@ -93,7 +93,7 @@ def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "Chu
     the GIL, so the two compilations overlap). A chunk function that cannot be lowered ahead (not
     a `jax.jit` object) is returned as given and compiles at its first call."""
     if not hasattr(fn, "lower"):
-        return _fetch(init_seeds(config)), fn
+        return fetch(init_seeds(config)), fn
     state_shapes = jax.eval_shape(functools.partial(  # not the jitted one: options are top-level
         _init_seeds, block=config.block, batch_size=config.batch_size, seq_len=config.seq_len),
         inputs.seed_keys(config.seed, config.num_seeds))
@@ -104,7 +104,7 @@ def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "Chu
     s = jax.ShapeDtypeStruct((layout.bias_per_chunk,), np.float32, sharding=grid_sharding)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         compiled = pool.submit(lambda: fn.lower(*args, s).compile())
-        state = _fetch(init_seeds(config))
+        state = fetch(init_seeds(config))
         return state, compiled.result()
 
 
@@ -263,14 +263,15 @@ def place(tree: Any, sharding: NamedSharding) -> Any:
     return jax.tree.map(put, tree)
 
 
-def _fetch(tree: Any) -> Any:
-    """Device arrays → numpy, gathering the shards of other hosts when there are several."""
-    def fetch(a):
+def fetch(tree: Any) -> Any:
+    """Device arrays → numpy, gathering the shards of other hosts (processes) when there are
+    several: the way back of `place` (the sweep's and the depth study's chunks)."""
+    def get(a):
         if getattr(a, "is_fully_addressable", True):
             return np.asarray(a)
         from jax.experimental import multihost_utils
         return np.asarray(multihost_utils.process_allgather(a, tiled=True))
-    return jax.tree.map(fetch, tree)
+    return jax.tree.map(get, tree)
 
 
 def _check_finite(chunk: Mapping[str, np.ndarray], seeds: np.ndarray, norms: np.ndarray,
@@ -337,7 +338,7 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
             hi = min(lo + layout.bias_per_chunk, num_bias)
             s_chunk = np.full((layout.bias_per_chunk,), norms[hi - 1], np.float32)  # pad
             s_chunk[: hi - lo] = norms[lo:hi]
-            out = _fetch(fn(params, z, u, place(s_chunk, grid_sharding)))
+            out = fetch(fn(params, z, u, place(s_chunk, grid_sharding)))
             out = {k: v[: len(real_seeds), : hi - lo] for k, v in out.items()}
             _check_finite(out, real_seeds, norms[lo:hi], config.block)
             _store(out, real_seeds, lo, (num_seeds, num_bias), per_seed, per_head)
