@@ -165,14 +165,17 @@ def test_user_errors_turn_ctrl_c_and_disk_errors_into_one_line(capsys):
 
 def test_ctrl_c_during_a_sweep_is_one_line_exit_130_and_no_results(env, tmp_path):
     workdir = tmp_path / "run"
+    # Unbuffered: piped stdout is block-buffered, and "chunk 1/" could then arrive only at exit,
+    # after the run had finished (exit 0 under load).
     proc = subprocess.Popen(SWEEP + [f"--workdir={workdir}", "--config.chunk_size=1",
                                      "--config.bias_norms=" + repr(tuple(range(48)))],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     for line in proc.stdout:  # wait until it computes
         if "chunk 1/" in line:
             break
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)
     lines = [line for line in err.splitlines() if line.strip()]
     assert proc.returncode == 130 and lines == [
         "error: interrupted; rerun the same command to resume"], (proc.returncode, err[-3000:])
