@@ -170,7 +170,9 @@ def test_ctrl_c_during_a_sweep_is_one_line_exit_130_and_no_results(env, tmp_path
     proc = subprocess.Popen(SWEEP + [f"--workdir={workdir}", "--config.chunk_size=1",
                                      "--config.bias_norms=" + repr(tuple(range(48)))],
                             env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            # an xdist worker may ignore SIGINT: restore the default in the child
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stdout:  # wait until it computes
         if "chunk 1/" in line:
             break

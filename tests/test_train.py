@@ -131,8 +131,11 @@ def test_ctrl_c_is_one_line_naming_the_step_and_the_rerun_resumes(runs, tmp_path
     workdir = tmp_path / "run"
     args = [f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--progress=false",
             "--config.analysis.run=false"]
+    # SIGINT's default disposition restored in the child: a pytest-xdist worker may ignore SIGINT,
+    # the child would inherit SIG_IGN, and Python then installs no KeyboardInterrupt handler.
     first = _script(args, {training.HANG_ENV: str(HANG_AT)}, cache_dir=runs["cache"],
-                    stderr=subprocess.PIPE)
+                    stderr=subprocess.PIPE,
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in first.stderr:  # notes go to stderr; wait until the run is parked
         if "hanging before step" in line:
             break
