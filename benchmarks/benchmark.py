@@ -35,10 +35,16 @@ from ml_collections import config_flags
 from anisotropy_jax import cli
 from anisotropy_jax import config as library_config
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "configs", "benchmark.py"),
-    "Benchmark config file.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (benchmark.json).")
+
+
+def _define_flags():
+    """Defined only when run as a script: tests import this module beside other scripts that
+    define --config too (absl refuses a flag defined twice in one process)."""
+    global _CONFIG, _WORKDIR
+    _CONFIG = config_flags.DEFINE_config_file(
+        "config", os.path.join(os.path.dirname(__file__), "configs", "benchmark.py"),
+        "Benchmark config file.", lock_config=True)
+    _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (benchmark.json).")
 
 # The library's precision names ('default' = TF32 on NVIDIA GPUs; 'tf32' is accepted for it).
 PRECISIONS = library_config.PRECISIONS
@@ -486,4 +492,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main, flags_parser=cli.parse_flags_or_exit)

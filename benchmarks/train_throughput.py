@@ -34,9 +34,14 @@ from ml_collections import config_flags  # noqa: E402
 
 from anisotropy_jax import cli  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "benchmarks/configs/train_throughput.py[:cpu|:smoke]", lock_config=False)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (train_throughput.json).")
+
+
+def _define_flags():
+    """Defined only when run as a script (see benchmarks/benchmark.py:_define_flags)."""
+    global _CONFIG, _WORKDIR
+    _CONFIG = config_flags.DEFINE_config_file(
+        "config", None, "benchmarks/configs/train_throughput.py[:cpu|:smoke]", lock_config=False)
+    _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (train_throughput.json).")
 
 NOMINAL_PEAK = {"H100": {"bfloat16": 989.4e12, "default": 494.7e12},
                 "H200": {"bfloat16": 989.4e12, "default": 494.7e12}}
@@ -258,4 +263,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main, flags_parser=cli.parse_flags_or_exit)
