@@ -62,7 +62,7 @@ class ReproduceConfig:
     studies: tuple[str, ...] = STUDIES
     sweeps: tuple[tuple[str, SweepConfig], ...] = ()
     training: tuple[tuple[TrainConfig, AnalysisConfig], ...] = ()
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     pretrained: PretrainedConfig = PretrainedConfig()
     pretrained_models: tuple[str, ...] = PRETRAINED_MODELS
     modalities: ModalitiesConfig = ModalitiesConfig()
@@ -116,7 +116,7 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
         studies=tuple(rest.get("studies", STUDIES)),
         sweeps=tuple(_prefixed("sweep.", sweep_configs_from_mapping, rest.get("sweep", {}))),
         training=training,
-        seeds=tuple(rest.get("seeds", (0, 1, 2))),
+        seeds=tuple(rest.get("seeds", (0, 1, 2, 3, 4))),
         pretrained=from_mapping(PretrainedConfig, rest.get("pretrained", {}), "pretrained."),
         pretrained_models=tuple(rest.get("pretrained_models", PRETRAINED_MODELS)),
         modalities=from_mapping(ModalitiesConfig, rest.get("modalities", {}), "modalities."),

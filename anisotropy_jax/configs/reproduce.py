@@ -8,14 +8,14 @@ configs beside this one; training from `train_config_dict`, the pretrained study
 vision/speech measurement from their dataclasses' defaults: ReproduceConfig in
 anisotropy_jax/config/reproduce.py), resized per variant (`--config=report:VARIANT`):
   default    CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its control;
-             small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 3 seeds; every installed
+             small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 5 seeds; every installed
              pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
              and 8 layers; embedding_isotropy.py (default, CPU) with 2 seeds
   smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
              2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
              smoke, embedding_isotropy.py:smoke; no vision/speech
   full       one GPU (≤ 20 minutes): as committed in docs/TRAINING.md, docs/PRETRAINED.md and
-             docs/DEPTH.md: train_*.py:small × 3 seeds, 1,000 sentences, 16 images and utterances,
+             docs/DEPTH.md: train_*.py:small × 5 seeds, 1,000 sentences, 16 images and utterances,
              depth :bert_base, embedding_isotropy.py:gpu
 Fields can be overridden, e.g. `--config.seeds='(0, 1)' --config.pretrained.num_sentences=50`
 (`anisotropy-jax report --help` lists them).
