@@ -38,7 +38,7 @@ from anisotropy_jax.metrics.extreme import (activation_inf_norm, activation_kurt
                                             cosine_contributions, massive_activations,
                                             standardized_average_cosine, top_contribution_share,
                                             top_pc_share)
-from anisotropy_jax.metrics.geometry import (average_cosine_similarity,
+from anisotropy_jax.metrics.geometry import (average_cosine_similarity, centered_average_cosine,
                                              cross_sequence_cosine_similarity, drift_norm,
                                              effective_rank, isoscore, isoscore_star,
                                              partition_isotropy, relative_drift,
@@ -61,6 +61,7 @@ __all__ = [
     "attention_query_agreement", "attention_query_key_information", "attention_row_cosine",
     "attention_sink_mass", "attention_statistics", "average_cosine_similarity",
     "categorical_attention_statistics", "categorical_from_sums", "categorical_key_sums",
+    "centered_average_cosine",
     "cloud_metrics", "cross_sequence_cosine_similarity",
     "drift_anisotropy_correlation", "drift_norm", "effective_rank", "isoscore", "isoscore_star",
     "mean_norm", "mean_over_queries", "normalized_attention_entropy", "normalized_entropy",

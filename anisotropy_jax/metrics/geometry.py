@@ -35,6 +35,38 @@ def average_cosine_similarity(x: Array, mask: Array | None = None) -> Array:
     return (jnp.sum(total_D * total_D) - self_terms) / (n * (n - 1))
 
 
+def centered_average_cosine(x: Array, mask: Array | None = None) -> Array:
+    """`average_cosine_similarity` of the centred vectors h_i − μ, μ the mean of the vectors of
+    x (..., D) (of the vectors `mask` selects, when given; (B, L, D) with a (B, L) mask as for
+    `average_cosine_similarity`).
+
+    Why: for vectors of equal norm the average cosine is a function of the mean's norm alone,
+    avg cos = (N/(N − 1))·‖mean of the unit vectors‖² − 1/(N − 1), so a correlation of drift with
+    the average cosine is an identity there. Centring removes the common offset; what is left is
+    the anisotropy beyond one shared direction. The centred vectors sum to 0, so centred vectors
+    of equal norm give exactly −1/(N − 1): the floor of the statistic, below 0.
+    O(N·D), no N×N matrix; the mean is summed over x/c (c a power of two above max |x|: exact
+    scaling), so it cannot overflow. A vector equal to the mean is a zero vector (cosine 0 with
+    every other). A cloud of identical vectors (max |h − μ| within 8 ulps of max |h|, i.e.
+    rounding only) gives 0, not the cosine of rounding residuals. Raises ValueError when fewer
+    than 2 vectors are given.
+    """
+    x_NxD = as_points(x)
+    require_pairs(x_NxD.shape[0], "centered_average_cosine")
+    w_N = (jnp.ones(x_NxD.shape[:1], x_NxD.dtype) if mask is None
+           else jnp.asarray(mask).reshape(-1).astype(x_NxD.dtype))
+    peak = jnp.max(jnp.abs(x_NxD) * w_N[:, None])
+    _, inv_c = power_of_two_above(peak)
+    y_NxD = x_NxD * inv_c
+    mean_D = jnp.sum(y_NxD * w_N[:, None], axis=0) / jnp.sum(w_N)
+    centred_NxD = (y_NxD - mean_D[None, :]) * w_N[:, None]
+    # Identical vectors leave only the rounding of the mean: call that no direction at all.
+    rounding = 8.0 * jnp.finfo(x_NxD.dtype).eps * peak * inv_c
+    spread = jnp.max(jnp.abs(centred_NxD))
+    centred_NxD = jnp.where(spread > rounding, centred_NxD, 0.0)
+    return average_cosine_similarity(centred_NxD, None if mask is None else w_N > 0)
+
+
 def _sequence_sums(x_BxLxD: Array, mask_BxL: Array | None):
     x_BxLxD = jnp.asarray(x_BxLxD)
     if x_BxLxD.ndim != 3:
