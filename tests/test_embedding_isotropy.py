@@ -75,3 +75,104 @@ def test_svd_projection_keeps_the_two_leading_directions():
     np.testing.assert_allclose(np.abs(proj), np.abs(u[:, :2] * s[:2]), rtol=1e-8, atol=1e-10)
     # It keeps the variance of the two strong directions (std 5 and 3), not the weak ones.
     assert 0.99 < np.sum(proj ** 2) / np.sum((w - w.mean(0)) ** 2) < 1.0
+
+
+def _sign_free_loop(w):
+    """Sign-free partition isotropy with float64 sums (numpy's eigenvectors: ± both used, so
+    their signs do not matter)."""
+    return _loop(w, np.linalg.eigh(w.T @ w)[1], True)
+
+
+def _floats(values):
+    return {k: float(v) for k, v in values.items()}
+
+
+def _biased(rng, n, d):
+    """Rows with a shared direction (as trained output embeddings have)."""
+    return rng.standard_normal((n, d)) * 0.6 + rng.standard_normal(d) * 0.5
+
+
+def test_scale_alone_lowers_partition_isotropy_and_a_uniform_gain_is_only_scale():
+    rng = np.random.default_rng(4)
+    w = _biased(rng, 60, 5)
+    values = [_sign_free_loop(a * w) for a in (0.25, 0.5, 1.0, 2.0, 4.0)]
+    assert all(b < a for a, b in zip(values, values[1:])), values  # scale alone lowers I
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(ei.partition_isotropy_conventions(2.0 * w)["sign_free"],
+                                   values[3], rtol=1e-10)
+        # A gain of 1.7 in every dimension: output × γ is less isotropic than the output with no
+        # direction-dependence at all, and the equal-norm control is exactly output × γ.
+        gain = np.full(5, 1.7)
+        got = _floats(ei.gain_controls(w, gain, jax.random.key(0), draws=2))
+        scaled = _floats(ei.embedding_isotropy(w, w, gain))
+    assert scaled["output_scaled_raw_sign_free"] < scaled["output_raw_sign_free"] - 0.01
+    for v in ("raw", "centered"):
+        for c in ("one_sign", "sign_free"):
+            for control in ("equalnorm", "meangain"):
+                np.testing.assert_allclose(got[f"output_{control}_{v}_{c}"],
+                                           scaled[f"output_scaled_{v}_{c}"], rtol=1e-10)
+    np.testing.assert_allclose(got["final_gain_frobenius_ratio"], 1.7, rtol=1e-12)
+
+
+def test_gain_controls_match_float64_loops():
+    rng = np.random.default_rng(5)
+    w, gain = _biased(rng, 50, 6), rng.uniform(0.4, 2.5, 6)
+    key, draws = jax.random.key(11), 3
+    with jax.enable_x64(True):
+        got = _floats(ei.gain_controls(w, gain, key, draws=draws))
+        keys = dict(zip(("raw", "centered"), jax.random.split(key)))
+        noise = {v: [np.asarray(jax.random.normal(k, w.shape, jnp.float64))
+                     for k in jax.random.split(keys[v], draws)] for v in keys}
+    ratio = math.sqrt(sum(float(np.sum((w[:, d] * gain[d]) ** 2)) for d in range(6))
+                      / sum(float(np.sum(w[:, d] ** 2)) for d in range(6)))
+    np.testing.assert_allclose(got["final_gain_frobenius_ratio"], ratio, rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(w * ratio), np.linalg.norm(w * gain), rtol=1e-12)
+    centre = {"raw": lambda x: x, "centered": lambda x: x - x.mean(0)}
+    for v, f in centre.items():
+        for control, x in (("equalnorm", w * ratio), ("meangain", w * gain.mean())):
+            x = f(x)
+            with jax.enable_x64(True):
+                vecs = np.asarray(jnp.linalg.eigh(jnp.asarray(x.T @ x))[1])
+            np.testing.assert_allclose(got[f"output_{control}_{v}_sign_free"],
+                                       _sign_free_loop(x), rtol=1e-10)
+            np.testing.assert_allclose(got[f"output_{control}_{v}_one_sign"],
+                                       _loop(x, vecs, False), rtol=1e-10)
+        # rowdir: each row of (centred) W·diag(γ) with its norm, in the direction of a draw.
+        x = f(w * gain)
+        draws_ref = []
+        for g in noise[v]:
+            rows = np.array([g[i] / np.linalg.norm(g[i]) * np.linalg.norm(x[i])
+                             for i in range(len(x))])
+            draws_ref.append(_sign_free_loop(rows))
+        np.testing.assert_allclose(got[f"output_rowdir_{v}_sign_free"], np.mean(draws_ref),
+                                   rtol=1e-10)
+    # Direction-dependence of γ: the equal-norm control differs from W·diag(γ) here.
+    with jax.enable_x64(True):
+        scaled = float(ei.embedding_isotropy(w, w, gain)["output_scaled_centered_sign_free"])
+    assert abs(scaled - got["output_equalnorm_centered_sign_free"]) > 1e-3
+
+
+def test_random_row_directions_keep_norms_and_are_uniform():
+    rng = np.random.default_rng(6)
+    w = _biased(rng, 6000, 3)
+    w[7] = 0.0
+    with jax.enable_x64(True):
+        r = np.asarray(ei.random_row_directions(w, jax.random.key(3)))
+    np.testing.assert_allclose(np.linalg.norm(r, axis=1), np.linalg.norm(w, axis=1), rtol=1e-12)
+    assert np.all(r[7] == 0)
+    u = np.delete(r / np.linalg.norm(r, axis=1, keepdims=True).clip(1e-300), 7, axis=0)
+    # Uniform on the sphere: mean 0 and second moment I/3 (sampling error ~ 1/√6000 ≈ 0.013).
+    assert np.max(np.abs(u.mean(0))) < 0.05
+    np.testing.assert_allclose(u.T @ u / len(u), np.eye(3) / 3, atol=0.03)
+    # The original directions shared one: its sign-free I is far below the control's.
+    with jax.enable_x64(True):
+        control = float(ei.row_direction_isotropy(w, jax.random.key(4), draws=2)["sign_free"])
+    assert _sign_free_loop(w) < control - 0.1
+
+
+def test_row_direction_control_of_isotropic_rows_is_their_own_isotropy():
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((3000, 4)) * rng.uniform(0.2, 1.0, (3000, 1))  # random directions
+    with jax.enable_x64(True):
+        control = float(ei.row_direction_isotropy(w, jax.random.key(5), draws=4)["sign_free"])
+    np.testing.assert_allclose(control, _sign_free_loop(w), atol=0.03)
