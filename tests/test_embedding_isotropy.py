@@ -176,3 +176,32 @@ def test_row_direction_control_of_isotropic_rows_is_their_own_isotropy():
     with jax.enable_x64(True):
         control = float(ei.row_direction_isotropy(w, jax.random.key(5), draws=4)["sign_free"])
     np.testing.assert_allclose(control, _sign_free_loop(w), atol=0.03)
+
+
+def test_pretrained_study_reports_the_gain_controls_only_where_there_is_a_gain():
+    from anisotropy_jax.studies.pretrained import embeddings as pretrained
+
+    rng = np.random.default_rng(8)
+    w_in, w_out = rng.standard_normal((300, 8)) * 0.5, _biased(rng, 300, 8)
+    gain = rng.uniform(0.8, 2.4, 8)
+    out = pretrained.embedding_isotropy({"input": w_in, "output": w_out,
+                                         "final_norm_scale": gain})
+    matrices = ("input", "output", "output_scaled", "output_equalnorm", "output_meangain",
+                "output_rowdir")
+    want = {f"{m}_{v}_{c}" for m in matrices for v in ("raw", "centered")
+            for c in ("one_sign", "sign_free")}
+    want |= {f"{m}_{v}" for m in matrices for v in ("raw", "centred")}
+    assert set(out) == want | {"final_gain_mean", "final_gain_frobenius_ratio"}
+    ratio = np.linalg.norm(w_out * gain) / np.linalg.norm(w_out)
+    np.testing.assert_allclose(out["final_gain_frobenius_ratio"], ratio, rtol=1e-5)
+    np.testing.assert_allclose(out["final_gain_mean"], gain.mean(), rtol=1e-6)
+    x = w_out * ratio
+    np.testing.assert_allclose(out["output_equalnorm_centred"], _sign_free_loop(x - x.mean(0)),
+                               rtol=1e-4)
+    np.testing.assert_allclose(out["output_meangain_raw"], _sign_free_loop(w_out * gain.mean()),
+                               rtol=1e-4)
+    assert out["output_rowdir_raw"] > out["output_scaled_raw"] + 0.05  # a shared direction
+    no_gain = pretrained.embedding_isotropy({"input": w_in, "output": w_out,
+                                             "final_norm_scale": None})
+    assert {m for k in no_gain for m in matrices if k.startswith(m + "_")} == {
+        "input", "output"} and not any(k.startswith("final_gain") for k in no_gain)
