@@ -1,0 +1,129 @@
+"""A causal test of the key term: recompute attention without it, and without a control of the
+same variance (docs/TRAINING.md, "The key-term intervention").
+
+With the split of `metrics.logit_terms` (s = the logit scale, q̄, k̄ the batch means),
+
+    l_ij = s q_i·k̄  +  m_j  +  s (q_i − q̄)·(k_j − k̄),      m_j = s q̄·(k_j − k̄),
+
+the first term is one constant per query (the softmax cancels it), m_j ranks the keys the same
+way for every query, the last term is query-specific. Across heads, entropy tracks the total logit
+spread, so any part of the logit variance correlates with it; a correlation cannot say which part
+sharpens attention. The intervention removes one part and measures what the softmax does:
+
+  key_term        l_ij − m_j
+  control         l_ij − m_{π_i(j)}: m permuted, for each query i separately, over the keys that
+                  query sees. Over every query's visible keys the removed values are exactly those
+                  of m_j (same variance, same multiset), but no longer aligned with the keys they
+                  bias. For a causal head this is the only permutation that matches the variance
+                  over every prefix exactly; the price is that the control is no longer common to
+                  all queries.
+  shared_control  l_ij − m_{π(j)}: one permutation of all keys of the sequence, the same for every
+                  query: common to all queries like m_j (the control for query agreement). With no
+                  mask its variance over each query's keys equals m's; under a causal mask query i
+                  receives the m of i + 1 keys drawn from the whole sequence, equal in variance to
+                  m over its prefix only on average, and only when m does not trend with position.
+Each control is averaged over `num_permutations` independent permutations. Removing the
+variance-matched control typically *adds* variance (−m_π is nearly uncorrelated with the rest):
+what the key term does beyond its size is the difference Δ key_term − Δ control.
+
+Statistics per head (H,), each averaged over the batch and the queries with more than one visible
+key: "entropy" (normalised entropy, `metrics.normalized_entropy`), "max" (max probability),
+"agreement" (`metrics.categorical_attention_statistics`' query_agreement, averaged over the
+batch). Δ = value after the removal − value of the original logits.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from anisotropy_jax.metrics.attention import (attention_statistics,
+                                              categorical_attention_statistics,
+                                              normalized_entropy)
+from anisotropy_jax.metrics.logit_terms import split_logits
+
+Array = jax.Array
+
+STATISTICS = ("entropy", "agreement", "max")
+REMOVALS = ("key_term", "control", "shared_control")
+NUM_PERMUTATIONS = 4
+
+
+def permute_over_visible(values: Array, visible: Array, noise: Array) -> Array:
+    """values (..., Lk) with, in every row, the values of its visible keys permuted among the
+    visible keys: the permutation sorts `noise` (i.i.d. continuous draws broadcastable to values,
+    e.g. (..., 1, Lk) for one permutation shared by all rows). Masked positions get some value of
+    the row (irrelevant: they stay masked)."""
+    values = jnp.asarray(values)
+    shape = jnp.broadcast_shapes(values.shape, jnp.shape(visible), jnp.shape(noise))
+    values = jnp.broadcast_to(values, shape)
+    visible = jnp.broadcast_to(visible, shape)
+    noise = jnp.broadcast_to(noise, shape)
+    # Visible keys first, in random order (source) and in ascending order (target): the t-th
+    # visible target position receives the value of the t-th random visible source.
+    source = jnp.argsort(jnp.where(visible, noise, jnp.inf), axis=-1)
+    position = jnp.broadcast_to(jnp.arange(shape[-1]), shape)
+    target = jnp.argsort(jnp.where(visible, position, shape[-1]), axis=-1, stable=True)
+    shuffled = jnp.take_along_axis(values, source, axis=-1)
+    return jnp.take_along_axis(shuffled, jnp.argsort(target, axis=-1), axis=-1)
+
+
+def sharpness(logits_BxHxLqxLk: Array, mask: Array | None = None) -> dict[str, Array]:
+    """{"entropy", "agreement", "max"}, each (H,); see the module docstring."""
+    logits = jnp.asarray(logits_BxHxLqxLk)
+    visible = (jnp.ones(logits.shape, bool) if mask is None
+               else jnp.broadcast_to(jnp.asarray(mask).astype(bool), logits.shape))
+    counts_BxHxLq = jnp.sum(visible, axis=-1)
+    counted = (counts_BxHxLq > 1).astype(logits.dtype)
+    stats = attention_statistics(logits, visible)
+
+    def over_queries(v_BxHxLq):
+        return jnp.sum(v_BxHxLq * counted, axis=(0, 2)) / jnp.sum(counted, axis=(0, 2))
+
+    agreement = categorical_attention_statistics(logits, visible, entropy=stats["entropy"])
+    return {"entropy": over_queries(normalized_entropy(stats["entropy"], counts_BxHxLq)),
+            "agreement": jnp.mean(agreement["query_agreement"], axis=0),
+            "max": over_queries(stats["max"])}
+
+
+def control_noise(rng: Array, logits_shape, num_permutations: int = NUM_PERMUTATIONS,
+                  dtype=jnp.float32) -> dict[str, Array]:
+    """The uniform draws whose sort orders are the controls' permutations:
+    {"control": (P, B, H, Lq, Lk), one permutation per query; "shared_control": (P, B, H, 1, Lk),
+    one per sequence and head}, P = num_permutations. A function of `rng` alone."""
+    batch, heads, num_queries, num_keys = logits_shape
+    control, shared = jax.random.split(rng)
+    return {"control": jax.random.uniform(control, (num_permutations, *logits_shape), dtype),
+            "shared_control": jax.random.uniform(shared, (num_permutations, batch, heads, 1,
+                                                          num_keys), dtype)}
+
+
+def key_term_intervention(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
+                          logits_BxHxLqxLk: Array, mask: Array | None = None, *,
+                          rng: Array, num_permutations: int = NUM_PERMUTATIONS,
+                          scale: float | None = None) -> dict[str, Array]:
+    """{"original_<stat>", "delta_<stat>_<removal>"}, each (H,), for stat in STATISTICS and
+    removal in REMOVALS (module docstring). `logits` are those the softmax receives (s q·k),
+    `mask` the visible-key mask broadcastable to them (None: all visible), `rng` a PRNG key (the
+    permutations come from `control_noise(rng, …)`: a fixed key gives the same result), `scale`
+    s for m_j (default 1/√Dh)."""
+    logits = jnp.asarray(logits_BxHxLqxLk)
+    visible = (jnp.ones(logits.shape, bool) if mask is None
+               else jnp.broadcast_to(jnp.asarray(mask).astype(bool), logits.shape))
+    m_BxHx1xLk = split_logits(queries_BxLxHxDh, keys_BxLxHxDh, scale)["key_term"]
+    original = sharpness(logits, visible)
+    removed = {"key_term": sharpness(logits - m_BxHx1xLk, visible)}
+    noise = control_noise(rng, logits.shape, num_permutations, logits.dtype)
+    # The shared control permutes all keys of the sequence (one permutation for every query).
+    keys_visible = {"control": visible,
+                    "shared_control": jnp.ones(noise["shared_control"].shape[1:], bool)}
+    for name in ("control", "shared_control"):
+        def one(noise_one, name=name):
+            control = permute_over_visible(m_BxHx1xLk, keys_visible[name], noise_one)
+            return sharpness(logits - control, visible)
+
+        per_permutation = jax.lax.map(one, noise[name])
+        removed[name] = {s: jnp.mean(v, axis=0) for s, v in per_permutation.items()}
+    out = {f"original_{s}": original[s] for s in STATISTICS}
+    for name, stats in removed.items():
+        out.update({f"delta_{s}_{name}": stats[s] - original[s] for s in STATISTICS})
+    return out
