@@ -18,7 +18,11 @@ STUDIES = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings
 # Offline checkpoints the pretrained study looks for (found by the model modules' packaged_* helpers;
 # a model that is not installed is reported as not measured, with its install hint).
 PRETRAINED_MODELS = ("minilm_l6", "smollm2", "mpnet")
-SWEEP_INPUTS = ("biased", "norm_matched")  # the bias and its norm-matched control, always both
+# The inputs every reproduction sweep has: the bias and its norm-matched control (the verdicts of
+# Godey 3a/3b compare them); the other controls (config/sweep.py INPUTS) may join them.
+SWEEP_INPUTS = ("biased", "norm_matched")
+# The label prefix of the second (pre-LN) sweep's runs (`sweep_pre_ln`).
+PRE_LN_PREFIX = "pre-LN: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +52,10 @@ class ReproduceConfig:
 
     Attributes:
       studies: which of STUDIES run (the others are reported as not measured: not in the config).
-      sweeps: [(label, SweepConfig)] of the bias sweep: exactly the biased inputs and the
-        norm-matched control (same weights, seeds and grid).
+      sweeps: [(label, SweepConfig)] of the bias sweep, one results.json: first the biased
+        inputs, then at least the norm-matched control and optionally the other controls (same
+        block, weights, seeds and grid); then optionally a second block's sweep (the pre-LN
+        reversal), labelled with PRE_LN_PREFIX, which must have its own biased run.
       training: one (TrainConfig, AnalysisConfig) per objective, each trained with every seed.
       seeds: ≥ 2 distinct seeds (the t-intervals are over them).
       pretrained: the pretrained study's settings (model_dir is set per model).
@@ -76,9 +82,8 @@ class ReproduceConfig:
             require_choice(name, "studies", STUDIES, "study")
         for name in self.pretrained_models:
             require_choice(name, "pretrained_models", PRETRAINED_MODELS, "model")
-        inputs = tuple(cfg.inputs for _, cfg in self.sweeps)
-        require("sweep" not in self.studies or inputs == SWEEP_INPUTS, "sweep.compare_values",
-                f"the sweep must compare inputs {SWEEP_INPUTS} (its control), got {inputs}")
+        if "sweep" in self.studies:
+            _check_sweeps(self.sweeps)
         objectives = [train.objective for train, _ in self.training]
         require("training" not in self.studies or len(objectives) > 0, "training",
                 "give at least one training config")
@@ -89,6 +94,27 @@ class ReproduceConfig:
                 f"need at least 2 distinct integers >= 0, got {self.seeds!r}")
 
 
+def _check_sweeps(sweeps: tuple[tuple[str, SweepConfig], ...]) -> None:
+    """The first sweep is the biased inputs; every sweep's block (seeds, grid) has a biased run,
+    and the first block also its norm-matched control; no inputs kind twice for one block."""
+    first = sweeps[0][1] if sweeps else None
+    main = [cfg.inputs for _, cfg in sweeps if cfg.replace(inputs="biased") ==
+            (first.replace(inputs="biased") if first else None)]
+    require(first is not None and first.inputs == "biased"
+            and all(kind in main for kind in SWEEP_INPUTS), "sweep.compare_values",
+            f"the sweep must compare inputs {SWEEP_INPUTS} (its control), the biased first; got "
+            f"{tuple(cfg.inputs for _, cfg in sweeps)}")
+    groups: dict[Any, list[str]] = {}
+    for _, cfg in sweeps:
+        groups.setdefault(cfg.replace(inputs="biased"), []).append(cfg.inputs)
+    for kinds in groups.values():
+        require("biased" in kinds and len(set(kinds)) == len(kinds), "sweep.compare_values",
+                f"every sweep needs the biased inputs once, and each control at most once; got "
+                f"{kinds}")
+    labels = [label for label, _ in sweeps]
+    require(len(set(labels)) == len(labels), "sweep_pre_ln", f"repeated labels {labels}")
+
+
 def _prefixed(prefix: str, convert, *args):
     """convert(*args), its ConfigError's field prefixed by `prefix` (one line)."""
     try:
@@ -97,14 +123,29 @@ def _prefixed(prefix: str, convert, *args):
         raise ConfigError(f"{prefix}{err}") from None
 
 
+def _sweeps(sweep: Mapping[str, Any], pre_ln: Mapping[str, Any]
+            ) -> tuple[tuple[str, SweepConfig], ...]:
+    """The `sweep` entry's runs, then those of `sweep_pre_ln` (if given) with PRE_LN_PREFIX."""
+    out = _prefixed("sweep.", sweep_configs_from_mapping, sweep)
+    if pre_ln:
+        second = _prefixed("sweep_pre_ln.", sweep_configs_from_mapping, pre_ln)
+        for _, cfg in second:
+            require(cfg.block.norm_position == "pre", "sweep_pre_ln.model.norm_position",
+                    f"the second sweep is the pre-LN block's, got {cfg.block.norm_position!r}")
+        out += [(PRE_LN_PREFIX + label, cfg) for label, cfg in second]
+    return tuple(out)
+
+
 def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
     """Validates the experiment form (experiments/configs/reproduce.py): `studies`, `seeds`,
     `pretrained_models`, and one sub-mapping per study in its own experiment form (`sweep` with
-    compare_field = 'inputs', `training` {objective: train config}, `pretrained`, `modalities`,
-    `depth`, `embeddings`). Every error is a one-line ConfigError naming the field with its prefix."""
+    compare_field = 'inputs', optionally `sweep_pre_ln` (the same form for a second block, its
+    labels prefixed PRE_LN_PREFIX; empty = none), `training` {objective: train config},
+    `pretrained`, `modalities`, `depth`, `embeddings`). Every error is a one-line ConfigError
+    naming the field with its prefix."""
     rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
-    known = {"studies", "seeds", "pretrained_models", "sweep", "training", "pretrained",
-             "modalities", "depth", "embeddings"}
+    known = {"studies", "seeds", "pretrained_models", "sweep", "sweep_pre_ln", "training",
+             "pretrained", "modalities", "depth", "embeddings"}
     unknown = sorted(set(rest) - known)
     require(not unknown, unknown[0] if unknown else "", f"unknown field; known: {sorted(known)}")
     training = tuple(_prefixed(f"training.{name}.", train_config_from_mapping, cfg)
@@ -114,7 +155,7 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
                 f"{train.objective!r} differs from its key {name!r}")
     return ReproduceConfig(
         studies=tuple(rest.get("studies", STUDIES)),
-        sweeps=tuple(_prefixed("sweep.", sweep_configs_from_mapping, rest.get("sweep", {}))),
+        sweeps=_sweeps(rest.get("sweep", {}), rest.get("sweep_pre_ln") or {}),
         training=training,
         seeds=tuple(rest.get("seeds", (0, 1, 2, 3, 4))),
         pretrained=from_mapping(PretrainedConfig, rest.get("pretrained", {}), "pretrained."),

@@ -18,8 +18,10 @@ from anisotropy_jax.config.model import BlockConfig
 # BERT-base, where F1 crosses 1/2) to far beyond 1,024.
 DEFAULT_BIAS_NORMS: tuple[float, ...] = (0.0,) + tuple(2.0 ** (k / 2) for k in range(-4, 25))
 # x = z + s·u (the experiment) | x = z·√(1 + s²/d) (the norm-matched control: same expected norm,
-# no common direction; docs/SCIENCE.md "The control").
-INPUTS = ("biased", "norm_matched")
+# no common direction; docs/SCIENCE.md "The control") | x = (z + s·u)/√(1 + s²/d) (the shared
+# direction without the norm growth) | x_b = z_b + s·u_b (one direction per sequence: shared
+# within a sequence only). docs/BIAS_SWEEP.md "The controls".
+INPUTS = ("biased", "norm_matched", "fixed_norm", "per_sequence")
 # Sweep (not model) fields that `compare_field` may vary: the compared sweeps keep weights, seeds
 # and grid.
 COMPARABLE_SWEEP_FIELDS = ("inputs",)
@@ -55,9 +57,13 @@ class SweepConfig:
       batch_size: B sequences per grid point.
       seq_len: L tokens per sequence (≥ 2: attention needs a choice).
       bias_norms: the swept s values (finite, ≥ 0), in the order reported.
-      inputs: 'biased' (x = z + s·u) or 'norm_matched' (x = z·√(1 + s²/d), the control: the
-        same expected norm ‖x‖² ≈ d + s² without a common direction).
-      num_seeds: independent draws of (weights, z, u); every s of a seed shares them.
+      inputs: 'biased' (x = z + s·u), 'norm_matched' (x = z·√(1 + s²/d), the control: the
+        same expected norm ‖x‖² ≈ d + s² without a common direction), 'fixed_norm'
+        (x = (z + s·u)/√(1 + s²/d): the common direction at the unbiased norm ‖x‖² ≈ d) or
+        'per_sequence' (x_b = z_b + s·u_b with an independent direction u_b per sequence, drawn
+        once per seed: shared within a sequence, not across sequences).
+      num_seeds: independent draws of (weights, z, u and the per-sequence u_b); every s of a
+        seed shares them, and so does every `inputs` kind of the same seed.
       seed: base PRNG seed; seed i uses fold_in(key(seed), i).
       chunk_size: grid points (seed × s) in flight at once over all devices; 0 = the whole grid.
         The s-block of a chunk is rounded up to a multiple of the device count.
@@ -65,7 +71,8 @@ class SweepConfig:
         and assemble z·W + s·(u·W) + b per point (same function, a quarter fewer FLOPs for
         BERT-base; post-LN and no-LN blocks only, ignored for pre-LN). False runs the block
         literally on x. Both agree within float32 rounding (tests/test_sweep.py). For
-        'norm_matched' inputs the projection is c·(z·W) + b with c = √(1 + s²/d).
+        'norm_matched' inputs the projection is c·(z·W) + b with c = √(1 + s²/d), for
+        'fixed_norm' (z·W + s·(u·W))/c + b, for 'per_sequence' z_b·W + s·(u_b·W) + b.
       points_per_step: bias norms of a seed evaluated at once (vmapped) inside a chunk, the rest
         in a loop on the device; 0 = auto (1 on the CPU, the whole chunk on accelerators). Same
         values either way; only speed and memory change.

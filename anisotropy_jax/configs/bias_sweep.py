@@ -19,6 +19,12 @@ Variants (`--config=sweep:VARIANT`, or `--config=experiments/configs/bias_sweep.
                   the memory check (chunk_size bounds the points in flight)
   control         biased inputs x = z + s·u and the norm-matched control x = z·√(1 + s²/d) into
                   shared figures (compare_field = inputs; same weights, seeds and grid)
+  fixed_norm      biased inputs and the fixed-norm control x = (z + s·u)/√(1 + s²/d) (the shared
+                  direction without the norm growth), shared figures
+  per_sequence    biased inputs and the per-sequence control x_b = z_b + s·u_b (one direction per
+                  sequence: shared within a sequence only), shared figures
+  controls        all four side by side: biased, norm_matched, fixed_norm, per_sequence
+                  (docs/BIAS_SWEEP.md "The controls"; `:pre_ln+controls` for the pre-LN block)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
 line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
 Fields, defaults and their meaning: SweepConfig and BlockConfig (`model`) in anisotropy_jax/config
@@ -29,6 +35,8 @@ import ml_collections
 
 from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_config_dict, with_variants
 
+# Every inputs kind, the biased inputs first (config/sweep.py INPUTS).
+CONTROLS = ("biased", "norm_matched", "fixed_norm", "per_sequence")
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 # The fields each variant sets (`with_variants`; a nested one by its dotted path).
 SETTINGS = {
@@ -43,6 +51,9 @@ SETTINGS = {
     "temperature": {"compare_field": "logit_temperature", "compare_values": (0.5, 1.0, 2.0)},
     "dense_1024": {"bias_norms": DENSE_1024_BIAS_NORMS, "batch_size": 32, "num_seeds": 1},
     "control": {"compare_field": "inputs", "compare_values": ("biased", "norm_matched")},
+    "fixed_norm": {"compare_field": "inputs", "compare_values": ("biased", "fixed_norm")},
+    "per_sequence": {"compare_field": "inputs", "compare_values": ("biased", "per_sequence")},
+    "controls": {"compare_field": "inputs", "compare_values": CONTROLS},
 }
 VARIANTS = tuple(SETTINGS)
 

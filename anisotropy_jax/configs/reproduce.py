@@ -7,14 +7,16 @@ Each study's sub-config is that study's own experiment config (the sweep, depth 
 configs beside this one; training from `train_config_dict`, the pretrained study and the
 vision/speech measurement from their dataclasses' defaults: ReproduceConfig in
 anisotropy_jax/config/reproduce.py), resized per variant (`--config=report:VARIANT`):
-  default    CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its control;
+  default    CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its three
+             controls × 5 seeds, and the pre-LN block's on 10 bias norms;
              small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 5 seeds; every installed
              pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
              and 8 layers; embedding_isotropy.py (default, CPU) with 2 seeds
   smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
              2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
              smoke, embedding_isotropy.py:smoke; no vision/speech
-  full       one GPU (≤ 20 minutes): as committed in docs/TRAINING.md, docs/PRETRAINED.md and
+  full       one GPU (≤ 20 minutes): the default bias sweep and the pre-LN block's, each with its
+             three controls × 5 seeds; as committed in docs/TRAINING.md, docs/PRETRAINED.md and
              docs/DEPTH.md: train_*.py:small × 5 seeds, 1,000 sentences, 16 images and utterances,
              depth :bert_base, embedding_isotropy.py:gpu
 Fields can be overridden, e.g. `--config.seeds='(0, 1)' --config.pretrained.num_sentences=50`
@@ -30,7 +32,8 @@ from anisotropy_jax.configs import bias_sweep, depth_sweep, embedding_isotropy
 VARIANTS = ("default", "smoke", "full")
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": ReproduceConfig, "sweep": (SweepConfig, sweep_config_dict),
-              "sweep.model": BlockConfig, "training.clm": TrainConfig, "training.mlm": TrainConfig,
+              "sweep.model": BlockConfig, "sweep_pre_ln": (SweepConfig, sweep_config_dict),
+              "sweep_pre_ln.model": BlockConfig, "training.clm": TrainConfig, "training.mlm": TrainConfig,
               "training.clm.analysis": AnalysisConfig, "training.mlm.analysis": AnalysisConfig,
               "depth": DepthConfig, "depth.model": BlockConfig, "embeddings": EmbeddingsConfig}
 
@@ -51,12 +54,31 @@ def _training(variant: str) -> ml_collections.ConfigDict:
     return out
 
 
+# The pre-LN sweep of the CPU-sized report: the operating range (input cosine 0.1-0.6 at d = 768:
+# s = 11.3 … 32) and a few points beyond, instead of all 30 (a pre-LN point runs literally on the
+# CPU, about 3× the cost of a post-LN one).
+PRE_LN_CPU_BIAS_NORMS = (0.0, 4.0, 2 ** 3.5, 16.0, 2 ** 4.5, 32.0, 64.0, 256.0, 1024.0, 4096.0)
+
+
+def _sweeps(variant: str) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
+    """(sweep, sweep_pre_ln): smoke, the smoke sweep and its norm-matched control (no pre-LN
+    sweep: an empty dict); otherwise every control × 5 seeds, for the post-LN block and the
+    pre-LN one (the reversal: docs/BIAS_SWEEP.md "The controls")."""
+    if variant == "smoke":
+        return bias_sweep.get_config("smoke+control"), ml_collections.ConfigDict()
+    post, pre = bias_sweep.get_config("controls"), bias_sweep.get_config("pre_ln+controls")
+    post.num_seeds = pre.num_seeds = 5
+    if variant == "default":
+        pre.bias_norms = PRE_LN_CPU_BIAS_NORMS
+    return post, pre
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     variant = arg or "default"
     if variant not in VARIANTS:
         raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
     c = config_dict(ReproduceConfig, ("studies", "seeds", "pretrained_models"))  # defaults
-    c.sweep = bias_sweep.get_config("smoke+control" if variant == "smoke" else "control")
+    c.sweep, c.sweep_pre_ln = _sweeps(variant)
     c.training = _training(variant)
     c.pretrained = config_dict(PretrainedConfig)
     c.modalities = config_dict(ModalitiesConfig)

@@ -168,9 +168,9 @@ def query_key_figure(runs: Mapping[str, Run]):
 
 def categorical_figure(runs: Mapping[str, Run]):
     """Is the sharpening categorical? Normalised entropy, query agreement, query-key information
-    and row cosine vs s, one colour per run (the `:control` variant puts the biased inputs and
-    the norm-matched control side by side). Dotted: agreement 1/L and information ln L of a
-    one-to-one pattern."""
+    (log axis) and row cosine vs s, one colour per run (the `:control` and `:controls` variants
+    put the biased inputs and the controls side by side). Dotted: agreement 1/L and information
+    ln L of a one-to-one pattern."""
     fig, axes = new_figure(2, 2)
     panels = (("attention_entropy_normalized", "attention entropy / ln L"),
               ("attention_query_agreement", "query agreement (share on the modal argmax key)"),
@@ -187,7 +187,23 @@ def categorical_figure(runs: Mapping[str, Run]):
             ax.axhline(1 / seq_len, color="k", ls=":", lw=1, label="1/L (one-to-one)")
         if seq_len and name == "attention_query_key_information":
             ax.axhline(math.log(seq_len), color="k", ls=":", lw=1, label="ln L (one-to-one)")
+            # Log axis: the biased runs' information (0.05 → 0.003 nats) next to a control's
+            # (up to ln L) was a flat line at 0 on a linear one.
+            _log_axis_of_positive_values(ax, runs, name)
     return _finish(fig, axes, "Categorical or merely sharp attention vs s")
+
+
+def _log_axis_of_positive_values(ax, runs: Mapping[str, Run], name: str) -> None:
+    """A log y axis down to the smallest positive value of `name` over the runs' seeds (at most
+    six decades below the largest), so that no curve sits flat on the bottom."""
+    values = np.asarray([v for run in runs.values() for v in np.ravel(
+        np.asarray(run["metrics"].get(name, {}).get("per_seed", []), float))], float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        return
+    ax.set_yscale("log")
+    top = max(float(positive.max()), ax.get_ylim()[1])
+    ax.set_ylim(max(float(positive.min()), top * 1e-6) / 1.5, top * 1.5)
 
 
 FIGURES = {

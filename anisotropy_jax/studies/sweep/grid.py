@@ -1,11 +1,11 @@
 """The untrained-block bias sweep over its (seed × s) grid (docs/SCIENCE.md, "The untrained-block
 experiment"): `run(config) -> SweepResult`.
 
-For every grid point (seed i, bias norm s_j) the block of seed i runs on x = z_i + s_j·u_i (or the
-control's z_i·√(1 + s_j²/d), `SweepConfig.inputs`) and its
-probes are reduced *on device* to the metrics of the results contract (`points.reduce_probes`);
-only scalars (and per-head vectors) come back to the host. Weights, z and u are drawn once per seed and shared
-by every s of that seed.
+For every grid point (seed i, bias norm s_j) the block of seed i runs on x = z_i + s_j·u_i (or one
+of the controls of `SweepConfig.inputs`, from the same z_i and u_i) and its probes are reduced
+*on device* to the metrics of the results contract (`points.reduce_probes`);
+only scalars (and per-head vectors) come back to the host. Weights, z and u (or the per-sequence
+directions u_b) are drawn once per seed and shared by every s of that seed.
 
 How it runs:
   * `chunk_computation` is one forward + metric reduction per point, over a block of seeds (one
@@ -59,15 +59,23 @@ class SeedState(NamedTuple):
 
     params: Any  # block parameters
     z: Array     # (S, B, L, D) tokens
-    u: Array     # (S, D) unit bias directions
+    u: Array     # (S, D) unit bias directions; (S, B, D) for per-sequence inputs
 
 
-def _init_seeds(keys: Array, block: BlockConfig, batch_size: int, seq_len: int) -> SeedState:
+def _init_seeds(keys: Array, block: BlockConfig, batch_size: int, seq_len: int,
+                kind: str = "biased") -> SeedState:
+    """Every seed's draws; the inputs `kind` only decides the shape of u: one direction, or one
+    per sequence ('per_sequence', from the same direction key). Weights and z do not depend on it,
+    so the runs of one comparison share them."""
     split = jax.vmap(inputs.split_seed_key)(keys)
     params = init_block_params(block, split.params)
     z = jax.vmap(lambda k: inputs.gaussian_tokens(k, batch_size, seq_len, block.d_model))(
         split.tokens)
-    u = jax.vmap(lambda k: inputs.random_unit_vector(k, block.d_model))(split.direction)
+    if kind == "per_sequence":
+        u = jax.vmap(lambda k: inputs.sequence_directions(k, batch_size, block.d_model))(
+            split.direction)
+    else:
+        u = jax.vmap(lambda k: inputs.random_unit_vector(k, block.d_model))(split.direction)
     return SeedState(params, z, u)
 
 
@@ -75,15 +83,16 @@ def _init_seeds(keys: Array, block: BlockConfig, batch_size: int, seq_len: int) 
 def _init_seeds_jit(platform: str) -> Callable:
     """`_init_seeds` jitted with the chunks' compiler options: on GPUs, without Triton GEMM
     autotuning, it compiled in 3.2 s on an H100 with them on (docs/PERFORMANCE.md)."""
-    return jax.jit(_init_seeds, static_argnames=("block", "batch_size", "seq_len"),
+    return jax.jit(_init_seeds, static_argnames=("block", "batch_size", "seq_len", "kind"),
                    compiler_options=layers.compiler_options(platform))
 
 
 def init_seeds(config: SweepConfig) -> SeedState:
-    """Weights, z and u of every seed (a pure function of config.seed and the shapes)."""
+    """Weights, z and u of every seed (a pure function of config.seed, the shapes and, for the
+    shape of u, config.inputs)."""
     keys = inputs.seed_keys(config.seed, config.num_seeds)
     return _init_seeds_jit(jax.default_backend())(keys, config.block, config.batch_size,
-                                                  config.seq_len)
+                                                  config.seq_len, config.inputs)
 
 
 def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "ChunkLayout",
@@ -95,7 +104,8 @@ def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "Chu
     if not hasattr(fn, "lower"):
         return fetch(init_seeds(config)), fn
     state_shapes = jax.eval_shape(functools.partial(  # not the jitted one: options are top-level
-        _init_seeds, block=config.block, batch_size=config.batch_size, seq_len=config.seq_len),
+        _init_seeds, block=config.block, batch_size=config.batch_size, seq_len=config.seq_len,
+        kind=config.inputs),
         inputs.seed_keys(config.seed, config.num_seeds))
     replicated, grid_sharding = NamedSharding(mesh, P()), NamedSharding(mesh, P(GRID_AXIS))
     args = jax.tree.map(lambda a: jax.ShapeDtypeStruct((layout.seeds_per_chunk,) + a.shape[1:],

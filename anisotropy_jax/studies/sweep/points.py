@@ -1,4 +1,4 @@
-"""One grid point of the bias sweep: the block on x = z + s·u (or the norm-matched control) and the
+"""One grid point of the bias sweep: the block on x = z + s·u (or one of its controls) and the
 on-device reduction of its probes to the metrics of the results contract (README "The main job";
 docs/BIAS_SWEEP.md)."""
 from __future__ import annotations
@@ -19,7 +19,8 @@ Array = jax.Array
 
 # Scalars per grid point (the results contract, README "The main job", plus a few more).
 SCALAR_METRICS = (
-    "input_cosine", "input_norm", "input_drift_norm",
+    "input_cosine", "input_within_sequence_cosine", "input_cross_sequence_cosine", "input_norm",
+    "input_drift_norm",
     "attention_output_cosine", "attention_output_cross_sequence_cosine", "attention_output_norm",
     "output_cosine", "output_cross_sequence_cosine", "output_within_sequence_cosine",
     "output_norm", "output_isoscore", "output_drift_norm", "output_relative_drift",
@@ -37,7 +38,10 @@ CATEGORICAL_METRICS = ("attention_query_agreement", "attention_row_cosine",
 # (an absolute error in H/ln L, max p or sink mass; see `rounding_bound`).
 RELIABLE_ROUNDING_BOUND = 1e-2
 # Metrics that need two sequences (B ≥ 2); absent from the results when batch_size = 1.
-CROSS_SEQUENCE_METRICS = ("attention_output_cross_sequence_cosine", "output_cross_sequence_cosine")
+# The input's within- and cross-sequence cosines tell the per-sequence control (direction shared
+# within a sequence only: cross-sequence cosine ≈ 0) from the biased inputs (both ≈ s²/(s² + d)).
+CROSS_SEQUENCE_METRICS = ("input_cross_sequence_cosine", "attention_output_cross_sequence_cosine",
+                          "output_cross_sequence_cosine")
 # Per-head vectors (H,) per grid point, kept for the npz file.
 PER_HEAD_METRICS = ("attention_entropy_normalized", "attention_max", "query_norm", "key_norm",
                     "mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
@@ -165,11 +169,12 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
     qk = _query_key_geometry(probes)
     # One set of norms and column sums per point cloud (metrics.cloud_metrics), not one per metric.
     pair = x.shape[0] >= 2
-    inputs = metrics.cloud_metrics(x, sequences=False)
+    inputs = metrics.cloud_metrics(x)  # within-sequence cosine always, cross- when B ≥ 2
     attention = metrics.cloud_metrics(attn, sequences=pair, drift=False)
     output = metrics.cloud_metrics(y, isoscore=True)
     out = {
         "input_cosine": inputs["cosine"],
+        "input_within_sequence_cosine": inputs["within_sequence_cosine"],
         "input_norm": inputs["norm"],
         "input_drift_norm": inputs["drift_norm"],
         "attention_output_cosine": attention["cosine"],
@@ -186,6 +191,7 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
         "attention_rounding_bound": rounding_bound(probes, block),
     }
     if pair:
+        out["input_cross_sequence_cosine"] = inputs["cross_sequence_cosine"]
         out["attention_output_cross_sequence_cosine"] = attention["cross_sequence_cosine"]
         out["output_cross_sequence_cosine"] = output["cross_sequence_cosine"]
     for name in ("query_norm", "key_norm", "mean_query_norm", "mean_key_norm",

@@ -2,9 +2,11 @@
 atomically), results.npz, figures/*.png, and the printed table with the closed forms.
 
 results.json holds `provenance`, `config`, and for the first sweep `bias_norms`, `metrics`
-({name: {"mean", "std", "per_seed"}}), `closed_forms`, `trends` and `reliable` (per s: whether
-float32 rounding leaves the attention statistics within `points.RELIABLE_ROUNDING_BOUND`); `runs`
-holds the same for every sweep of a comparison, by label. results.npz holds (seeds, s) per metric and
+({name: {"mean", "std", "low", "high", "per_seed"}}: std and the seed interval [low, high] are NaN
+with one seed), `closed_forms`, `trends` and `reliable` (per s: whether float32 rounding leaves the
+attention statistics within `points.RELIABLE_ROUNDING_BOUND`); `runs` holds the same for every
+sweep of a comparison, by label, and `controls` (`controls.summary`) each control beside the biased
+run of the same block, seeds and grid. results.npz holds (seeds, s) per metric and
 (seeds, s, heads) per head, under "<label>__<metric>" and "<label>__per_head__<metric>".
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from anisotropy_jax import results
 from anisotropy_jax.config import SweepConfig
-from anisotropy_jax.studies.sweep import points, theory
+from anisotropy_jax.studies.sweep import controls, points, theory
 from anisotropy_jax.studies.sweep.grid import SweepResult
 
 
@@ -160,6 +162,7 @@ def write(runs: Mapping[str, SweepResult], workdir: pathlib.Path,
         "trends": first["trends"],
         "reliable": first["reliable"],
         "runs": summaries,
+        "controls": controls.summary(runs),
     }
     mark("provenance")
     jobs = figure_jobs(summaries, workdir)

@@ -1,5 +1,6 @@
-"""Closed forms of the untrained-block experiment (docs/SCIENCE.md, "Closed forms, derived"),
-their comparison with a sweep, the per-metric trends along s, and the results-contract summary."""
+"""Closed forms of the untrained-block experiment (docs/SCIENCE.md, "Closed forms, derived"; the
+controls' forms in docs/BIAS_SWEEP.md, "The controls"), their comparison with a sweep, the
+per-metric trends along s, and the results-contract summary."""
 from __future__ import annotations
 
 import math
@@ -9,15 +10,32 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig, SweepConfig
 
+# The share of confidence of the seed intervals in the results ("low", "high").
+CONFIDENCE = 0.95
+# F3(s) is a small-variance expansion: it is given where the key-dependent logit variance is at
+# most this (softmax of Gaussian logits: H = ln L − v/2 up to O(e^v/L); about 2% of the deficit
+# at L = 128).
+F3_MAX_LOGIT_VARIANCE = 1.0
+
+
 def summarize(per_seed: Mapping[str, np.ndarray]) -> dict[str, dict[str, list]]:
-    """{name: {"mean": [per s], "std": [per s], "per_seed": [[per s] per seed]}} (results
-    contract). std is the sample standard deviation over seeds (ddof=1), 0 with one seed."""
+    """{name: {"mean", "std", "low", "high": [per s], "per_seed": [[per s] per seed]}} (results
+    contract). std is the sample standard deviation over seeds (ddof = 1) and [low, high] the
+    Student-t interval of the mean at CONFIDENCE; with one seed neither is defined: NaN (written
+    "nan" in results.json, "undefined" in the docs tables), never 0."""
+    from scipy import stats  # host-side only
+
     out = {}
     for name, values in per_seed.items():
         values = np.asarray(values, np.float64)
-        std = values.std(axis=0, ddof=1) if values.shape[0] > 1 else np.zeros(values.shape[1])
-        out[name] = {"mean": values.mean(axis=0).tolist(), "std": std.tolist(),
-                     "per_seed": values.tolist()}
+        n, mean = values.shape[0], values.mean(axis=0)
+        if n > 1:
+            std = values.std(axis=0, ddof=1)
+            half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
+        else:
+            std = half = np.full(values.shape[1], np.nan)
+        out[name] = {"mean": mean.tolist(), "std": std.tolist(), "low": (mean - half).tolist(),
+                     "high": (mean + half).tolist(), "per_seed": values.tolist()}
     return out
 
 
@@ -28,43 +46,105 @@ def kernel_variance(block: BlockConfig) -> float:
     return 1.0 / block.d_model  # lecun: 1/fan_in; xavier: 2/(fan_in + fan_out) = 1/D for D → D
 
 
-def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, Any]]:
-    """docs/SCIENCE.md closed forms evaluated on the grid: {metric: {"formula", "predicted" [per s]}}.
+def attention_input_gain(config: SweepConfig, s: np.ndarray) -> np.ndarray:
+    """g(s) = E‖a‖²/d for the attention input a of a token. Post-LN / no LN (a = x): 1 + s²/d for
+    the biased, norm-matched and per-sequence inputs, 1 for the fixed-norm ones. Pre-LN
+    (a = LN(x), norm √d): 1 for every kind. F2 is ‖q‖ = σ_w √(d·Dh) √g."""
+    if config.block.norm_position == "pre" or config.inputs == "fixed_norm":
+        return np.ones_like(s)
+    return 1.0 + s ** 2 / config.block.d_model
 
-    F1 input cosine s²/(s² + d); F2 query norm σ_w √(d·Dh) √(1 + s²/d); F3 attention entropy at
-    s = 0, ln L − ½ v (L−1)/L with logit variance v = (σ_w² d)² / τ² (sample variance over L keys);
-    F4 attention-output cross-sequence cosine s²/(s² + d/L) (assumes near-uniform attention);
-    post-LN output norm √d. F2–F4 assume the plain softmax attention with zero linear biases;
-    F3 and F4 also a non-causal block. The norm-matched control (inputs='norm_matched') has no
-    common direction: its F1 and F4 are 0 at every s (F2, F3 and the output norm are unchanged).
+
+def logit_variance(config: SweepConfig, s: np.ndarray) -> np.ndarray:
+    """Var_j ℓ_ij, the key-dependent logit variance of a query (mean over queries), with zero
+    linear biases: v0·r(s) with v0 = (σ_w² d/τ)² and, with c² = 1 + s²/d,
+
+      biased, per-sequence   r = c²   (‖q‖² ∝ d + s²; the keys vary by z_j alone: ∝ d)
+      norm-matched           r = c⁴   (every logit × c²)
+      fixed-norm             r = 1/c² (the biased logits / c²)
+    for a block whose attention sees x (post-LN, no LN). Pre-LN attention sees LN(x), which for
+    x = z + s·u (or its fixed-norm rescaling) is ≈ (z + s·u)/c: r = 1/c²; for the norm-matched
+    z·c it is LN(z): r = 1."""
+    d, v0 = config.block.d_model, (kernel_variance(config.block) * config.block.d_model
+                                   / config.block.logit_temperature) ** 2
+    c2 = 1.0 + s ** 2 / d
+    if config.inputs == "norm_matched":
+        ratio = np.ones_like(s) if config.block.norm_position == "pre" else c2 ** 2
+    elif config.block.norm_position == "pre" or config.inputs == "fixed_norm":
+        ratio = 1.0 / c2
+    else:
+        ratio = c2
+    return v0 * ratio
+
+
+def _input_forms(config: SweepConfig, s: np.ndarray) -> dict[str, dict[str, Any]]:
+    """F1 and its within/cross-sequence parts, and the mean input norm, per inputs kind."""
+    d, kind, seq_len, batch = (config.block.d_model, config.inputs, config.seq_len,
+                               config.batch_size)
+    f1 = s ** 2 / (s ** 2 + d)
+    zero = np.zeros_like(s)
+    within = zero if kind == "norm_matched" else f1
+    cross = f1 if kind in ("biased", "fixed_norm") else zero
+    # All pairs: L(L − 1) of the L(BL − 1) partners of a token share its sequence.
+    pairs = {"biased": f1, "fixed_norm": f1, "norm_matched": zero,
+             "per_sequence": f1 * (seq_len - 1) / (batch * seq_len - 1)}[kind]
+    label = {"biased": "F1: s^2/(s^2+d)", "fixed_norm": "F1, fixed norm (scale-free): s^2/(s^2+d)",
+             "norm_matched": "F1, control (no common direction): 0",
+             "per_sequence": "F1, per sequence: s^2/(s^2+d) (L-1)/(BL-1)"}[kind]
+    forms = {"input_cosine": {"formula": label, "predicted": pairs},
+             "input_within_sequence_cosine": {
+                 "formula": "within sequences: " + ("0" if kind == "norm_matched"
+                                                    else "s^2/(s^2+d)"), "predicted": within}}
+    if batch >= 2:
+        forms["input_cross_sequence_cosine"] = {
+            "formula": "across sequences: " + ("s^2/(s^2+d)" if kind in ("biased", "fixed_norm")
+                                               else "0"), "predicted": cross}
+    forms["input_norm"] = {
+        "formula": "sqrt(d) (fixed norm)" if kind == "fixed_norm" else "sqrt(d+s^2)",
+        "predicted": np.full_like(s, math.sqrt(d)) if kind == "fixed_norm"
+        else np.sqrt(d + s ** 2)}
+    return forms
+
+
+def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, Any]]:
+    """The closed forms evaluated on the grid: {metric: {"formula", "predicted" [per s]}}.
+
+    F1 input cosine s²/(s² + d) and its within/cross-sequence parts (`_input_forms`, per inputs
+    kind), the mean input norm; F2 query norm σ_w √(d·Dh) √g(s) (`attention_input_gain`); F3
+    attention entropy ln L − ½ v(s) (L−1)/L with v(s) the key-dependent logit variance
+    (`logit_variance`; v(0) = (σ_w² d)²/τ²), given where v(s) ≤ F3_MAX_LOGIT_VARIANCE; F4
+    attention-output cross-sequence cosine s²/(s² + d/L) (near-uniform attention; 0 for the
+    norm-matched and per-sequence inputs, whose sequences share no direction); post-LN output
+    norm √d. F2–F4 assume the plain softmax attention with zero linear biases (as at init); F3
+    and F4 also a non-causal block.
     """
     block = config.block
     s = np.asarray(bias_norms, np.float64)
     d, dh, seq_len = block.d_model, block.d_head, config.seq_len
-    var_w = kernel_variance(block)
-    biased = config.inputs == "biased"
-    forms: dict[str, dict[str, Any]] = {
-        "input_cosine": {"formula": "F1: s^2/(s^2+d)", "predicted": s ** 2 / (s ** 2 + d)}
-        if biased else {"formula": "F1, control (no common direction): 0",
-                        "predicted": np.zeros_like(s)},
-    }
+    forms = _input_forms(config, s)
     if block.attention == "softmax":
-        # Pre-LN feeds LN(x) ≈ (z + s·u)/√(1 + s²/d) to the projections: its norm stays ≈ √d.
-        growth = np.ones_like(s) if block.norm_position == "pre" else np.sqrt(1 + s ** 2 / d)
-        forms["query_norm"] = {"formula": "F2 (pre-LN: LN(x) has norm sqrt(d)): "
-                               "sigma_w*sqrt(d*d_head)" if block.norm_position == "pre" else
-                               "F2: sigma_w*sqrt(d*d_head)*sqrt(1+s^2/d)",
-                               "predicted": math.sqrt(var_w * d * dh) * growth}
+        fixed = block.norm_position == "pre" or config.inputs == "fixed_norm"
+        forms["query_norm"] = {
+            "formula": ("F2 (attention input of norm sqrt(d)): sigma_w*sqrt(d*d_head)" if fixed
+                        else "F2: sigma_w*sqrt(d*d_head)*sqrt(1+s^2/d)"),
+            "predicted": math.sqrt(kernel_variance(block) * d * dh)
+            * np.sqrt(attention_input_gain(config, s))}
     if block.attention == "softmax" and not block.causal:  # F3, F4: every query sees all L keys
-        v = (var_w * d) ** 2 / block.logit_temperature ** 2
-        entropy0 = math.log(seq_len) - 0.5 * v * (seq_len - 1) / seq_len
+        v = logit_variance(config, s)
+        entropy = math.log(seq_len) - 0.5 * v * (seq_len - 1) / seq_len
+        ratio = {"biased": "(1+s^2/d)", "per_sequence": "(1+s^2/d)",
+                 "norm_matched": "(1+s^2/d)^2", "fixed_norm": "/(1+s^2/d)"}[config.inputs]
+        if block.norm_position == "pre":
+            ratio = "" if config.inputs == "norm_matched" else "/(1+s^2/d)"
         forms["attention_entropy"] = {
-            "formula": "F3 (s=0 only): ln L - (sigma_w^2 d / tau)^2 (L-1)/(2L)",
-            "predicted": np.where(s == 0, entropy0, np.nan)}
+            "formula": f"F3 (where v <= {F3_MAX_LOGIT_VARIANCE:g}): ln L - v (L-1)/(2L), "
+                       f"v = (sigma_w^2 d / tau)^2{ratio and (' ' + ratio.lstrip())}",
+            "predicted": np.where(v <= F3_MAX_LOGIT_VARIANCE, entropy, np.nan)}
+        shared = config.inputs in ("biased", "fixed_norm")
         forms["attention_output_cross_sequence_cosine"] = {
-            "formula": "F4 (near-uniform attention): s^2/(s^2+d/L)",
-            "predicted": s ** 2 / (s ** 2 + d / seq_len)} if biased else {
-            "formula": "F4, control (no common direction): 0", "predicted": np.zeros_like(s)}
+            "formula": "F4 (near-uniform attention): s^2/(s^2+d/L)" if shared else
+            "F4, no direction shared across sequences: 0",
+            "predicted": s ** 2 / (s ** 2 + d / seq_len) if shared else np.zeros_like(s)}
     if block.norm_position == "post":
         forms["output_norm"] = {"formula": "post-LN: sqrt(d)",
                                 "predicted": np.full_like(s, math.sqrt(d))}
