@@ -426,6 +426,13 @@ def test_state_metrics_match_float64_references(include_special):
                                    rtol=1e-4)
         np.testing.assert_allclose(out["effective_rank_centered"][layer],
                                    reference.effective_rank(x, center=True), rtol=1e-4)
+        centred = reference.average_cosine(x - x.mean(0))  # a float64 loop over the pairs
+        np.testing.assert_allclose(out["centered_average_cosine"][layer], centred, atol=1e-5)
+        average = reference.average_cosine(x)
+        share = out["centering_removed_share"][layer]
+        assert (share is None) == (average < states.ANISOTROPY_FLOOR)
+        if share is not None:
+            np.testing.assert_allclose(share, (average - centred) / average, rtol=1e-4)
     # the common bias grows with the layer index here: so do drift and cosine
     assert out["drift_norm"][0] < out["drift_norm"][1] < out["drift_norm"][2]
     corr = analysis.correlations(out)
@@ -512,6 +519,52 @@ def test_analyze_is_repeatable_and_complete(tmp_path):
     for make in (plots.drift_by_layer, plots.isotropy_by_layer, plots.drift_vs_cosine):
         assert make(curves).axes
     assert "drift_norm_vs_average_cosine: spearman" in report.format_report(report.summary(a))
+
+
+def test_untrained_seeds_are_each_a_reinitialisation_and_summarised(tmp_path):
+    """untrained_seeds = 3: seeds 0, 1, 2, each the family's init with split(key(s))[0] (seed 0 is
+    the single baseline of untrained_seeds = 1); "untrained" is their mean, the interval a
+    Student-t over the 3 seeds, and the report says so."""
+    from scipy import stats
+
+    toy_tokenizer(tmp_path)
+    cfg = bert.config_from_hf(TOY_HF)
+    loaded = analysis.PretrainedModel(tmp_path, TOY_HF, cfg, _random_params(cfg, seed=2), [],
+                                      text.load_tokenizer(tmp_path, 32))
+    sentences = ["to be or not to be", "that is the question", "whether tis nobler",
+                 "in the mind to suffer"]
+    kwargs = dict(batch_size=4, length_multiple=16, num_pairs=500)
+    three = analysis.analyze(loaded, sentences, PretrainedConfig(untrained_seeds=3, **kwargs))
+    one = analysis.analyze(loaded, sentences, PretrainedConfig(untrained_seeds=1, **kwargs))
+    seeds = three.untrained_seeds
+    assert seeds["seeds"] == [0, 1, 2] and one.untrained_seeds["seeds"] == [0]
+    assert three.metrics["trained"] == one.metrics["trained"]
+    per_seed = np.asarray(seeds["metrics"]["cross_sequence_cosine"])  # (seeds, states)
+    assert per_seed.shape == (3, 3) and len({tuple(r) for r in per_seed}) == 3
+    np.testing.assert_array_equal(per_seed[0], one.metrics["untrained"]["cross_sequence_cosine"])
+    # seed 1's weights are the family's init with split(key(1))[0]: its states, measured again
+    params = bert.FAMILY.init_params(cfg, jax.random.split(jax.random.key(1))[0])
+    batches = text.forward_batches(text.make_batches(
+        text.encode(loaded.tokenizer, sentences), 4, 16, loaded.pad_id, 32), loaded.id_limit)
+    again = states.state_metrics(states.collect_states(
+        bert.FAMILY.hidden_states_fn(cfg), params, batches), jax.random.key(0), 500)
+    np.testing.assert_allclose(per_seed[1], again["cross_sequence_cosine"], rtol=1e-6)
+    interval = seeds["interval"]["centered_average_cosine"]
+    values = np.asarray(seeds["metrics"]["centered_average_cosine"])
+    half = stats.t.ppf(0.975, 2) * values.std(axis=0, ddof=1) / np.sqrt(3)
+    np.testing.assert_allclose(interval["mean"], values.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(interval["high"], values.mean(axis=0) + half, rtol=1e-9)
+    np.testing.assert_allclose(interval["low"], values.mean(axis=0) - half, rtol=1e-9)
+    np.testing.assert_array_equal(interval["max"], values.max(axis=0))
+    assert three.metrics["untrained"]["centered_average_cosine"] == interval["mean"]
+    rho = three.correlations["untrained"]["drift_norm_vs_average_cosine"]
+    per_seed_rho = seeds["correlations"]["drift_norm_vs_average_cosine"]["spearman"]
+    assert rho["seeds"] == 3 and rho["spearman"] == pytest.approx(np.mean(per_seed_rho))
+    assert rho["spearman_min"] == min(per_seed_rho)
+    assert set(seeds["embeddings"]) == set(three.embeddings["untrained"])
+    assert one.untrained_seeds["interval"]["average_cosine"]["low"] == [None] * 3  # 1 seed
+    text_report = report.format_report(report.summary(three))
+    assert "mean over 3 seeds [0, 1, 2]" in text_report and "over 3 seeds), n=3" in text_report
 
 
 # --------------------------------------------------------------------------------------------

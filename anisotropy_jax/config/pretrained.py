@@ -65,11 +65,15 @@ class PretrainedConfig(TextSample, _ModelInputs):
       seed: seed of the sentence sample, the untrained weights and the sampled pairs.
       include_special_tokens: measure [CLS]/[SEP] too (padding is never measured).
       untrained_baseline: also measure the same architecture re-initialised.
+      untrained_seeds: how many re-initialisations (seeds seed, seed + 1, …; the first is the
+        single baseline of earlier versions); their per-state mean and 95 % t-interval are what
+        the trained model is compared with (results.json "untrained_seeds").
       save_hidden_states: write hidden_states[_untrained].npz (one (N, D) array per layer).
       precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
     """
 
     untrained_baseline: bool = True
+    untrained_seeds: int = 5
     save_hidden_states: bool = False
     precision: str = "highest"
 
@@ -78,6 +82,7 @@ class PretrainedConfig(TextSample, _ModelInputs):
                 f"{self.model_dir!r}")
         require(isinstance(self.inputs, str), "inputs", f"must be a path, got {self.inputs!r}")
         require_int(self.num_inputs, "num_inputs", 2)
+        require_int(self.untrained_seeds, "untrained_seeds", 1)
         validate_text_sample(self)
         for name in ("untrained_baseline", "save_hidden_states"):
             require_bool(getattr(self, name), name)

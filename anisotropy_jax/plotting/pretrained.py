@@ -13,6 +13,8 @@ from anisotropy_jax.plotting import new_figure
 
 LABELS = {
     "average_cosine": "average cosine (all pairs)",
+    "centered_average_cosine": "centred average cosine (h − μ)",
+    "centering_removed_share": "share of the cosine centring removes",
     "cross_sequence_cosine": "cross-sentence cosine",
     "within_sequence_cosine": "within-sentence cosine",
     "sampled_pair_cosine": "sampled-pair cosine",
@@ -42,7 +44,8 @@ def axis_label(name: str, results: dict[str, Any] | None = None) -> str:
 def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
                  ncols: int | None = None):
     """One panel per metric in `names`: value against layer (0 = embedding output), one line
-    per run ("trained", "untrained")."""
+    per run ("trained", "untrained": the mean over the untrained seeds, shaded between their
+    min and max when `results` has "untrained_seeds")."""
     ncols = ncols or min(len(names), 3)
     nrows = (len(names) + ncols - 1) // ncols
     fig, axes = new_figure(ncols=ncols, nrows=nrows, width=4.2, height=3.2)
@@ -51,6 +54,12 @@ def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
         ax = axes[i // ncols][i % ncols]
         for run, values in results["metrics"].items():
             ax.plot(layers, values[name], label=run, **STYLES.get(run, {}))
+        spread = (results.get("untrained_seeds") or {}).get("interval", {}).get(name)
+        if spread is not None and len(results["untrained_seeds"]["seeds"]) > 1:
+            nan = float("nan")  # a state without a value is a gap
+            ax.fill_between(layers, [nan if v is None else v for v in spread["min"]],
+                            [nan if v is None else v for v in spread["max"]],
+                            color=STYLES["untrained"]["color"], alpha=0.2)
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_ylabel(axis_label(name, results))
         ax.set_xticks(layers)
@@ -64,9 +73,11 @@ def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
 
 
 def cosine_by_layer(results: dict[str, Any], title: str = ""):
-    """The three cosine estimates and the within-sentence (within-input) cosine per layer."""
-    return layer_curves(results, ("average_cosine", "cross_sequence_cosine",
-                                  "sampled_pair_cosine", "within_sequence_cosine"), title, ncols=2)
+    """The three cosine estimates, the centred average cosine and the within-sentence
+    (within-input) cosine per layer."""
+    return layer_curves(results, ("average_cosine", "centered_average_cosine",
+                                  "cross_sequence_cosine", "sampled_pair_cosine",
+                                  "within_sequence_cosine"), title)
 
 
 def drift_by_layer(results: dict[str, Any], title: str = ""):
@@ -89,7 +100,10 @@ def drift_vs_cosine(results: dict[str, Any], cosine: str = "average_cosine",
     for run, values in results["metrics"].items():
         label = run
         corr = results.get("correlations", {}).get(run, {}).get(f"{drift}_vs_{cosine}")
-        if corr:
+        if corr and "seeds" in corr:  # the untrained seeds' mean ρ (no one p for them)
+            label += (f" (Spearman {corr['spearman']:+.2f}, Pearson {corr['pearson']:+.2f}: "
+                      f"means over {corr['seeds']} seeds)")
+        elif corr:
             label += (f" (Spearman {corr['spearman']:+.2f}, p={corr['spearman_p']:.2g}; "
                       f"Pearson {corr['pearson']:+.2f}, p={corr['pearson_p']:.2g})")
         style = dict(STYLES.get(run, {}))

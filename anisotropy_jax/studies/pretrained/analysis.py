@@ -4,11 +4,12 @@
 `validate(config)` checks every input and loads the checkpoint, tokenizer and sentences, with a
 one-line ConfigError naming the field ("model_dir: ...", "text_file: ...", "max_length: ..."),
 before anything is compiled. `run(config)` then runs the sentences through the trained weights and
-through the same architecture re-initialised as Hugging Face does (the family's `init_params`:
-N(0, initializer_range²) weights and embeddings, zero biases, norm gains 1), and measures per
-hidden state (`state_labels`: 0 = embedding output, i = output of layer i, and for families with
-a final norm one more state after it) the metrics of docs/SCIENCE.md with `anisotropy_jax.metrics`,
-the drift/anisotropy correlations across layers, and the partition isotropy of the input and
+through the same architecture re-initialised as Hugging Face does, once per untrained seed (5 by
+default; the family's `init_params`: N(0, initializer_range²) weights and embeddings, zero
+biases, norm gains 1), and measures per hidden state (`state_labels`: 0 = embedding output,
+i = output of layer i, and for families with a final norm one more state after it) the
+metrics of docs/SCIENCE.md with `anisotropy_jax.metrics`, the drift/anisotropy correlations
+across layers, and the partition isotropy of the input and
 output embeddings (`studies/pretrained/embeddings.py`). Image and audio models (a family of
 modality image or audio) take a folder of images or WAV files instead of text (`media_inputs`;
 `analyze_media`): the same metrics per hidden state, tokens = patches, CNN positions or audio
@@ -33,8 +34,8 @@ from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib
 from anisotropy_jax.studies.pretrained.states import (CORRELATED_COSINES,  # noqa: F401
                                                       METRIC_NAMES, ForwardBatch, TokenStates,
-                                                      collect_states, correlations,
-                                                      state_metrics)
+                                                      collect_states, correlations, seed_means,
+                                                      seed_summary, state_metrics)
 
 # max_length 0 means the model's max_position_embeddings, capped here (BERT's 512 would only
 # add truncation headroom that sentences of <= 60 words never use).
@@ -188,8 +189,10 @@ def _validate_media(config: PretrainedConfig, model_dir: pathlib.Path, family: A
 class PretrainedResult:
     """What a run measured. `metrics[run][name]`, the correlations and `embeddings[run]`
     (partition isotropy, studies/pretrained/embeddings.py) are per run ("trained", and
-    "untrained" with the baseline); `layers` = [0 … S-1] indexes the hidden states named by
-    model["state_labels"] (0 = embedding output; with a final norm the last is after it)."""
+    "untrained" with the baseline: the mean over the untrained seeds, each seed's values and
+    intervals in `untrained_seeds`, `states.seed_summary`); `layers` = [0 … S-1] indexes the
+    hidden states named by model["state_labels"] (0 = embedding output; with a final norm the
+    last is after it)."""
 
     config: PretrainedConfig
     model: dict[str, Any]        # architecture, parameter count, unused tensors, baseline init
@@ -201,6 +204,7 @@ class PretrainedResult:
     sentences: list[str]
     hidden_states: dict[str, TokenStates]
     embeddings: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    untrained_seeds: dict[str, Any] = dataclasses.field(default_factory=dict)  # seed_summary
 
 
 def _model_summary(model: PretrainedModel) -> dict[str, Any]:
@@ -238,31 +242,66 @@ def _data_summary(encoded: text_lib.Encoded, batches: Sequence[text_lib.Batch],
     }
 
 
+def untrained_seeds(config: PretrainedConfig, model: PretrainedModel) -> list[int]:
+    """The seeds of the re-initialisations measured: seed, seed + 1, … (config.untrained_seeds of
+    them) with the baseline or for an architecture without weights, else none. Seed s draws its
+    weights from the first half of split(key(s)), so the first is the one baseline of earlier
+    versions (same weights, same numbers)."""
+    if not (config.untrained_baseline or model.params is None):
+        return []
+    return [config.seed + k for k in range(config.untrained_seeds)]
+
+
+def _measure_one(name: str, params: Any, forward: Any, batches: Sequence[ForwardBatch],
+                 config: PretrainedConfig, key_pairs: jax.Array, progress: Progress
+                 ) -> tuple[TokenStates, dict[str, Any], dict[str, float]]:
+    """(states, {"values", "corr"}, timing) of one set of weights; a bar over its batches."""
+    start = time.perf_counter()
+    states = collect_states(forward, params, progress.track(batches, f"{name} forward",
+                                                            unit="batch"))
+    timing = {f"{name}_forward_seconds": time.perf_counter() - start}
+    start = time.perf_counter()
+    values = state_metrics(states, key_pairs, config.num_pairs, config.include_special_tokens)
+    timing[f"{name}_metrics_seconds"] = time.perf_counter() - start
+    return states, {"values": values, "corr": correlations(values)}, timing
+
+
 def _measure_runs(model: PretrainedModel, config: PretrainedConfig,
                   batches: Sequence[ForwardBatch], progress: Progress
                   ) -> dict[str, dict[str, Any]]:
-    """For the trained weights and (config.untrained_baseline) the family's re-initialisation
-    with key(seed): the hidden states of `batches` (`collect_states`, the one forward loop),
-    per-state metrics (`state_metrics`, the one reduction), correlations, embedding isotropy,
-    timing. `progress` shows a bar over each run's batches."""
+    """For the trained weights and every seed of `untrained_seeds` (the family's
+    re-initialisation): the hidden states of `batches` (`collect_states`, the one forward loop,
+    compiled once: every run has the same shapes), per-state metrics (`state_metrics`),
+    correlations, embedding isotropy, timing. The "untrained" run is the mean over the seeds
+    (`states.seed_means`; their values in out["seeds"], `states.seed_summary`); its hidden
+    states are the first seed's (the others are dropped as soon as they are measured)."""
     forward = model.family.hidden_states_fn(model.config)
-    key_init, key_pairs = jax.random.split(jax.random.key(config.seed))
-    runs = {} if model.params is None else {"trained": model.params}  # None: untrained only
-    if config.untrained_baseline or model.params is None:
-        runs["untrained"] = model.family.init_params(model.config, key_init)
-    out: dict[str, dict[str, Any]] = {k: {} for k in ("values", "corr", "hidden", "emb", "timing")}
-    for name, params in runs.items():
-        start = time.perf_counter()
-        out["hidden"][name] = collect_states(
-            forward, params, progress.track(batches, f"{name} forward", unit="batch"))
-        out["timing"][f"{name}_forward_seconds"] = time.perf_counter() - start
-        start = time.perf_counter()
-        out["values"][name] = state_metrics(out["hidden"][name], key_pairs, config.num_pairs,
-                                            config.include_special_tokens)
-        out["timing"][f"{name}_metrics_seconds"] = time.perf_counter() - start
-        out["corr"][name] = correlations(out["values"][name])
-        out["emb"][name] = embeddings.embedding_isotropy(
+    key_pairs = jax.random.split(jax.random.key(config.seed))[1]  # one set of pairs for all runs
+    out: dict[str, Any] = {k: {} for k in ("values", "corr", "hidden", "emb", "timing")}
+    if model.params is not None:
+        out["hidden"]["trained"], got, out["timing"] = _measure_one(
+            "trained", model.params, forward, batches, config, key_pairs, progress)
+        out["values"]["trained"], out["corr"]["trained"] = got["values"], got["corr"]
+        out["emb"]["trained"] = embeddings.embedding_isotropy(
+            model.family.embedding_matrices(model.params, model.config))
+    seeds, per_seed, out["seeds"] = untrained_seeds(config, model), [], {}
+    for k, seed in enumerate(seeds):
+        progress.say(f"untrained seed {seed} ({k + 1} of {len(seeds)})")
+        params = model.family.init_params(model.config, jax.random.split(jax.random.key(seed))[0])
+        states, got, timing = _measure_one(f"untrained_seed_{seed}", params, forward, batches,
+                                           config, key_pairs, progress)
+        out["timing"].update(timing)
+        if k == 0:
+            out["hidden"]["untrained"] = states
+        got["emb"] = embeddings.embedding_isotropy(
             model.family.embedding_matrices(params, model.config))
+        per_seed.append(got)
+        del params, states  # one architecture's weights and states in memory at a time
+    if seeds:
+        out["seeds"] = seed_summary(seeds, [g["values"] for g in per_seed],
+                                    [g["corr"] for g in per_seed], [g["emb"] for g in per_seed])
+        (out["values"]["untrained"], out["corr"]["untrained"],
+         out["emb"]["untrained"]) = seed_means(out["seeds"])
     return out
 
 
@@ -273,14 +312,16 @@ def _result(model: PretrainedModel, config: PretrainedConfig, runs: dict[str, di
                             layers=list(range(len(model.labels))), metrics=runs["values"],
                             correlations=runs["corr"], data=data,
                             timing={**timing, **runs["timing"]}, sentences=list(names),
-                            hidden_states=runs["hidden"], embeddings=runs["emb"])
+                            hidden_states=runs["hidden"], embeddings=runs["emb"],
+                            untrained_seeds=runs["seeds"])
 
 
 def analyze(model: PretrainedModel, sentences: Sequence[str], config: PretrainedConfig,
             progress: Progress = SILENT) -> PretrainedResult:
-    """Layer-wise anisotropy of `model` on `sentences` (and of its untrained re-initialisation
-    when config.untrained_baseline). Uses config's seed (the untrained weights and the sampled
-    pairs), batch_size, length_multiple, num_pairs and include_special_tokens."""
+    """Layer-wise anisotropy of `model` on `sentences` (and of config.untrained_seeds
+    re-initialisations when config.untrained_baseline: `untrained_seeds`). Uses config's seed
+    (the untrained weights and the sampled pairs), batch_size, length_multiple, num_pairs and
+    include_special_tokens."""
     if model.tokenizer is None:
         raise ValueError("the model was loaded without a tokenizer")
     if len(sentences) < 3:

@@ -10,7 +10,9 @@
                      position, special (image/audio models: layer_i (N_i, D_i) and input_index_i
                      per state, token counts and widths may differ between states)
   results.json       LAST: provenance, config, model (with state_labels), layers, metrics,
-                     correlations, embeddings (partition isotropy), data, timing
+                     correlations, embeddings (partition isotropy), untrained_seeds (each
+                     re-initialisation's values and the per-state intervals over them:
+                     states.seed_summary), data, timing
 """
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ from anisotropy_jax.plotting import pretrained as plots
 from anisotropy_jax.studies.pretrained.analysis import PretrainedResult
 from anisotropy_jax.studies.pretrained.states import TokenStates
 
-TABLE_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
-                 "sampled_pair_cosine", "drift_norm", "relative_drift", "isoscore",
-                 "effective_rank")
-SHORT_NAMES = {"average_cosine": "avg_cos", "cross_sequence_cosine": "cross_cos",
+TABLE_METRICS = ("average_cosine", "centered_average_cosine", "centering_removed_share",
+                 "cross_sequence_cosine", "within_sequence_cosine", "sampled_pair_cosine",
+                 "drift_norm", "relative_drift", "isoscore", "effective_rank")
+SHORT_NAMES = {"average_cosine": "avg_cos", "centered_average_cosine": "centred_cos",
+               "centering_removed_share": "removed", "cross_sequence_cosine": "cross_cos",
                "within_sequence_cosine": "within_cos", "sampled_pair_cosine": "sampled_cos",
                "drift_norm": "drift", "relative_drift": "rel_drift", "isoscore": "isoscore",
                "effective_rank": "eff_rank", "effective_rank_centered": "eff_rank_c",
@@ -40,7 +43,8 @@ def summary(result: PretrainedResult, provenance: dict[str, Any] | None = None
     return {"provenance": provenance, "config": dataclasses.asdict(result.config),
             "model": result.model, "layers": result.layers, "metrics": result.metrics,
             "correlations": result.correlations, "embeddings": result.embeddings,
-            "data": result.data, "timing": result.timing}
+            "untrained_seeds": result.untrained_seeds, "data": result.data,
+            "timing": result.timing}
 
 
 def format_report(doc: dict[str, Any], names: Sequence[str] = TABLE_METRICS) -> str:
@@ -48,9 +52,12 @@ def format_report(doc: dict[str, Any], names: Sequence[str] = TABLE_METRICS) -> 
     text (what the script prints)."""
     lines = []
     labels = doc["model"].get("state_labels") or [str(i) for i in doc["layers"]]
+    seeds = doc.get("untrained_seeds", {}).get("seeds")
     for run, values in doc["metrics"].items():
         lines.append(f"[{run}] state 0 = embedding output"
-                     + ("; last = after the final norm" if labels[-1] == "final_norm" else ""))
+                     + ("; last = after the final norm" if labels[-1] == "final_norm" else "")
+                     + (f"; mean over {len(seeds)} seeds {seeds}" if run == "untrained" and seeds
+                        else ""))
         lines.append("state       " + " ".join(f"{SHORT_NAMES.get(n, n):>11}" for n in names))
         for layer in doc["layers"]:
             lines.append(f"{labels[layer]:<11} " + " ".join(_cell(values[n][layer])
@@ -60,9 +67,19 @@ def format_report(doc: dict[str, Any], names: Sequence[str] = TABLE_METRICS) -> 
                 f"{k} {v:.4g}" for k, v in doc["embeddings"][run].items()
                 if k.endswith(("_one_sign", "_sign_free"))))
         for pair, c in doc["correlations"][run].items():
-            lines.append(f"  {pair}: spearman {c['spearman']:+.3f} (p={c['spearman_p']:.3g}), "
-                         f"pearson {c['pearson']:+.3f} (p={c['pearson_p']:.3g}), n={c['n']}")
+            lines.append(f"  {pair}: {_correlation(c)}")
     return "\n".join(lines)
+
+
+def _correlation(c: dict[str, Any]) -> str:
+    """One run's ρ with its p, or the untrained seeds' mean ρ with its range (`seed_means`)."""
+    if "seeds" in c:
+        return (f"spearman {c['spearman']:+.3f} [{c['spearman_min']:+.3f}, "
+                f"{c['spearman_max']:+.3f}], pearson {c['pearson']:+.3f} "
+                f"[{c['pearson_min']:+.3f}, {c['pearson_max']:+.3f}] (mean [range] over "
+                f"{c['seeds']} seeds), n={c['n']}")
+    return (f"spearman {c['spearman']:+.3f} (p={c['spearman_p']:.3g}), "
+            f"pearson {c['pearson']:+.3f} (p={c['pearson_p']:.3g}), n={c['n']}")
 
 
 def _cell(value: float | None) -> str:

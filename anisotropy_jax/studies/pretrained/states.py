@@ -19,10 +19,13 @@ import jax
 import numpy as np
 
 from anisotropy_jax import metrics
+from anisotropy_jax.metrics.correlation import t_interval
 
 # Per-layer metrics (all computed on the tokens selected by the mask).
 METRIC_NAMES = (
     "average_cosine",        # all distinct pairs of tokens (metrics.average_cosine_similarity)
+    "centered_average_cosine",  # the same of h − μ (metrics.centered_average_cosine)
+    "centering_removed_share",  # (average − centred) / average; None when average < FLOOR
     "cross_sequence_cosine",  # pairs from different sentences
     "within_sequence_cosine",  # pairs from the same sentence (None: one token per input)
     "sampled_pair_cosine",   # the papers' estimate: K uniformly drawn pairs i ≠ j
@@ -35,7 +38,12 @@ METRIC_NAMES = (
     "top_pc_variance_ratio",  # σ₁²/Σσ² of the centred matrix
 )
 # Anisotropy measures correlated with drift_norm and relative_drift across layers.
-CORRELATED_COSINES = ("average_cosine", "cross_sequence_cosine", "sampled_pair_cosine")
+CORRELATED_COSINES = ("average_cosine", "cross_sequence_cosine", "sampled_pair_cosine",
+                      "centered_average_cosine")
+# Below this average cosine there is no anisotropy for centring to remove: the share
+# (average − centred) / average would divide by noise (an isotropic cloud of D dimensions has
+# |average cosine| of order 1/D), so it is None there.
+ANISOTROPY_FLOOR = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +116,7 @@ def collect_states(forward: Callable[..., Any], params: Any, batches: Iterable[F
 def _cloud_metrics(x_NxD: jax.Array) -> dict[str, jax.Array]:
     return {
         "average_cosine": metrics.average_cosine_similarity(x_NxD),
+        "centered_average_cosine": metrics.centered_average_cosine(x_NxD),
         "drift_norm": metrics.drift_norm(x_NxD),
         "relative_drift": metrics.relative_drift(x_NxD),
         "mean_norm": metrics.mean_norm(x_NxD),
@@ -159,12 +168,22 @@ def cloud_metrics(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
                                         if mask_SxL.shape[1] >= 2 else None)
     values["sampled_pair_cosine"] = _sampled_pairs(x_NxD, key, num_pairs=num_pairs)
     values = jax.device_get(values)
+    values["centering_removed_share"] = centering_removed_share(
+        float(values["average_cosine"]), float(values["centered_average_cosine"]))
     out: dict[str, float | None] = {}
     for name in METRIC_NAMES:
         out[name] = None if values[name] is None else float(values[name])
         if out[name] is not None and not math.isfinite(out[name]):
             raise FloatingPointError(f"metric {name} is not finite ({out[name]})")
     return out
+
+
+def centering_removed_share(average: float, centred: float) -> float | None:
+    """The share of the anisotropy that centring removes, (average − centred) / average: 1 when
+    the centred cloud is isotropic (the anisotropy was one shared offset), 0 when centring leaves
+    it unchanged, above 1 when the centred cloud is anti-aligned (its floor is −1/(N − 1)). None
+    when average < ANISOTROPY_FLOOR (nothing to remove)."""
+    return None if average < ANISOTROPY_FLOOR else (average - centred) / average
 
 
 def state_metrics(states: TokenStates, key: jax.Array, num_pairs: int = 10_000,
@@ -198,3 +217,58 @@ def correlations(layer_values: dict[str, list[float]]) -> dict[str, dict[str, fl
             out[f"{drift}_vs_{cosine}"] = metrics.drift_anisotropy_correlation(
                 layer_values[drift], layer_values[cosine])
     return out
+
+
+def _none_if_nan(values: np.ndarray) -> list[float | None]:
+    return [None if not math.isfinite(v) else float(v) for v in np.asarray(values, np.float64)]
+
+
+def _interval(rows_KxS: np.ndarray) -> dict[str, list[float | None]]:
+    """Per state over K seeds: mean, 95 % Student-t interval (None for K = 1), min, max; a state
+    where some seed has no value (None) has none."""
+    k = rows_KxS.shape[0]
+    half = (np.full(rows_KxS.shape[1], np.nan) if k < 2 else
+            np.asarray(t_interval(rows_KxS)["high"]) - np.mean(rows_KxS, axis=0))
+    mean = np.mean(rows_KxS, axis=0)
+    return {"mean": _none_if_nan(mean), "low": _none_if_nan(mean - half),
+            "high": _none_if_nan(mean + half), "min": _none_if_nan(np.min(rows_KxS, axis=0)),
+            "max": _none_if_nan(np.max(rows_KxS, axis=0))}
+
+
+def seed_summary(seeds: list[int], values: list[dict[str, list[float | None]]],
+                 corrs: list[dict[str, dict[str, float]]], embeddings: list[dict[str, float]]
+                 ) -> dict[str, Any]:
+    """results.json "untrained_seeds" from the K re-initialisations of one architecture (one
+    entry per seed of `seeds` in each list): per metric of METRIC_NAMES the per-seed values
+    ("metrics": name → K lists over the states) and per state their mean, 95 % t-interval, min
+    and max ("interval": name → {"mean", "low", "high", "min", "max"}); per correlation pair the
+    per-seed ρ ("correlations": pair → {"spearman", "pearson": K values, "n": states}); per
+    embedding-isotropy key the K values ("embeddings")."""
+    rows = {name: np.asarray([[np.nan if v is None else v for v in run[name]] for run in values],
+                             np.float64) for name in values[0]}
+    return {
+        "seeds": list(seeds), "n": len(seeds),
+        "metrics": {name: [run[name] for run in values] for name in values[0]},
+        "interval": {name: _interval(r) for name, r in rows.items()},
+        "correlations": {pair: {"spearman": [c[pair]["spearman"] for c in corrs],
+                                "pearson": [c[pair]["pearson"] for c in corrs],
+                                "n": corrs[0][pair]["n"]} for pair in corrs[0]},
+        "embeddings": {key: [e[key] for e in embeddings] for key in embeddings[0]},
+    }
+
+
+def seed_means(summary: Mapping[str, Any]) -> tuple[dict[str, list[float | None]],
+                                                    dict[str, dict[str, Any]], dict[str, float]]:
+    """(metrics, correlations, embeddings) of the "untrained" run from a `seed_summary`: the
+    per-state means over the seeds; per pair the mean ρ with its range over the seeds
+    ("spearman", "spearman_min", "spearman_max", the same for "pearson", "n", "seeds"; no p: the
+    seeds' p-values are not one test); the mean embedding isotropy."""
+    corr = {}
+    for pair, c in summary["correlations"].items():
+        corr[pair] = {"n": c["n"], "seeds": summary["n"]}
+        for method in ("spearman", "pearson"):
+            rhos = np.asarray(c[method], np.float64)
+            corr[pair].update({method: float(np.mean(rhos)), f"{method}_min": float(np.min(rhos)),
+                               f"{method}_max": float(np.max(rhos))})
+    emb = {key: float(np.mean(v)) for key, v in summary["embeddings"].items()}
+    return ({name: i["mean"] for name, i in summary["interval"].items()}, corr, emb)
