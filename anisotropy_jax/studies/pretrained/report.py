@@ -2,7 +2,8 @@
 
 `write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
   config.json        the resolved PretrainedConfig
-  sentences.txt      the sentences measured, one per line
+  sentences.txt      the sentences measured, one per line (inputs.txt for image and audio
+                     models: one line per image or utterance, its file or the words spoken)
   report.txt         `format_report(result)`
   figures/cosine_by_layer.png, drift_by_layer.png, isotropy_by_layer.png, drift_vs_cosine.png
   hidden_states[_untrained].npz   with config.save_hidden_states: layer_0 … layer_L, each (N, D)
@@ -100,12 +101,15 @@ def write_measured(result: Any, workdir: str | os.PathLike, provenance: results_
                    summary: Callable[..., dict[str, Any]], format_report: Callable[..., str],
                    own_files: Callable[[Any, pathlib.Path], None]) -> dict[str, Any]:
     """Writes a run measured on sampled sentences (this study's, the checkpoint series'):
-    config.json (`result.config`), sentences.txt (`result.sentences`) and report.txt
+    config.json (`result.config`), sentences.txt (`result.sentences`; inputs.txt where the
+    result's data has an image or audio modality: those are not sentences) and report.txt
     (`format_report(summary(result))`), then `own_files(result, workdir)` (its figures and
     arrays), and results.json (`summary(result, provenance)`) LAST; returns that dict."""
     workdir = pathlib.Path(workdir)
+    media = (getattr(result, "data", None) or {}).get("modality") in plots.MEDIA_MODALITIES
     results_lib.write_json(workdir / "config.json", result.config)
-    results_lib.write_text(workdir / "sentences.txt", "\n".join(result.sentences) + "\n")
+    results_lib.write_text(workdir / ("inputs.txt" if media else "sentences.txt"),
+                           "\n".join(result.sentences) + "\n")
     results_lib.write_text(workdir / "report.txt", format_report(summary(result)) + "\n")
     own_files(result, workdir)
     out = summary(result, provenance.finish())

@@ -24,6 +24,9 @@ def run(inputs: analysis.Inputs, progress: Progress) -> analysis.PretrainedResul
                  f"{model.shape['num_layers']} layers, d={model.shape['d_model']}, "
                  f"{model.num_parameters:,} parameters); {len(inputs.sentences)} of "
                  f"{inputs.num_candidate_sentences} {what} from {inputs.text_source}")
+    shortfall = analysis.shortfall(inputs)
+    if shortfall:
+        progress.say(shortfall)
     return analysis.run(inputs.config, inputs, progress)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import shutil
 import time
 from typing import Any
 
@@ -94,13 +93,16 @@ def run_pretrained(config: ReproduceConfig, out: pathlib.Path, progress: Progres
 
 # The vision/speech study: the cross-modal comparison on these models, each where installed.
 IMAGE_MODELS = ("DINOv2-S", "ResNet-50-untrained")  # the offline photographs; untrained CNN
-SPEECH_MODELS = ("Whisper-tiny.en",)  # espeak-ng utterances, speech frames only
+SPEECH_MODELS = ("Whisper-tiny.en",)  # synthetic utterances, speech frames only
 
 
 def run_modalities(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
-    """The cross-modal comparison (`pretrained.cross_modal`: the pretrained study per model) on
-    IMAGE_MODELS (the first `num_images` offline photographs) and SPEECH_MODELS
-    (`num_utterances` espeak-ng utterances); not measured when no trained model could be."""
+    """The cross-modal comparison (`pretrained.cross_modal`: the pretrained study per model, each
+    against PretrainedConfig's default 5 untrained seeds) on IMAGE_MODELS (the first
+    `num_images` offline photographs) and SPEECH_MODELS (`num_utterances` synthetic utterances
+    from the cross-modal study's own source, `media.speech_source()`: espeak-ng where installed,
+    else the numpy formant synthesiser; each model's scope says which); not measured when no
+    trained model could be."""
     cfg = config.modalities
     skipped, groups = {}, []
     try:
@@ -108,10 +110,8 @@ def run_modalities(config: ReproduceConfig, out: pathlib.Path, progress: Progres
         groups.append((IMAGE_MODELS, cfg.num_images))
     except media.MediaError as err:
         skipped["images"] = str(err)
-    if shutil.which("espeak-ng") is None:
-        skipped["speech"] = "espeak-ng is not installed (apt-get install espeak-ng)"
-    else:
-        groups.append((SPEECH_MODELS, cfg.num_utterances))
+    groups.append((SPEECH_MODELS, cfg.num_utterances))
+    progress.say(f"speech: {media_inputs.SPEECH_SOURCES[media.speech_source()]}")
     provenance = results.Provenance()
     for models, num in groups:
         study = CrossModalConfig(models=models, reuse=False, pretrained=PretrainedConfig(
