@@ -31,7 +31,7 @@ from absl import app, flags
 
 from anisotropy_jax import configs, results
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.protocol import Progress, Study
+from anisotropy_jax.protocol import Progress, Study, WORKDIR_FILE, workdir_conflict, workdir_record
 
 _CACHE = flags.DEFINE_string(
     "compilation_cache", "default",
@@ -188,6 +188,15 @@ def check_workdir(folder: pathlib.Path) -> None:
         fail(f"--workdir: cannot write in {existing} ({error.strerror or error})")
 
 
+def claim_workdir(folder: pathlib.Path, command: str, config: Any) -> None:
+    """Records `command` and its config in the workdir (`protocol.WORKDIR_FILE`), once its config
+    is valid and before it runs: an interrupted run is claimed too. Written only where absent
+    (`workdir_conflict` has refused a different record), so that a resumed run leaves it be."""
+    path = folder / WORKDIR_FILE
+    if not path.is_file():  # json.dumps, not write_json: a NaN stays NaN, equal on reading
+        results.write_text(path, json.dumps(workdir_record(command, config), indent=1) + "\n")
+
+
 # Errors of the machine rather than the run: one line naming the file, exit status 1.
 DISK_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
                errno.EFBIG: "file too large", errno.EROFS: "read-only file system",
@@ -290,7 +299,8 @@ def help_text(context: Context, argv: list[str]) -> str:
 
 def main(study: Study, config: str | None = None, *, config_default: str | None = None,
          workdir_help: str = "Output folder (created if missing).", prog: str | None = None,
-         usage: str | None = None, argv: list[str] | None = None, **script_flags: Any) -> None:
+         usage: str | None = None, argv: list[str] | None = None, claim: str | None = None,
+         **script_flags: Any) -> None:
     """The whole of an experiment script: defines --config (required, `config` the example its
     error names; or `config_default`) and --workdir, parses the flags (`parse_flags_or_exit`:
     one-line errors, --help, named configs, the compilation cache), then
@@ -299,7 +309,9 @@ def main(study: Study, config: str | None = None, *, config_default: str | None 
     --print_config only prints the config. `script_flags` are the script's own flag holders,
     passed by name to validate, except two read here: `progress` (bars on stderr) and
     `phase_times` (a file for the phases' end times). `prog`, `usage` and `argv` default to the
-    script's name, its docstring and sys.argv (`anisotropy_jax.commands` passes its own)."""
+    script's name, its docstring and sys.argv (`anisotropy_jax.commands` passes its own).
+    `claim`, the command's name, makes the workdir this run's (`claim_workdir`); None leaves
+    the workdir unclaimed (a study whose workdir is another's, or one that checks its parts)."""
     from ml_collections import config_flags
 
     argv = list(sys.argv if argv is None else argv)
@@ -317,12 +329,12 @@ def main(study: Study, config: str | None = None, *, config_default: str | None 
         "override) as JSON and exit without running.")
     command = " ".join([prog, *argv[1:]]) if prog else " ".join(["python", *argv])
     app.run(functools.partial(_drive, study, (config_flag, workdir_flag, print_flag), config,
-                              command, script_flags),
+                              command, claim, script_flags),
             argv=argv, flags_parser=functools.partial(parse_flags_or_exit, context=context))
 
 
 def _drive(study: Study, holders: tuple[Any, Any, Any], example: str | None, command: str,
-           script_flags: dict[str, Any], argv: list[str]) -> None:
+           claim: str | None, script_flags: dict[str, Any], argv: list[str]) -> None:
     del argv  # parse_flags_or_exit refuses extra arguments
     config_flag, workdir_flag, print_flag = holders
     if print_flag.value:  # no --workdir needed
@@ -344,8 +356,14 @@ def _drive(study: Study, holders: tuple[Any, Any, Any], example: str | None, com
     if example is not None:
         require_flag(config_flag.value, "config", example)
     check_workdir(folder)
+    if claim is not None:
+        refused = workdir_conflict(folder, claim, config_flag.value)
+        if refused:
+            fail(refused)
     with user_errors():
         plan = study.validate(config_flag.value, folder, **options)  # nothing compiled yet
+        if claim is not None:
+            claim_workdir(folder, claim, config_flag.value)
         provenance = results.Provenance(command=command)
         doc = study.write(study.run(plan, progress), folder, provenance)
     if doc is None:  # nothing written here (a process other than the first)

@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 from absl import flags
 
-from anisotropy_jax import cli, configs
+import anisotropy_jax
+from anisotropy_jax import cli, configs, results
 
 PROG = "anisotropy-jax"
 
@@ -78,6 +79,11 @@ class Command:
       summary    what it does and writes, for --help
       flags      defines its own flags (absl), returns {name: holder} for `cli.main`
       workdir    the --workdir help
+      claims     whether its workdir is its run's alone (`protocol.workdir_conflict`: a run of
+                 another command or config into it is refused); False where the folder is
+                 shared by design: dynamics analyses a training run's workdir, and a
+                 reproduction resumes study by study, each refused on its own config
+                 (`studies.reproduce.runner`), e.g. parts run on different machines
     """
 
     study: str
@@ -85,6 +91,7 @@ class Command:
     summary: str
     flags: Callable[[], dict[str, Any]] = dict
     workdir: str = "Output folder (created if missing)."
+    claims: bool = True
 
 
 COMMANDS: dict[str, Command] = {
@@ -111,7 +118,7 @@ COMMANDS: dict[str, Command] = {
         "Reruns the per-checkpoint query/key analysis of a training run: results.json, "
         "dynamics.npz and figures/ in its workdir.",
         _progress("Print one line per analysed checkpoint."),
-        "Workdir of a training run (anisotropy-jax train)."),
+        "Workdir of a training run (anisotropy-jax train).", claims=False),
     "pretrained": Command(
         "anisotropy_jax.studies.pretrained:STUDY", "pretrained_anisotropy",
         "Layer-wise anisotropy and drift of a pretrained checkpoint of any registered family, "
@@ -132,7 +139,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command(
         "anisotropy_jax.studies.reproduce:STUDY", "reproduce",
         "Every study and a verdict on each claim of docs/SCIENCE.md: WORKDIR/REPORT.md "
-        "(docs/REPORT.md).", _report_flags),
+        "(docs/REPORT.md).", _report_flags, claims=False),
 }
 
 
@@ -140,6 +147,12 @@ def study(name: str) -> Any:
     """The `Study` value of a command."""
     module, _, attribute = COMMANDS[name].study.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def _claim(name: str) -> str | None:
+    """The name its workdir is claimed under (the same for the script and the command), or
+    None."""
+    return name if COMMANDS[name].claims else None
 
 
 def _config_path(command: Command) -> str:
@@ -152,7 +165,8 @@ def run(name: str, argv: list[str]) -> None:
     command's own config by default)."""
     command = COMMANDS[name]
     cli.main(study(name), config_default=_config_path(command), workdir_help=command.workdir,
-             prog=f"{PROG} {name}", usage=command.summary, argv=argv, **command.flags())
+             prog=f"{PROG} {name}", usage=command.summary, argv=argv, claim=_claim(name),
+             **command.flags())
 
 
 def script(name: str, config: str | None = None) -> None:
@@ -162,7 +176,7 @@ def script(name: str, config: str | None = None) -> None:
     command = COMMANDS[name]
     try:
         cli.main(study(name), config, config_default=None if config else _config_path(command),
-                 workdir_help=command.workdir, **command.flags())
+                 workdir_help=command.workdir, claim=_claim(name), **command.flags())
     except KeyboardInterrupt:  # while the study is imported; a running study says more
         cli.fail("interrupted; rerun the same command to resume", status=cli.INTERRUPTED_STATUS)
 
@@ -201,6 +215,12 @@ def show(folder: str) -> str:
     name = identify(doc) if isinstance(doc, dict) else None
     if name is None:
         cli.fail(f"{path}: not the results of a study of this package")
+    provenance = doc.get("provenance")
+    version = provenance.get("schema_version", 0) if isinstance(provenance, dict) else 0
+    if not isinstance(version, int) or version > results.RESULTS_SCHEMA_VERSION:
+        cli.fail(f"{path}: results schema {version!r}, newer than this anisotropy_jax "
+                 f"{anisotropy_jax.__version__} reads (up to {results.RESULTS_SCHEMA_VERSION}); "
+                 "upgrade it")
     try:
         return study(name).format_report(doc, workdir)
     except Exception as error:  # noqa: BLE001 - an older or edited file: one line, not a trace

@@ -12,10 +12,17 @@ A study is a `Study` value (each study package exports one, `STUDY`):
   write(result, workdir, provenance) → doc    every output file, results.json last (atomically);
       returns the results document, or None where this process writes nothing
   format_report(doc, workdir) → text          what the script prints
+
+A workdir holds one run: the driver records the command and its resolved config in
+WORKDIR/workdir.json before the run starts (`workdir_record`) and refuses, before anything is
+validated or compiled, a run of another command or another config into it (`workdir_conflict`);
+the same command again resumes or overwrites as before.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import pathlib
 import sys
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -38,6 +45,53 @@ class Study:
     on_demand_memory: bool = False
     quiet_logs: bool = False
     fast_exit: bool = False
+
+
+WORKDIR_FILE = "workdir.json"  # {"command": name, "config": the resolved config} of the run
+
+
+def workdir_record(command: str, config: Any) -> dict[str, Any]:
+    """What WORKDIR_FILE holds for `command` run with `config` (a ConfigDict or a mapping), as
+    plain JSON values: tuples are lists, anything JSON lacks is its repr."""
+    plain = config.to_dict() if hasattr(config, "to_dict") else dict(config or {})
+    return {"command": command, "config": json.loads(json.dumps(plain, default=repr))}
+
+
+def _first_difference(old: Any, new: Any, prefix: str = "") -> tuple[str, Any, Any]:
+    """(dotted field, old value, new value) of the first differing leaf of two JSON values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new), key=str):
+            if _canonical(old.get(key)) != _canonical(new.get(key)):
+                return _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+    return prefix[:-1], old, new
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)  # NaN != NaN as values; as text they are equal
+
+
+def workdir_conflict(workdir: pathlib.Path, command: str, config: Any) -> str | None:
+    """Why `command` with `config` must not run into `workdir`, as one line; None where it may:
+    the folder has no WORKDIR_FILE (new, or made before this file existed) or holds a run of
+    the same command and config. Unreadable records are refused rather than overwritten."""
+    path = pathlib.Path(workdir) / WORKDIR_FILE
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text())
+        old_command, old_config = old["command"], old["config"]
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        return f"--workdir: {path} is unreadable ({type(error).__name__}); use another --workdir"
+    if old_command != command:
+        return (f"--workdir: {workdir} holds a run of `{old_command}`, not `{command}`; use "
+                f"another --workdir")
+    new_config = workdir_record(command, config)["config"]
+    if _canonical(old_config) == _canonical(new_config):
+        return None
+    field, was, now = _first_difference(old_config, new_config)
+    return (f"--workdir: {workdir} holds a `{command}` run of another config "
+            f"({field or 'config'}={json.dumps(was)} there, {json.dumps(now)} here); use another "
+            f"--workdir, or delete {workdir} to start again")
 
 
 class Interrupted(KeyboardInterrupt):

@@ -243,6 +243,13 @@ def _git(*args: str) -> str | None:
 
 GIT_COMMIT_ENV = "ANISOTROPY_JAX_GIT_COMMIT"
 
+# The layout of the results documents, recorded in every one as provenance["schema_version"]
+# (every results.json has a provenance): raised by one whenever a study's results.json changes
+# so that an older reader would misread it (a key renamed, moved, removed or given another
+# meaning; adding a key needs no new version). `anisotropy-jax show` refuses a newer version.
+# A document without it predates versioning: version 0, read as version 1.
+RESULTS_SCHEMA_VERSION = 1
+
 
 def _git_commit() -> str | None:
     """HEAD, with "+modified" when tracked files differ from it (the code that ran is then not
@@ -262,7 +269,8 @@ def _git_commit() -> str | None:
 
 
 class Provenance:
-    """Collects what `results.json["provenance"]` must hold; call `finish()` at the end.
+    """Collects what `results.json["provenance"]` must hold (with the RESULTS_SCHEMA_VERSION of
+    the document); call `finish()` at the end.
     `command` is the command line that made the results (for the studies that record it)."""
 
     def __init__(self, command: str = ""):
@@ -275,6 +283,7 @@ class Provenance:
         import jax
 
         return {
+            "schema_version": RESULTS_SCHEMA_VERSION,
             "package": "anisotropy_jax",
             "package_version": anisotropy_jax.__version__,
             "git_commit": _git_commit(),

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from anisotropy_jax import commands, configs
+from anisotropy_jax import commands, configs, results
 from anisotropy_jax.config.docs import attribute_docs, field_table
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -43,6 +43,42 @@ def test_a_study_runs_from_another_folder_and_show_reprints_its_table(env, tmp_p
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() and run.stdout.rstrip().endswith(shown.stdout.rstrip())
     assert commands.identify(doc) == "sweep"
+    assert doc["provenance"]["schema_version"] == results.RESULTS_SCHEMA_VERSION
+
+
+def test_a_workdir_takes_the_same_run_again_and_refuses_another_config(env, tmp_path):
+    """The script and the command claim a workdir under one name: the same config through the
+    script overwrites the command's run; another config is one line, exit 2, files untouched."""
+    run = ["sweep", "--config=sweep:smoke", "--config.num_seeds=1", "--workdir=out"]
+    assert _run(run, tmp_path, env).returncode == 0
+    first = json.loads((tmp_path / "out" / "results.json").read_text())["provenance"]
+    script = [str(ROOT / "experiments" / "bias_sweep.py"),
+              f"--config={ROOT / 'experiments' / 'configs' / 'bias_sweep.py'}:smoke",
+              "--config.num_seeds=1", "--workdir=out"]
+    again = _run(script, tmp_path, env, command=(sys.executable,))
+    assert again.returncode == 0, again.stderr[-3000:]
+    second = json.loads((tmp_path / "out" / "results.json").read_text())["provenance"]
+    assert second["start_time"] > first["end_time"]  # run again, not refused
+    files = {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    other = _run(script[:-2] + ["--config.num_seeds=2", "--workdir=out"], tmp_path, env,
+                 command=(sys.executable,))
+    assert other.returncode == 2 and other.stderr.splitlines() == [
+        "error: --workdir: out holds a `sweep` run of another config (num_seeds=1 there, 2 "
+        "here); use another --workdir, or delete out to start again"], other.stderr
+    assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == files
+
+
+def test_show_refuses_results_of_a_newer_schema(tmp_path):
+    doc = json.loads((ROOT / "docs/results/depth/cpu/results.json").read_text())
+    (tmp_path / "newer").mkdir()
+    doc["provenance"]["schema_version"] = results.RESULTS_SCHEMA_VERSION + 1
+    (tmp_path / "newer" / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as exit_:
+        commands.show(str(tmp_path / "newer"))
+    assert exit_.value.code == 2
+    doc["provenance"]["schema_version"] = results.RESULTS_SCHEMA_VERSION
+    (tmp_path / "newer" / "results.json").write_text(json.dumps(doc))
+    assert commands.show(str(tmp_path / "newer")).strip()
 
 
 def test_show_names_the_study_of_every_committed_result():

@@ -39,6 +39,7 @@ def test_provenance_fields():
     for key in ("package_version", "jax_version", "flax_version", "devices", "start_time",
                 "end_time", "wall_seconds"):
         assert key in prov
+    assert prov["schema_version"] == results.RESULTS_SCHEMA_VERSION  # every results.json's
 
 
 def test_git_commit_says_when_the_code_is_not_the_commit(monkeypatch):
