@@ -60,7 +60,7 @@ def test_validation_text_never_reaches_the_tokenizer():
 def test_run_is_finite_has_the_documented_keys_and_learns(tiny):
     cfg, result = tiny
     conventions = ("one_sign", "sign_free")
-    keys = {f"{m}_{v}_{c}" for m in embeddings.MATRICES + (embeddings.CONTROL,)
+    keys = {f"{m}_{v}_{c}" for m in embeddings.MATRICES + embeddings.GAIN_KEYS
             for v in ("raw", "centered") for c in conventions}
     keys |= {f"{m}_unitnorm_{v}_{c}" for m in embeddings.MATRICES for v in ("raw", "centered")
              for c in conventions}
@@ -72,7 +72,7 @@ def test_run_is_finite_has_the_documented_keys_and_learns(tiny):
     assert result.projections["input_centered"].shape == (1, 2, cfg.vocab_size, 2)
     assert result.train_loss.shape == (1, 2, cfg.steps)
     # Min and max of the sign-free convention run over a superset of the one-sign directions.
-    for m in embeddings.MATRICES + (embeddings.CONTROL,):
+    for m in embeddings.MATRICES + embeddings.GAIN_KEYS:
         for v in ("raw", "centered", "unitnorm_raw", "gaussian_raw"):
             if f"{m}_{v}_one_sign" not in result.isotropy:
                 continue
@@ -96,7 +96,7 @@ def test_step_zero_is_the_metric_of_the_init_params(tiny):
                                        err_msg=key)
         # The final LayerNorm's gain is 1 at init: the scaled output matrix is the output one.
         for v in ("raw_one_sign", "centered_sign_free"):
-            for scaled in ("output_scaled", embeddings.CONTROL):
+            for scaled in ("output_scaled",) + embeddings.GAIN_KEYS[:2]:
                 assert result.isotropy[f"{scaled}_{v}"][0, j, 0] == \
                     result.isotropy[f"output_{v}"][0, j, 0]
     assert result.isotropy["input_raw_one_sign"][0, 0, 0] != \
@@ -131,6 +131,35 @@ def test_unit_norm_control_is_scale_free_and_the_mean_gain_control_is_a_rescalin
     mean_gain = ei.partition_isotropy_conventions(w_out.astype(np.float32) * gain.mean())
     np.testing.assert_allclose(base["output_meangain_raw_one_sign"], mean_gain["one_sign"],
                                rtol=1e-6)
+    # The gain's controls are metrics.embedding_isotropy.gain_controls of the fixed key.
+    controls = ei.gain_controls(w_out.astype(np.float32), gain,
+                                jax.random.key(embeddings.train.ROW_KEY), embeddings.train.ROW_DRAWS)
+    stats = embeddings.train.measure(w_in.astype(np.float32), w_out.astype(np.float32), gain)[1]
+    np.testing.assert_allclose(stats["final_gain_frobenius_ratio"],
+                               np.linalg.norm(w_out * gain) / np.linalg.norm(w_out), rtol=1e-5)
+    for key in ("output_equalnorm_centered_sign_free", "output_rowdir_raw_sign_free"):
+        np.testing.assert_allclose(base[key], controls[key], rtol=1e-6, err_msg=key)
+
+
+def test_gain_direction_is_the_per_seed_difference_with_a_t_interval():
+    from scipy import stats
+
+    rng = np.random.default_rng(2)
+    iso = {f"output_{m}_{v}_sign_free": rng.uniform(0.2, 0.9, (2, 5, 3))
+           for m in ("scaled", "equalnorm") for v in ("raw", "centered")}
+    got = report.gain_direction(iso)
+    for v in ("raw", "centered"):
+        for w in range(2):
+            for c in range(3):
+                diff = [iso[f"output_scaled_{v}_sign_free"][w, s, c]
+                        - iso[f"output_equalnorm_{v}_sign_free"][w, s, c] for s in range(5)]
+                low, high = stats.t.interval(0.95, 4, loc=np.mean(diff), scale=stats.sem(diff))
+                np.testing.assert_allclose(got[v]["per_seed"][w, :, c], diff, rtol=1e-12)
+                np.testing.assert_allclose([got[v]["low"][w, c], got[v]["high"][w, c]],
+                                           [low, high], rtol=1e-10)
+                assert got[v]["positive"][w, c] == sum(d > 0 for d in diff)
+    one_seed = report.gain_direction({k: v[:, :1] for k, v in iso.items()})
+    assert one_seed["raw"]["low"] is None and one_seed["raw"]["n"] == 1
 
 
 def test_tables_and_report_read_the_document(tiny):
@@ -141,6 +170,9 @@ def test_tables_and_report_read_the_document(tiny):
     assert f"| 16 | output × mean γ | {cfg.steps} |" in table
     assert "[" in table  # two seeds: mean [min, max]
     assert doc["train_loss"][0][0][0] is None and doc["train_loss"][0][0][1] > 0
+    gain = report.format_gain_table(doc)
+    assert gain.count("\n") == 1 + 2 and "| 16 | centered |" in gain and "of 2 |" in gain
+    assert "The final gain's controls" in report.format_report(doc)
 
 
 def _script(*args, tmp_path):

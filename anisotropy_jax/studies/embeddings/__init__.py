@@ -12,10 +12,11 @@ training (docs/EMBEDDINGS.md; docs/SCIENCE.md, "Claims and where they stand").
 from anisotropy_jax.protocol import Study
 from anisotropy_jax.studies.embeddings import study as _study
 from anisotropy_jax.studies.embeddings.study import EmbeddingsResult, devices, run
-from anisotropy_jax.studies.embeddings.train import (CONTROL, MATRICES, STATS, Checkpoint,
-                                                     measure_params, transformer_config)
+from anisotropy_jax.studies.embeddings.train import (CONTROL, GAIN_KEYS, MATRICES, STATS,
+                                                     Checkpoint, measure_params,
+                                                     transformer_config)
 
 STUDY = Study(_study.validate, _study.run_study, _study.write, _study.format_study)
 
-__all__ = ["CONTROL", "MATRICES", "STATS", "STUDY", "Checkpoint", "EmbeddingsResult", "devices",
+__all__ = ["CONTROL", "GAIN_KEYS", "MATRICES", "STATS", "STUDY", "Checkpoint", "EmbeddingsResult", "devices",
            "measure_params", "run", "transformer_config"]

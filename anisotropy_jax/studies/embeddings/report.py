@@ -4,9 +4,14 @@ results.json (last, atomically), and the tables docs/EMBEDDINGS.md quotes.
 results.json: `provenance`, `config` (as given), `embeddings_config` (validated), `widths`,
 `seeds`, `steps`, `data` (token counts), `num_params` (W,), `isotropy`
 {"<input|output|output_scaled>_<raw|centered>_<one_sign|sign_free>" and the controls of
-`train.measure` ("output_meangain_<raw|centered>_<c>", "<matrix>_unitnorm_<raw|centered>_<c>",
-"<matrix>_gaussian_raw_<c>"): {"per_seed": (W, S, C), "mean": (W, C)}}, `stats`
-{"<matrix>_<relative_drift|mean_norm|isoscore>", "final_gain_<mean|std>": (W, S, C)},
+`train.measure` ("output_<equalnorm|meangain|rowdir>_<raw|centered>_<c>",
+"<matrix>_unitnorm_<raw|centered>_<c>", "<matrix>_gaussian_raw_<c>"): {"per_seed": (W, S, C),
+"mean": (W, C)}}, `gain_direction` {"<raw|centered>": the sign-free difference
+I(W·diag γ) − I(W·c) at equal Frobenius norm, {"per_seed": (W, S, C), "mean", "low", "high":
+(W, C) (a 95 % Student-t interval over the seeds, the independent units; null with one seed),
+"positive": (W, C) seeds with a difference > 0, "n": S}}, `stats`
+{"<matrix>_<relative_drift|mean_norm|isoscore>", "final_gain_<mean|std|frobenius_ratio>":
+(W, S, C)},
 `val_loss` (W, S, C), `train_loss` (W, S, C: mean training loss of the updates since the previous
 measured step; null at step 0), `run_seconds` (W, S), `seconds`.
 results.npz: "train_loss" (W, S, steps), "steps", "token_counts" (V,) and
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from anisotropy_jax import results
+from anisotropy_jax.metrics.correlation import t_interval
 from anisotropy_jax.plotting import embeddings as plots
 
 if TYPE_CHECKING:  # the study imports this module
@@ -47,6 +53,20 @@ def _interval_train_loss(result: EmbeddingsResult) -> np.ndarray:
     return out
 
 
+def gain_direction(isotropy: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """results.json "gain_direction" (module docstring) from the isotropy arrays (W, S, C): what
+    the direction-dependence of the final gain does, beside the scale it adds."""
+    out = {}
+    for variant in VARIANTS:
+        diff = (np.asarray(isotropy[f"output_scaled_{variant}_sign_free"], np.float64)
+                - np.asarray(isotropy[f"output_equalnorm_{variant}_sign_free"], np.float64))
+        n = diff.shape[1]
+        interval = t_interval(diff, axis=1) if n >= 2 else {"low": None, "high": None}
+        out[variant] = {"per_seed": diff, "mean": diff.mean(axis=1), "low": interval["low"],
+                        "high": interval["high"], "positive": np.sum(diff > 0, axis=1), "n": n}
+    return out
+
+
 def document(result: EmbeddingsResult, provenance: dict, config: Any) -> dict:
     """The results.json dict (module docstring)."""
     cfg = result.config
@@ -57,6 +77,7 @@ def document(result: EmbeddingsResult, provenance: dict, config: Any) -> dict:
         "vocab_size": cfg.vocab_size, "data": result.data, "num_params": result.num_params,
         "isotropy": {k: {"per_seed": v, "mean": v.mean(axis=1)}
                      for k, v in sorted(result.isotropy.items())},
+        "gain_direction": gain_direction(result.isotropy),
         "stats": dict(sorted(result.stats.items())), "val_loss": result.val_loss,
         "train_loss": [[[None if np.isnan(x) else float(x) for x in s] for s in w]
                        for w in train_loss],
@@ -139,6 +160,33 @@ def format_unitnorm_table(doc: Doc) -> str:
     return "\n".join(lines)
 
 
+def format_gain_table(doc: Doc) -> str:
+    """Markdown: the final gain's controls at the last step, sign-free, per width, raw and
+    centred: I(W·diag γ), I(W·c) at equal Frobenius norm, their difference (mean over seeds
+    [95 % t-interval], seeds > 0 of n), I(W·mean γ), the random-row-direction control, mean γ and
+    c. Each cell of I: mean [min, max] over the seeds."""
+    iso, stats, last = doc["isotropy"], doc["stats"], len(doc["steps"]) - 1
+    lines = ["| D | variant | output × γ | output × c (equal norm) | difference [95 % t] | "
+             "seeds > 0 | output × mean γ | random row directions | mean γ | c |",
+             "|" + " --- |" * 10]
+    for i, width in enumerate(doc["widths"]):
+        def cell(values):
+            return _value([s[last] for s in values[i]])
+        for variant in VARIANTS:
+            g = doc["gain_direction"][variant]
+            low, high = (None, None) if g["low"] is None else (g["low"][i][last],
+                                                               g["high"][i][last])
+            interval = "" if low is None else f" [{low:+.4f}, {high:+.4f}]"
+            cells = [cell(iso[f"output_{m}_{variant}_sign_free"]["per_seed"])
+                     for m in ("scaled", "equalnorm")]
+            cells += [f"{g['mean'][i][last]:+.4f}{interval}", f"{g['positive'][i][last]} of {g['n']}"]
+            cells += [cell(iso[f"output_{m}_{variant}_sign_free"]["per_seed"])
+                      for m in ("meangain", "rowdir")]
+            cells += [cell(stats[f"final_gain_{k}"]) for k in ("mean", "frobenius_ratio")]
+            lines.append(f"| {width} | {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def format_loss_table(doc: Doc) -> str:
     """Markdown: per width, parameters, validation loss at every measured step, wall time."""
     steps = doc["steps"]
@@ -159,9 +207,13 @@ def format_report(doc: Doc) -> str:
             f"({data['train_chars'] / max(data['train_tokens'], 1):.2f} chars/token), "
             f"{data['val_tokens']:,} validation tokens, {data['unused_ids']} ids unused in "
             f"training; seeds {doc['seeds']}")
-    return "\n\n".join([head, format_loss_table(doc), format_table(doc),
-                          "Scale control: sign-free partition isotropy at mean row norm 1",
-                          format_unitnorm_table(doc)])
+    parts = [head, format_loss_table(doc), format_table(doc),
+             "Scale control: sign-free partition isotropy at mean row norm 1",
+             format_unitnorm_table(doc)]
+    if "gain_direction" in doc:  # results written before the gain's controls have none
+        parts += [f"The final gain's controls at step {doc['steps'][-1]} (sign-free)",
+                  format_gain_table(doc)]
+    return "\n\n".join(parts)
 
 
 def _main(argv: list[str]) -> None:

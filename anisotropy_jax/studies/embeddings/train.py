@@ -27,7 +27,8 @@ import numpy as np
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig, OptimConfig, TransformerConfig
 from anisotropy_jax.config.embeddings import EmbeddingsConfig
-from anisotropy_jax.metrics.embedding_isotropy import (embedding_isotropy,
+from anisotropy_jax.metrics.embedding_isotropy import (GAIN_CONTROLS, embedding_isotropy,
+                                                      gain_controls,
                                                       partition_isotropy_conventions,
                                                       svd_projection_2d)
 from anisotropy_jax.models.transformer import Transformer, embedding_matrices
@@ -37,16 +38,23 @@ from anisotropy_jax.studies.embeddings import tokens
 MATRICES = ("input", "output", "output_scaled")
 # Controls beside Machina & Mercer's three matrices (docs/EMBEDDINGS.md). Partition isotropy is not
 # scale-invariant (I(aW) ≠ I(W)), so each is about scale:
-#   output_meangain  the output embedding times the *mean* gain: a uniform rescaling, i.e. what
-#                    the final LayerNorm's gain does to I beyond changing the scale.
+#   output_equalnorm W·c, c = ‖W·diag γ‖_F / ‖W‖_F: the output embedding at the Frobenius norm of
+#                    W·diag(γ), so I(W·diag γ) − I(W·c) is what γ does beyond changing the scale;
+#   output_meangain  the output embedding times the *mean* gain (a uniform rescaling, for
+#                    reference: its norm differs from W·diag(γ)'s by the spread of γ);
+#   output_rowdir    each row of W·diag(γ) with its norm in a uniformly random direction (mean
+#                    over ROW_DRAWS draws of a fixed key): the isotropy of the row norms alone
+#                    (`metrics.embedding_isotropy.gain_controls`);
 #   <m>_unitnorm     each matrix rescaled to mean row norm 1: compares geometry at equal scale
 #                    (across widths and steps).
 #   <m>_gaussian     an isotropic Gaussian of the matrix's shape and Frobenius norm: what an
 #                    isotropic matrix of that scale scores.
 CONTROL = "output_meangain"
-GAUSSIAN_KEY = 0x6A55
+GAIN_KEYS = tuple(f"output_{c}" for c in GAIN_CONTROLS)
+GAUSSIAN_KEY, ROW_KEY, ROW_DRAWS = 0x6A55, 0x60A1, 8
 # Descriptive statistics per matrix (not Machina & Mercer's): ‖mean row‖ / mean ‖row‖, mean ‖row‖,
-# IsoScore (mean-invariant spectrum flatness); and the final LayerNorm gain's mean and std.
+# IsoScore (mean-invariant spectrum flatness); and the final LayerNorm gain's mean and std and the
+# Frobenius ratio c.
 STATS = ("relative_drift", "mean_norm", "isoscore")
 
 
@@ -86,13 +94,15 @@ def measure(w_in_VxD: jax.Array, w_out_VxD: jax.Array, gain_D: jax.Array
             ) -> tuple[dict, dict, dict]:
     """(isotropy, stats {"<matrix>_<stat>", "final_gain_<mean|std>"}, projections
     {"<matrix>_<raw|centered>": (V, 2)}) of one checkpoint's embeddings. isotropy:
-    `embedding_isotropy`'s 12 keys and the controls above: "output_meangain_<raw|centered>_<c>",
-    "<matrix>_unitnorm_<raw|centered>_<c>", "<matrix>_gaussian_raw_<c>" (c = one_sign |
-    sign_free)."""
+    `embedding_isotropy`'s 12 keys and the controls above:
+    "output_<equalnorm|meangain|rowdir>_<raw|centered>_<c>", "<matrix>_unitnorm_<raw|centered>_<c>",
+    "<matrix>_gaussian_raw_<c>" (c = one_sign | sign_free)."""
     isotropy = dict(embedding_isotropy(w_in_VxD, w_out_VxD, gain_D))
     mats = {"input": w_in_VxD, "output": w_out_VxD, "output_scaled": w_out_VxD * gain_D[None]}
-    _conventions(isotropy, CONTROL, w_out_VxD * jnp.mean(gain_D))
-    stats = {"final_gain_mean": jnp.mean(gain_D), "final_gain_std": jnp.std(gain_D)}
+    controls = gain_controls(w_out_VxD, gain_D, jax.random.key(ROW_KEY), ROW_DRAWS)
+    stats = {"final_gain_mean": jnp.mean(gain_D), "final_gain_std": jnp.std(gain_D),
+             "final_gain_frobenius_ratio": controls.pop("final_gain_frobenius_ratio")}
+    isotropy.update(controls)
     projections = {}
     for name, w in mats.items():
         _conventions(isotropy, f"{name}_unitnorm", w / metrics.mean_norm(w))
