@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -153,4 +153,28 @@ def format_table(doc: Mapping[str, Any]) -> str:
             lines.append(f"{name:>20} {sj:7.3g} " + " ".join(f"{float(cos[j][c]):8.3f}" for c in cols)
                          + " " + " ".join(f"{float(rank[j][c]):9.2f}" for c in cols)
                          + f" {'-' if d is None else d:>10}")
+    return "\n".join(lines)
+
+
+_ARCH_NAMES = {"post": "post", "pre": "pre", "attention_only": "attention-only"}
+
+
+def markdown_table(doc: Mapping[str, Any], rows: Sequence[tuple[str, float]] | None = None
+                   ) -> str:
+    """Markdown: per (stack, s) of `rows` (default: every stack × every s), the average cosine
+    and effective rank at the input and at the deepest layer (mean over seeds), and the first
+    depth where the mean cosine reaches 0.9 ('never' if it does not). docs/DEPTH.md embeds it
+    (anisotropy_jax/doc_tables.py)."""
+    n, norms = doc["num_layers"], [float(s) for s in doc["bias_norms"]]
+    rows = rows or [(name, s) for name in doc["stacks"] for s in norms]
+    lines = [f"| stack | s | cos@0 | cos@{n} | eff. rank@0 | eff. rank@{n} | depth cos ≥ 0.9 |",
+             "|---|---|---|---|---|---|---|"]
+    for name, s in rows:
+        st, j = doc["stacks"][name], norms.index(float(s))
+        cos = st["curves"]["average_cosine"]["mean"][j]
+        rank = st["curves"]["effective_rank"]["mean"][j]
+        depth = st["depth_to_cosine_0.9"]["mean_curve"][j]
+        label = f"{_ARCH_NAMES.get(st['architecture'], st['architecture'])} D={st['width']}"
+        lines.append(f"| {label} | {s:g} | {cos[0]:.3f} | {cos[-1]:.3f} | {rank[0]:.3g} | "
+                     f"{rank[-1]:.3g} | {'never' if depth is None else depth} |")
     return "\n".join(lines)

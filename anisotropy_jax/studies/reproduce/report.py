@@ -7,12 +7,14 @@ studies' results.json) are copied beside it into a folder named after it (docs/r
 """
 from __future__ import annotations
 
+import json
 import pathlib
 import shutil
 from typing import Any, Mapping, Sequence
 
 from anisotropy_jax import results
-from anisotropy_jax.studies.reproduce.runner import StudyRun
+from anisotropy_jax.studies.reproduce import verdicts as verdicts_lib
+from anisotropy_jax.studies.reproduce.runner import RUNNERS, StudyRun
 from anisotropy_jax.studies.reproduce.verdicts import Verdict
 
 REPORT_FILE = "REPORT.md"
@@ -32,6 +34,10 @@ FIGURES = {
 }
 RESULT_FILES = ("sweep/results.json", "training/*/results.json", "pretrained/*/results.json",
                 "modalities/results.json", "depth/results.json", "embeddings/results.json")
+# In a bundle: {"not_measured": {study: why}, "order": {study: [model or objective, ...]}}.
+STUDIES_FILE = "studies.json"
+# The per-model/per-objective studies: their results are {name: results.json} in a StudyRun.
+_KEYED = {"training", "pretrained"}
 
 
 def _glob(workdir: pathlib.Path, patterns: Sequence[str]) -> list[str]:
@@ -87,6 +93,30 @@ def _claims_table(verdicts: Sequence[Verdict]) -> list[str]:
     return lines
 
 
+def load_bundle(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """({study: results or None}, {study: why not measured}) of a bundled report folder, as the
+    reproduction had them: the studies' results.json files and `studies.json`."""
+    folder = pathlib.Path(folder)
+    index = json.loads((folder / STUDIES_FILE).read_text())
+    docs: dict[str, Any] = {}
+    for name in RUNNERS:
+        if name in _KEYED:
+            found = {key: json.loads((folder / name / key / "results.json").read_text())
+                     for key in index["order"].get(name, ())}
+        else:
+            path = folder / name / "results.json"
+            found = json.loads(path.read_text()) if path.exists() else None
+        docs[name] = found or None
+    return docs, index["not_measured"]
+
+
+def claims_table_from_bundle(folder: pathlib.Path) -> str:
+    """The claims table of a bundled report, its verdicts recomputed from the bundled results by
+    today's verdicts.py (tests/test_doc_tables.py: docs/REPORT.md cannot drift from them)."""
+    docs, reasons = load_bundle(folder)
+    return "\n".join(_claims_table(verdicts_lib.all_verdicts(docs, reasons)))
+
+
 def _claim_section(v: Verdict, workdir: pathlib.Path) -> list[str]:
     lines = [f"### {v.name}: {v.claim}", "", f"**Verdict: {v.verdict}.** Criterion: {v.criterion}.",
              ""]
@@ -121,19 +151,38 @@ def render(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: p
     return "\n".join(head + body).rstrip() + "\n"
 
 
-def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path) -> pathlib.Path:
+def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path,
+           index: Mapping[str, Any]) -> pathlib.Path:
     """Writes `text` to report_path with every linked workdir file copied into
     report_path.parent/<stem in lower case>/ and the links rewritten to it."""
     folder = report_path.parent / report_path.stem.lower()
     linked = sorted(set(_glob(workdir, [f for v in FIGURES.values() for f in v])
                         + _glob(workdir, RESULT_FILES)))
+    if (folder / STUDIES_FILE).exists():  # an earlier bundle: none of its results may stay
+        shutil.rmtree(folder)
     for rel in linked:
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(workdir / rel, target)
         text = text.replace(f"]({rel})", f"]({folder.name}/{rel})")
+    results.write_json(folder / STUDIES_FILE, index)
+    text = _bind_claims_table(text, folder)
     results.write_text(report_path, text)
     return folder
+
+
+def _bind_claims_table(text: str, folder: pathlib.Path) -> str:
+    """Marks the claims table as generated from the bundle (anisotropy_jax/doc_tables.py) when
+    the bundle lies inside this repository, so that a test regenerates it."""
+    from anisotropy_jax import doc_tables
+    try:
+        rel = folder.resolve().relative_to(doc_tables.ROOT).as_posix()
+    except ValueError:
+        return text
+    start = text.index("| claim | verdict | criterion | numbers |")
+    end = text.index("\n\n", start) + 1
+    return (text[:start] + f"<!-- table: claims {rel} -->\n" + text[start:end]
+            + "<!-- end table -->\n" + text[end:])
 
 
 def write(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: pathlib.Path,
@@ -144,7 +193,10 @@ def write(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: pa
     text = render(runs, verdicts, workdir, provenance.finish(), command)
     results.write_text(workdir / REPORT_FILE, text)
     if report_path is not None:
-        bundle(text, workdir, pathlib.Path(report_path))
+        bundle(text, workdir, pathlib.Path(report_path), {
+            "not_measured": {n: r.reason for n, r in runs.items() if r.results is None},
+            "order": {n: list(r.results) for n, r in runs.items()
+                      if n in _KEYED and r.results is not None}})
     return text
 
 

@@ -1,0 +1,121 @@
+"""Tables in the docs bound to the committed raw results they quote: no hand-typed numbers.
+
+  python -m anisotropy_jax.doc_tables [--update] [DOC.md ...]   (default: every docs/*.md)
+
+A doc embeds a generated table between `<!-- table: KIND PATH -->` and `<!-- end table -->`, PATH
+relative to the repository root (a results.json, or for `claims` a bundled report folder).
+`render(KIND, PATH)` regenerates it with the study's own formatter; `--update` rewrites the
+tables in place, and without it the command lists every table that differs from its result and
+exits 1 (tests/test_doc_tables.py runs the check over every doc).
+
+KINDS (each a study's formatter, imported when used):
+  control, default, closed_forms, ...  the bias sweep's (`studies.sweep.tables.TABLES`)
+  seeds        a training objective's summary over seeds (`studies.dynamics.seeds.format_table`)
+  depth        the depth study's table (`studies.depth.report.markdown_table`)
+  modalities   the vision/speech comparison (`studies.pretrained.cross_modal.table`)
+  claims       the reproduction's verdicts recomputed from a bundled report folder
+               (`studies.reproduce.report.claims_table_from_bundle`)
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+from typing import Callable
+
+from anisotropy_jax import results
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"<!-- table: (\w+) (\S+) -->\n(.*?)<!-- end table -->", re.S)
+
+
+
+def _seeds(doc):
+    from anisotropy_jax.studies.dynamics import seeds
+    return seeds.format_table(doc)
+
+
+def _depth(doc):
+    from anisotropy_jax.studies.depth import report
+    return report.markdown_table(doc)
+
+
+def _modalities(doc):
+    from anisotropy_jax.studies.pretrained import cross_modal
+    return cross_modal.table(doc["models"])
+
+
+def _claims(folder: pathlib.Path):
+    from anisotropy_jax.studies.reproduce import report
+    return report.claims_table_from_bundle(folder)
+
+
+# kind → formatter of the loaded results.json (for `claims`, of the bundled report folder).
+_FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims}
+
+
+def _formatter(kind: str) -> Callable:
+    if kind in _FORMATTERS:
+        return _FORMATTERS[kind]
+    from anisotropy_jax.studies.sweep import tables
+    if kind in tables.TABLES:
+        return tables.TABLES[kind]
+    raise ValueError(f"unknown table {kind!r}; choose one of "
+                     f"{sorted(set(_FORMATTERS) | set(tables.TABLES))}")
+
+
+def render(kind: str, path: str | pathlib.Path) -> str:
+    """The table of `kind` from the results at `path` (relative to the repository root), ending in
+    one newline."""
+    full = ROOT / path
+    if not full.exists():
+        raise FileNotFoundError(f"{path}: no such results file or folder")
+    formatter = _formatter(kind)
+    table = formatter(full if full.is_dir() else json.loads(full.read_text()))
+    return table.rstrip("\n") + "\n"
+
+
+def embedded(markdown: str) -> list[tuple[str, str, str]]:
+    """[(kind, path, table as written)] of every generated table in a markdown text."""
+    return [match.groups() for match in MARKER.finditer(markdown)]
+
+
+def drifted(doc: pathlib.Path) -> list[str]:
+    """'DOC: KIND PATH' for every embedded table of `doc` that differs from its regeneration."""
+    return [f"{doc.relative_to(ROOT)}: {kind} {path}"
+            for kind, path, written in embedded(doc.read_text()) if written != render(kind, path)]
+
+
+def update(doc: pathlib.Path) -> int:
+    """Rewrites every embedded table of `doc` from its results; returns how many changed."""
+    text, changed = doc.read_text(), 0
+
+    def fresh(match: re.Match) -> str:
+        nonlocal changed
+        kind, path, written = match.groups()
+        table = render(kind, path)
+        changed += table != written
+        return f"<!-- table: {kind} {path} -->\n{table}<!-- end table -->"
+
+    new = MARKER.sub(fresh, text)
+    if new != text:
+        results.write_text(doc, new)
+    return changed
+
+
+def main(argv: list[str]) -> int:
+    write = "--update" in argv
+    docs = [pathlib.Path(a).resolve() for a in argv if a != "--update"] or sorted(
+        (ROOT / "docs").glob("*.md"))
+    if write:
+        for doc in docs:
+            print(f"{doc.relative_to(ROOT)}: {update(doc)} table(s) rewritten")
+        return 0
+    bad = [line for doc in docs for line in drifted(doc)]
+    print("\n".join(bad) if bad else f"{len(docs)} doc(s): every table matches its results")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
