@@ -4,8 +4,11 @@ results.json instead of typed by hand.
   python -m anisotropy_jax.studies.sweep.tables KIND RESULTS_JSON
 
 KIND is `control` (biased inputs against the norm-matched control, one row per s of `ROWS` in the
-grid), `default` (the first run's key curves) or `closed_forms` (each closed form's largest
-deviation). docs/BIAS_SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and
+grid), `default` (the first run's key curves), `closed_forms` (each closed form's largest
+deviation), `closed_forms_all` (the same for every run), `controls_entropy` /
+`controls_agreement` (one column per inputs kind of a `:controls` run, rows `CONTROL_ROWS`),
+`controls_differences` (each control minus the biased inputs at the operating points, paired over
+seeds) or `controls_identities` (each control's exact identity and its largest deviation). docs/BIAS_SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and
 `<!-- end table -->`; tests/test_sweep.py regenerates every one of them from its file and fails
 when a number differs.
 """
@@ -28,6 +31,9 @@ DEFAULT_COLUMNS = (("input cos", "input_cosine"), ("output cos", "output_cosine"
                    ("agreement", "attention_query_agreement"),
                    ("information (nats)", "attention_query_key_information"),
                    ("‖q‖", "query_norm"))
+# The controls' tables: s = 0, the operating range of d = 768 (input cosine 0.1-0.6: s = 11.3 … 32)
+# and beyond.
+CONTROL_ROWS = (0.0, 8.0, 2 ** 3.5, 16.0, 2 ** 4.5, 32.0, 2 ** 5.5, 64.0, 256.0, 1024.0, 4096.0)
 MARKER = re.compile(r"<!-- table: (\w+) (\S+) -->\n(.*?)<!-- end table -->", re.S)
 
 
@@ -36,9 +42,10 @@ def _rows(run: Mapping[str, Any]) -> list[int]:
     return [norms.index(s) for s in ROWS if s in norms]
 
 
-def _cell(metric: Mapping[str, Any], i: int) -> str:
+def _cell(metric: Mapping[str, Any], i: int, digits: int = 3) -> str:
+    """mean ± sample std over seeds; the mean alone with one seed (its std is undefined)."""
     mean, std = metric["mean"][i], metric["std"][i]
-    return f"{mean:.3g} ± {std:.1g}" if len(metric["per_seed"]) > 1 else f"{mean:.4g}"
+    return f"{mean:.{digits}g} ± {std:.1g}" if len(metric["per_seed"]) > 1 else f"{mean:.4g}"
 
 
 def _markdown(header: list[str], body: list[list[str]]) -> str:
@@ -80,7 +87,73 @@ def closed_forms_table(doc: Mapping[str, Any]) -> str:
     return _markdown(["closed form", "max abs deviation", "max relative", "at s"], body)
 
 
-TABLES = {"control": control_table, "default": default_table, "closed_forms": closed_forms_table}
+def closed_forms_all_table(doc: Mapping[str, Any]) -> str:
+    """Every run's closed forms: the largest |measured − predicted| and where."""
+    body = []
+    for label, run in doc["runs"].items():
+        for form in run["closed_forms"].values():
+            rel = form["max_rel_deviation"]
+            body.append([label, form["formula"], f"{form['max_abs_deviation']:.2g}",
+                         "" if rel is None else f"{rel:.2%}", f"{form['worst_s']:g}"])
+    return _markdown(["run", "closed form", "max abs deviation", "max relative", "at s"], body)
+
+
+def _controls_metric_table(doc: Mapping[str, Any], key: str) -> str:
+    """Per s of CONTROL_ROWS: the biased inputs' input cosine, then `key` for every run."""
+    runs = list(doc["runs"].values())
+    norms = runs[0]["bias_norms"]
+    rows = [norms.index(s) for s in CONTROL_ROWS if s in norms]
+    header = ["s", "input cos (biased)"] + [run["inputs"] for run in runs]
+    body = [[f"{norms[i]:.3g}", f"{runs[0]['metrics']['input_cosine']['mean'][i]:.3g}"]
+            + [_cell(run["metrics"][key], i, 4) for run in runs] for i in rows]
+    return _markdown(header, body)
+
+
+def controls_entropy_table(doc: Mapping[str, Any]) -> str:
+    return _controls_metric_table(doc, "attention_entropy_normalized")
+
+
+def controls_agreement_table(doc: Mapping[str, Any]) -> str:
+    return _controls_metric_table(doc, "attention_query_agreement")
+
+
+def _interval(diff: Mapping[str, Any], i: int) -> str:
+    return f"{diff['mean'][i]:+.3g} [{diff['low'][i]:+.3g}, {diff['high'][i]:+.3g}]"
+
+
+def controls_differences_table(doc: Mapping[str, Any]) -> str:
+    """At each operating point (input cosine 0.1-0.6): every control minus the biased inputs,
+    mean over seeds [95% t-interval of the paired differences]."""
+    body = []
+    for entry in doc["controls"].values():
+        for label, control in entry["runs"].items():
+            for i, s in zip(entry["operating_points"], entry["operating_bias_norms"]):
+                body.append([control["inputs"], f"{s:.3g}"]
+                            + [_interval(control["minus_biased"][key], i)
+                               for key in ("attention_entropy_normalized",
+                                           "attention_query_agreement")])
+    return _markdown(["control", "s", "Δ H/ln L", "Δ agreement"], body)
+
+
+def controls_identities_table(doc: Mapping[str, Any]) -> str:
+    """Each control's exact identity and its largest deviation over seeds and s."""
+    body = []
+    for entry in doc["controls"].values():
+        for control in entry["runs"].values():
+            found = control["identity"]
+            if found is None:
+                body.append([control["inputs"], "none (equal in distribution only)", ""])
+                continue
+            body.append([control["inputs"], found["statement"], ", ".join(
+                f"{v:.2g}" for v in found["max_abs_deviation"].values())])
+    return _markdown(["control", "identity", "max abs deviation"], body)
+
+
+TABLES = {"control": control_table, "default": default_table, "closed_forms": closed_forms_table,
+          "closed_forms_all": closed_forms_all_table, "controls_entropy": controls_entropy_table,
+          "controls_agreement": controls_agreement_table,
+          "controls_differences": controls_differences_table,
+          "controls_identities": controls_identities_table}
 
 
 def render(kind: str, path: str | pathlib.Path) -> str:
