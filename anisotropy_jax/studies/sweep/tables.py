@@ -8,9 +8,9 @@ grid), `default` (the first run's key curves), `closed_forms` (each closed form'
 deviation), `closed_forms_all` (the same for every run), `controls_entropy` /
 `controls_agreement` (one column per inputs kind of a `:controls` run, rows `CONTROL_ROWS`),
 `controls_differences` (each control minus the biased inputs at the operating points, paired over
-seeds) or `controls_identities` (each control's exact identity and its largest deviation). docs/BIAS_SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and
-`<!-- end table -->`; tests/test_sweep.py regenerates every one of them from its file and fails
-when a number differs.
+seeds) or `controls_identities` (each control's exact identity and its largest deviation).
+docs/BIAS_SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and `<!-- end table -->`;
+tests/test_sweep.py regenerates every one of them from its file and fails when a number differs.
 """
 from __future__ import annotations
 
