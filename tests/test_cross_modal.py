@@ -162,3 +162,21 @@ def test_every_model_is_checked_before_the_first_runs(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: inputs:")
     assert not (tmp_path / "out" / "Whisper-tiny.en" / "results.json").exists()
+
+
+def test_run_modalities_measures_speech_without_espeak_ng(tmp_path, monkeypatch):
+    """The reproduction's vision/speech study asks for Whisper on the cross-modal study's own
+    speech source when espeak-ng is absent (the formant synthesiser), instead of skipping it."""
+    from anisotropy_jax import media
+    from anisotropy_jax.config import ReproduceConfig
+    from anisotropy_jax.protocol import SILENT
+    from anisotropy_jax.studies.reproduce import runner
+
+    asked = []
+    monkeypatch.setattr(media.shutil, "which", lambda name: None)
+    monkeypatch.setattr(cross_modal, "run_models",
+                        lambda cfg, out, progress: asked.append(cfg.models) or {})
+    monkeypatch.setattr(cross_modal, "collect", lambda out, names: {})
+    run = runner.run_modalities(ReproduceConfig(studies=("modalities",)), tmp_path, SILENT)
+    assert media.speech_source() == "formant"
+    assert asked[-1] == runner.SPEECH_MODELS and run.results is None  # images: where installed

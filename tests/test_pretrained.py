@@ -4,6 +4,7 @@ invariance, the layer metrics against float64 references, the sentence extractio
 file and the whole analysis in process (studies.pretrained).
 
 Parity with Hugging Face transformers (torch) and the script are in test_pretrained_hf.py."""
+import dataclasses
 import importlib.util
 import json
 import pathlib
@@ -565,6 +566,17 @@ def test_untrained_seeds_are_each_a_reinitialisation_and_summarised(tmp_path):
     assert one.untrained_seeds["interval"]["average_cosine"]["low"] == [None] * 3  # 1 seed
     text_report = report.format_report(report.summary(three))
     assert "mean over 3 seeds [0, 1, 2]" in text_report and "over 3 seeds), n=3" in text_report
+
+
+def test_shortfall_says_when_fewer_sentences_or_inputs_than_requested(tmp_path):
+    config = PretrainedConfig(num_sentences=10, num_inputs=4)
+    inputs = analysis.Inputs(config, None, ["a b c d e"] * 6, 6, "my.txt")
+    assert analysis.shortfall(inputs) == ("fewer sentences than requested: 6 of 10 (the text has "
+                                          "only 6 sentences of 5-60 words)")
+    assert analysis.shortfall(dataclasses.replace(inputs, sentences=["x"] * 10)) == ""
+    media = dataclasses.replace(inputs, sentences=["a.wav", "b.wav"], media=object())
+    assert analysis.shortfall(media) == ("fewer inputs than requested: 2 of 4 (my.txt holds "
+                                         "only 2)")
 
 
 # --------------------------------------------------------------------------------------------
