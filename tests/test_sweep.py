@@ -99,6 +99,8 @@ def _reference_metrics(p, z, u, s, cfg):
     qk = reference.query_key_geometry(q, k)
     out = {
         "input_cosine": reference.average_cosine(x.reshape(-1, d)),
+        "input_cross_sequence_cosine": reference.cross_and_within_cosine(x)[0],
+        "input_within_sequence_cosine": reference.cross_and_within_cosine(x)[1],
         "input_norm": norms(x).mean(),
         "input_drift_norm": np.linalg.norm(x.reshape(-1, d).mean(0)),
         "attention_output_cosine": reference.average_cosine(a.reshape(-1, d)),
@@ -157,15 +159,17 @@ def test_vmapped_chunk_equals_float64_python_loop_on_random_params():
                                        err_msg=f"{name} at seed {i}, s={norms[j]}")
 
 
-@pytest.mark.parametrize("norm_position,kind", [("post", "biased"), ("none", "biased"),
-                                                ("pre", "biased"), ("post", "norm_matched"),
-                                                ("none", "norm_matched")])
+@pytest.mark.parametrize("norm_position,kind", [
+    ("post", "biased"), ("none", "biased"), ("pre", "biased"), ("post", "norm_matched"),
+    ("none", "norm_matched"), ("post", "fixed_norm"), ("none", "fixed_norm"),
+    ("post", "per_sequence"), ("pre", "per_sequence")])
 def test_reused_projections_equal_the_literal_block(norm_position, kind):
-    """z·W + s·(u·W) + b (biased) or c·(z·W) + b (norm-matched) per point, the default, against
-    the block run literally on its inputs, on random parameters with biases, at bias norms up to
+    """z·W + s·(u·W) + b (biased), c·(z·W) + b (norm-matched), (z·W + s·(u·W))/c + b
+    (fixed-norm) or z_b·W + s·(u_b·W) + b (per-sequence) per point, the default, against the
+    block run literally on its inputs, on random parameters with biases, at bias norms up to
     1e4; pre-LN ignores the option."""
     block = BLOCK.replace(norm_position=norm_position)
-    config = CONFIG.replace(block=block)
+    config = CONFIG.replace(block=block, inputs=kind)
     state = grid.init_seeds(config)
     params = _randomised(state.params, seed=5)
     norms = np.array([0.0, 0.7, 40.0, 1e4], np.float32)
@@ -388,21 +392,42 @@ def test_chunk_layout_bounds_points_in_flight():
 
 
 def test_closed_forms_follow_the_config():
+    """Which forms exist for which block, and where F3's expansion is given (v(s) ≤ 1); their
+    values are checked against measurements and a Monte Carlo in test_sweep_science.py and
+    test_sweep_controls.py."""
     s = np.array([0.0, 3.0, 100.0])
     forms = theory.closed_forms(SweepConfig(bias_norms=(0.0, 3.0, 100.0)), s)
-    np.testing.assert_allclose(forms["input_cosine"]["predicted"], s ** 2 / (s ** 2 + 768))
-    np.testing.assert_allclose(forms["query_norm"]["predicted"][0], 0.02 * math.sqrt(768 * 64))
-    np.testing.assert_allclose(forms["attention_entropy"]["predicted"][0],
-                               math.log(128) - 0.5 * (0.0004 * 768) ** 2 * 127 / 128)
-    assert np.isnan(forms["attention_entropy"]["predicted"][1:]).all()  # F3 is for s = 0 only
-    lecun = theory.closed_forms(SweepConfig(block=BlockConfig(init="lecun")), s)
-    np.testing.assert_allclose(lecun["attention_entropy"]["predicted"][0],
-                               math.log(128) - 0.5 * 127 / 128)  # (σ²d)² = 1: H/ln L ≈ 0.90
+    v = theory.logit_variance(SweepConfig(), s)
+    assert np.all(np.isfinite(forms["attention_entropy"]["predicted"]) == (v <= 1.0))
+    assert v[2] > 1.0 > v[0]  # s = 100: (σ²d)²(1 + s²/d) ≈ 1.3, beyond the expansion
     causal = theory.closed_forms(SweepConfig(block=BlockConfig(causal=True)), s)
     assert "attention_entropy" not in causal and "query_norm" in causal
     pre = theory.closed_forms(SweepConfig(block=BlockConfig(norm_position="pre")), s)
-    assert "output_norm" not in pre
-    np.testing.assert_allclose(pre["query_norm"]["predicted"], 0.02 * math.sqrt(768 * 64))
+    assert "output_norm" not in pre and "output_norm" in forms
+    one = theory.closed_forms(SweepConfig(batch_size=1), s)
+    assert "input_cross_sequence_cosine" not in one and "input_cross_sequence_cosine" in forms
+
+
+def test_the_main_job_is_unchanged_by_the_controls():
+    """The biased run of the `:controls` results (5 seeds, after the controls were added; one
+    H100) repeats the committed default run (3 seeds, before them; CPU) seed by seed, and its
+    norm-matched run the committed `:control` one: the new inputs leave the draws and the
+    default computation as they were (float32 on two devices: relative differences ≤ 1e-3)."""
+    import json
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "bias_sweep"
+    new = json.loads((root / "controls" / "results.json").read_text())["runs"]
+    pairs = ((json.loads((root / "default" / "results.json").read_text())["metrics"],
+              new["inputs=biased"]["metrics"]),
+             (json.loads((root / "control" / "results.json").read_text())["runs"]
+              ["inputs=norm_matched"]["metrics"], new["inputs=norm_matched"]["metrics"]))
+    for old, now in pairs:
+        for name, metric in old.items():
+            before = np.asarray(metric["per_seed"], np.float64)
+            after = np.asarray(now[name]["per_seed"], np.float64)[: before.shape[0]]
+            np.testing.assert_array_less(np.abs(after - before), 1e-3 * (np.abs(before) + 1e-3),
+                                         err_msg=name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,7 +451,8 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     assert cfg.bias_norms[0] == 0.0 and max(cfg.bias_norms) >= 1024
     assert np.all(np.diff(np.log(cfg.bias_norms[1:])) > 0)  # log-spaced, increasing
     expected = {"smoke": 1, "pre_ln": 1, "lecun": 1, "attention_only": 1, "post_vs_pre": 2,
-                "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2, "control": 2}
+                "init_std": 3, "temperature": 3, "smoke+post_vs_pre": 2, "control": 2,
+                "fixed_norm": 2, "per_sequence": 2, "controls": 4, "pre_ln+controls": 4}
     for variant, count in expected.items():
         assert len(sweep_configs_from_mapping(_experiment_config(variant))) == count
     config = _experiment_config()
@@ -443,6 +469,14 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     assert (lb, lc) == ("inputs=biased", "inputs=norm_matched")
     assert (biased.inputs, control.inputs) == ("biased", "norm_matched")
     assert biased.replace(inputs="norm_matched") == control  # same block, seeds and grid
+    runs = sweep_configs_from_mapping(_experiment_config("pre_ln+controls"))
+    assert [cfg.inputs for _, cfg in runs] == ["biased", "norm_matched", "fixed_norm",
+                                               "per_sequence"]
+    assert all(cfg.replace(inputs="biased") == runs[0][1] for _, cfg in runs)
+    assert runs[0][1].block.norm_position == "pre"
+    for variant, kind in (("fixed_norm", "fixed_norm"), ("per_sequence", "per_sequence")):
+        assert [cfg.inputs for _, cfg in sweep_configs_from_mapping(
+            _experiment_config(variant))] == ["biased", kind]
 
 
 @pytest.mark.parametrize("field,value", [
