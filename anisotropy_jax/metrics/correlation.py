@@ -7,6 +7,7 @@ of one model are not independent (each feeds the next), so a p-value across laye
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -96,3 +97,115 @@ def one_sample_t_test(values: Any) -> dict[str, float]:
         raise ValueError(f"a t-test over replicates needs at least 2 of them, got {x.size}")
     test = stats.ttest_1samp(x, 0.0)
     return {"t": float(test.statistic), "p": float(test.pvalue), "n": int(x.size)}
+
+
+# |ρ| is clipped below 1 before arctanh, so that one seed with ρ = ±1 gives a large finite z
+# (arctanh(1 − 1e-9) ≈ 10.7) rather than an infinite mean.
+_MAX_ABS_RHO = 1.0 - 1e-9
+FISHER_INTERVAL = ("Fisher z: z = artanh(rho), interval in z, then tanh back (bounded by ±1)")
+
+
+def fisher_z_interval(rho: Any, n: int, num_covariates: int = 0,
+                      confidence: float = 0.95) -> dict[str, Any]:
+    """Interval for one (partial) correlation of n pairs: tanh(artanh ρ ± z_{(1+c)/2}/√(n − 3 − k))
+    with k = num_covariates (the partialled-out variables). {"rho", "low", "high", "n"}; needs
+    n − 3 − k ≥ 1. Normal theory (Pearson ρ of bivariate normal pairs); for Spearman ρ it is the
+    usual approximation."""
+    from scipy import stats  # host-side only
+
+    df = n - 3 - num_covariates
+    if df < 1:
+        raise ValueError(f"a Fisher-z interval needs n - 3 - covariates >= 1, got n = {n} and "
+                         f"{num_covariates} covariates")
+    r = np.asarray(rho, np.float64)
+    z = np.arctanh(np.clip(r, -_MAX_ABS_RHO, _MAX_ABS_RHO))
+    half = stats.norm.ppf(0.5 + confidence / 2) / math.sqrt(df)
+    return {"rho": r, "low": np.tanh(z - half), "high": np.tanh(z + half), "n": int(n)}
+
+
+def mean_correlation_interval(rhos: Any, axis: int = 0,
+                              confidence: float = 0.95) -> dict[str, np.ndarray]:
+    """Mean of per-replicate correlations (e.g. one ρ per seed) with its interval, in Fisher z:
+    z = artanh ρ (|ρ| clipped to 1 − 1e-9), Student-t interval of the mean z over `axis`
+    (`t_interval`), then tanh back. {"mean" = tanh(mean z), "low", "high", "mean_z", "n"}; the
+    bounds stay inside (−1, 1). NaN values propagate."""
+    r = np.asarray(rhos, np.float64)
+    z = np.arctanh(np.clip(r, -_MAX_ABS_RHO, _MAX_ABS_RHO))
+    z = np.where(np.isnan(r), np.nan, z)
+    ci = t_interval(z, axis=axis, confidence=confidence)
+    return {"mean": np.tanh(ci["mean"]), "low": np.tanh(ci["low"]), "high": np.tanh(ci["high"]),
+            "mean_z": ci["mean"], "n": ci["n"]}
+
+
+@functools.lru_cache(maxsize=4)
+def _permutations(n: int) -> np.ndarray:
+    """All n! orderings of range(n), (n!, n) int8 (read-only: cached), by inserting each new
+    element at every position of the orderings of the previous ones."""
+    perms = np.zeros((1, 0), np.int8)
+    for value in range(n):
+        rows = [np.insert(perms, position, value, axis=1) for position in range(value + 1)]
+        perms = np.concatenate(rows, axis=0)
+    perms.flags.writeable = False
+    return perms
+
+
+def exact_permutation_p(x: Any, y: Any, method: str = "spearman") -> dict[str, Any]:
+    """Two-sided exact permutation p of a correlation for n ≤ 10 pairs: the share of all n!
+    orderings of y against x whose |ρ| is at least the observed |ρ| (within 1e-12, so that
+    orderings of the same statistic count, ties included). {"rho", "p", "n", "p_method"}.
+
+    method "spearman" (ρ of the average ranks: ties keep scipy's convention) or "pearson". Under
+    independence every ordering is equally likely, so p is exact; its smallest value is 2/n!
+    (ρ = ±1 without ties). A constant series has no ρ: ValueError.
+    """
+    from scipy import stats  # host-side only
+
+    if method not in ("spearman", "pearson"):
+        raise ValueError(f"method must be 'spearman' or 'pearson', got {method!r}")
+    a, b = _pair(x, y, "x and y values")
+    if a.size > 10:
+        raise ValueError(f"exact permutation p enumerates n! orderings: n <= 10, got {a.size}")
+    if method == "spearman":
+        a, b = stats.rankdata(a), stats.rankdata(b)
+    a, b = a - a.mean(), b - b.mean()
+    norm = math.sqrt(float(a @ a) * float(b @ b))
+    if norm == 0:
+        raise ValueError("a constant series has no correlation")
+    rho = float(a @ b) / norm
+    extreme = 0
+    perms = _permutations(a.size)
+    for start in range(0, perms.shape[0], 200_000):  # ≤ 16 MB of float64 per chunk
+        rhos = b[perms[start:start + 200_000]] @ a / norm
+        extreme += int(np.sum(np.abs(rhos) >= abs(rho) - 1e-12))
+    return {"rho": rho, "p": extreme / perms.shape[0], "n": int(a.size),
+            "p_method": f"exact permutation ({method}): all {a.size}! orderings"}
+
+
+def partial_correlation(x: Any, y: Any, covariates_NxK: Any) -> dict[str, Any]:
+    """Pearson correlation of x and y after both are regressed (least squares, with an
+    intercept) on the K columns of `covariates_NxK`: {"rho", "p", "df", "n", "num_covariates"}.
+
+    k = the rank of the covariates once the intercept is taken out; df = n − 2 − k, and p is the
+    two-sided t test of ρ√(df/(1 − ρ²)) on df degrees of freedom (normal theory). For a partial
+    Spearman correlation pass ranks. Needs df ≥ 1.
+    """
+    from scipy import stats  # host-side only
+
+    a, b = _pair(x, y, "x and y values")
+    z = np.asarray(covariates_NxK, np.float64).reshape(a.size, -1)
+    design = np.concatenate([np.ones((a.size, 1)), z], axis=1)
+    k = int(np.linalg.matrix_rank(design)) - 1
+    df = a.size - 2 - k
+    if df < 1:
+        raise ValueError(f"a partial correlation needs n - 2 - covariates >= 1, got n = {a.size}"
+                         f" and {k} covariates")
+
+    def residual(v):
+        return v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
+
+    ra, rb = residual(a), residual(b)
+    denominator = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    rho = float(ra @ rb) / denominator if denominator > 0 else math.nan
+    t = rho * math.sqrt(df / max(1.0 - rho * rho, 1e-300))
+    p = float(2 * stats.t.sf(abs(t), df)) if math.isfinite(rho) else math.nan
+    return {"rho": rho, "p": p, "df": df, "n": int(a.size), "num_covariates": k}
