@@ -111,7 +111,68 @@ def _naive_layer0(objective, variables, tokens, tcfg):
         stats["key_term_std"][head] = math.sqrt(key_var / count)
         stats["key_term_share"][head] = key_var / logit_var
         stats["logit_std"][head] = math.sqrt(logit_var / count)
+    _naive_intervention(q, k, causal, stats)
     return stats, x
+
+
+def _sharpness(logits_by_query, visible_by_query):
+    """(mean normalised entropy, mean max probability, argmax agreement) of one sequence's
+    counted queries."""
+    ent, mx, votes = [], [], []
+    for logits, visible in zip(logits_by_query, visible_by_query):
+        if len(visible) < 2:
+            continue
+        w = np.exp(logits - logits.max())
+        w /= w.sum()
+        ent.append(-sum(p * math.log(p) for p in w if p > 0) / math.log(len(visible)))
+        mx.append(w.max())
+        votes.append(visible[int(np.argmax(w))])
+    return ent, mx, max(votes.count(v) for v in votes) / len(votes)
+
+
+def _naive_intervention(q, k, causal, stats):
+    """The logit-variance decomposition and the key-term removal with loops over queries and keys
+    (float64); the permutation controls through `metrics.intervention` on the same float64 q, k
+    and the analysis's layer-0 key (the loops of tests/test_intervention.py check that code)."""
+    from anisotropy_jax.metrics import intervention
+
+    h, dh = q.shape[2], q.shape[3]
+    s = 1 / math.sqrt(dh)
+    for head in range(h):
+        mq, mk = q[:, :, head].mean((0, 1)), k[:, :, head].mean((0, 1))
+        parts, deltas = [], {"entropy": [0, 0], "max": [0, 0], "agreement": [0, 0]}
+        for b in range(B):
+            visible = [list(range(i + 1)) if causal else list(range(L)) for i in range(L)]
+            m = np.array([s * mq @ (k[b, j, head] - mk) for j in range(L)])
+            full, removed = [], []
+            for i, keys in enumerate(visible):
+                lg = np.array([s * q[b, i, head] @ k[b, j, head] for j in keys])
+                r = np.array([s * (q[b, i, head] - mq) @ (k[b, j, head] - mk) for j in keys])
+                if len(keys) > 1:
+                    parts.append((np.var(m[keys]), np.var(r), np.cov(m[keys], r, bias=True)[0, 1],
+                                  np.var(lg)))
+                full.append(lg)
+                removed.append(lg - m[keys])
+            for column, rows in enumerate((full, removed)):
+                ent, mx, agreement = _sharpness(rows, visible)
+                deltas["entropy"][column] += np.sum(ent)
+                deltas["max"][column] += np.sum(mx)
+                deltas["agreement"][column] += agreement / B
+        counted = B * sum(1 for keys in visible if len(keys) > 1)
+        for name, value in zip(("key_term_var", "query_specific_var", "key_query_covariance",
+                                "logit_var"), np.mean(parts, axis=0)):
+            stats[name][head] = value
+        for stat, (before, after) in deltas.items():
+            scale = 1.0 if stat == "agreement" else 1.0 / counted
+            stats[f"delta_{stat}_key_term"][head] = (after - before) * scale
+    mask = np.tril(np.ones((L, L), bool)) if causal else None
+    logits = np.einsum("bihd,bjhd->bhij", q, k) * s
+    rng = jax.random.split(jax.random.key(dynamics.analysis.PERMUTATION_SEED), 2)[0]
+    with jax.enable_x64(True):
+        controls = intervention.key_term_intervention(q, k, logits, mask, rng=rng)
+    for name, value in controls.items():
+        if name.endswith("control"):
+            stats[name][:] = np.asarray(value)
 
 
 @pytest.mark.parametrize("objective", ["mlm", "clm"])
@@ -245,3 +306,43 @@ def test_analysis_tokens_are_clean_text_for_mlm():
     stream = data.BatchIterator(cfg, corpus=np.frombuffer(b"abcdefgh" * 200, np.uint8))
     tokens = dynamics.analysis_tokens(stream, 4, 0)
     assert tokens.shape == (4, 16) and not np.any(tokens == data.MASK_ID)
+
+
+def test_partial_correlation_within_layers_equals_demeaned_closed_form_and_detects_planted_terms():
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    s, n, h = 3, 4, 4  # 16 heads of 4 layers: df = 16 − 4 − 2 = 10
+    spread = rng.uniform(0.5, 2.0, (s, n, h)) + np.arange(n)[None, :, None]  # layers differ
+    key = rng.uniform(0.1, 1.0, (s, n, h))
+    query = spread - 0.5 * key + 0.1 * rng.standard_normal((s, n, h))
+    # Steps 0, 1: entropy is a function of the spread plus a key-term effect at step 1 only.
+    entropy = (1.0 - 0.1 * spread - np.array([0.0, 0.5, 0.0])[:, None, None] * key
+               + 0.02 * rng.standard_normal((s, n, h)))
+    entropy[2] = rng.uniform(size=(n, h))  # step 2: unrelated to anything
+    heads = {"attention_entropy_normalized": entropy, "key_term_var": key,
+             "query_specific_var": query, "logit_var": spread}
+    got = dynamics.trends.partial_correlations_within_layers(heads)
+    part = got["partial_key_term_given_logit_spread"]
+    assert part["df"] == 10 and "layer" in part["p_method"]
+    for step in range(s):
+        # Frisch–Waugh–Lovell: with layer indicators, demean the ranks within each layer, then the
+        # one-covariate closed form of the partial correlation.
+        ranks = [stats.rankdata(v[step].reshape(-1)).reshape(n, h) for v in (entropy, key, spread)]
+        e, t, z = (r - r.mean(axis=1, keepdims=True) for r in ranks)
+        r = np.corrcoef([e.reshape(-1), t.reshape(-1), z.reshape(-1)])
+        want = (r[0, 1] - r[0, 2] * r[1, 2]) / math.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
+        assert part["rho"][step] == pytest.approx(want, abs=1e-10), step
+    assert abs(part["rho"][0]) < 0.7 and part["rho"][1] < -0.7 and part["p"][1] < 0.05
+    # Entropy an exact function of the spread: nothing is left to correlate (NaN, not noise).
+    exact = dynamics.trends.partial_correlations_within_layers(
+        {**heads, "attention_entropy_normalized": -spread})
+    assert np.all(np.isnan(exact["partial_key_term_given_logit_spread"]["rho"]))
+    # Too few heads for a degree of freedom (2 layers × 2 heads): nothing is reported.
+    small = {k: v[:, :2, :2] for k, v in heads.items()}
+    assert dynamics.trends.partial_correlations_within_layers(small) == {}
+    corr = dynamics.entropy_correlations_across_heads(
+        {**heads, "key_term_std": np.sqrt(key), "key_term_share": key / spread,
+         "mean_query_key_dot_softmax_invariant": spread})
+    assert set(corr) >= {"partial_key_term_given_logit_spread",
+                         "partial_query_specific_given_logit_spread", "key_term_std"}

@@ -146,7 +146,7 @@ def test_intervention_matches_loops_over_the_same_permutations(causal):
             q, k, logits, mask, rng=key, num_permutations=3))
         got = {n: np.asarray(v) for n, v in run(rng).items()}
         noise = {n: np.asarray(v) for n, v in
-                 intervention.control_noise(rng, logits.shape, 3, np.float64).items()}
+                 intervention.control_noise(rng, logits.shape, 3).items()}
     qbar, kbar = q.mean(axis=(0, 1)), k.mean(axis=(0, 1))
     m = np.zeros((B, H, 1, L))
     for b in range(B):

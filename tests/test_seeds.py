@@ -87,6 +87,82 @@ def test_aggregate_over_seeds():
         seeds.aggregate([_run(0, 0.0)])
 
 
+def _intervention_run(seed, rng, steps=(0, 2, 8)):
+    """A seed's results.json with the intervention's deltas and the correlations of the new
+    analysis (random per-head values: the aggregation must follow them exactly)."""
+    s = len(steps)
+    heads = {f"delta_{stat}_{removal}": rng.normal(size=(s, 2, 3))
+             for stat in ("entropy", "agreement", "max")
+             for removal in ("key_term", "control", "shared_control")}
+    corr = {"units": "heads", "n": 6,
+            "key_term_std": {"rho": rng.uniform(-0.99, 0.99, s), "p": [1] * s},
+            "partial_key_term_given_logit_spread": {"rho": rng.uniform(-0.99, 0.99, s),
+                                                    "p": [1] * s, "df": 2}}
+    return {"config": {"train": {"seed": seed}}, "steps": list(steps), "heads": heads,
+            "layers": {"cross_sequence_cosine": np.full((s, 4), 0.5)},
+            "embeddings": {"input_centered": np.full(s, 0.9), "output_centered": np.full(s, 0.8)},
+            "correlation": corr, "training": {"val_loss": [[st, 1.0] for st in steps]}}
+
+
+def test_aggregate_gives_intervention_contrasts_and_fisher_z_intervals_for_correlations():
+    rng = np.random.default_rng(0)
+    runs = [_intervention_run(i, rng) for i in range(5)]
+    summary = seeds.aggregate(runs)
+    q, changes = summary["quantities"], summary["changes_first_to_last"]
+    assert "Fisher" in summary["correlation_interval"]
+    for stat in ("entropy", "agreement", "max"):
+        for control in ("control", "shared_control"):
+            # Per seed and checkpoint: the mean over the 6 heads of Δ key term − Δ control.
+            per_seed = np.array([[np.mean(r["heads"][f"delta_{stat}_key_term"][i]
+                                          - r["heads"][f"delta_{stat}_{control}"][i])
+                                  for i in range(3)] for r in runs])
+            got = q[f"heads_mean/delta_{stat}_key_term_minus_{control}"]
+            np.testing.assert_allclose(got["per_seed"], per_seed, rtol=1e-12)
+            want = correlation.t_interval(per_seed, axis=0)
+            for key in ("mean", "low", "high"):
+                np.testing.assert_allclose(got[key], want[key], rtol=1e-12)
+            assert got["interval"] == "student_t"
+        assert f"heads_mean/delta_{stat}_control" in q
+    for name, key in (("spearman_across_heads/key_term_std", "key_term_std"),
+                      ("partial_within_layers/key_term_given_logit_spread",
+                       "partial_key_term_given_logit_spread")):
+        rhos = np.array([r["correlation"][key]["rho"] for r in runs])  # (5 seeds, 3 steps)
+        z = np.arctanh(rhos)
+        ci = correlation.t_interval(z, axis=0)
+        got = q[name]
+        assert got["interval"] == "fisher_z"
+        np.testing.assert_allclose(got["mean"], np.tanh(ci["mean"]), rtol=1e-12)
+        np.testing.assert_allclose(got["low"], np.tanh(ci["low"]), rtol=1e-12)
+        np.testing.assert_allclose(got["high"], np.tanh(ci["high"]), rtol=1e-12)
+        assert np.all(got["low"] > -1) and np.all(got["high"] < 1)
+        change = changes[name]  # the change of z, first → last, tested over seeds
+        assert change["scale"] == "fisher_z"
+        np.testing.assert_allclose(change["per_seed"], z[:, -1] - z[:, 0], rtol=1e-12)
+    assert "| partial_within_layers/key_term_given_logit_spread |" in seeds.format_table(summary)
+
+
+def test_the_committed_seeded_results_still_aggregate():
+    import json
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "training"
+    for objective in ("clm_small", "mlm_small"):
+        docs = [json.loads(p.read_text()) for p in sorted((root / objective).glob(
+            "seed_*/results.json"))]
+        assert len(docs) >= 3, objective
+        summary = seeds.aggregate(docs)
+        committed = json.loads((root / objective / "results.json").read_text())
+        # The Student-t quantities are unchanged; the correlations now have Fisher-z intervals.
+        for name, value in committed["quantities"].items():
+            np.testing.assert_allclose(summary["quantities"][name]["per_seed"],
+                                       value["per_seed"], rtol=1e-12, err_msg=name)
+            if not name.startswith("spearman"):
+                np.testing.assert_allclose(summary["quantities"][name]["low"], value["low"],
+                                           rtol=1e-9, err_msg=name)
+        rho = summary["quantities"]["spearman_across_heads/key_term_std"]
+        assert np.all(rho["low"][1:] >= -1) and np.all(rho["high"][1:] <= 1)
+
+
 @pytest.mark.parametrize("bad", [["0"], ["0", "0"], ["-1", "2"], ["a", "b"]])
 def test_parse_seeds_names_the_flag(bad):
     with pytest.raises(ConfigError, match="^seeds: "):
@@ -101,6 +177,11 @@ def test_the_seed_figure_clips_each_interval_to_its_metric_range():
     assert plots.metric_range("intermediate_cross_sequence_cosine") == (-1.0, 1.0)
     assert plots.metric_range("heads_mean/key_term_std") == (0.0, np.inf)
     assert plots.metric_range("val_loss") == (0.0, np.inf)
+    assert plots.metric_range("partial_within_layers/key_term_given_logit_spread") == (-1.0, 1.0)
+    assert plots.metric_range("heads_mean/delta_entropy_key_term") == (-np.inf, np.inf)
+    assert plots.metric_range("heads_mean/delta_max_key_term_minus_control") == (-np.inf, np.inf)
+    assert plots.metric_range("heads_mean/key_term_var") == (0.0, np.inf)
+    assert plots.metric_range("heads_mean/key_query_covariance") == (-np.inf, np.inf)
     steps = [0, 1, 4]
     wide = {"per_seed": [[0.9, 0.5, -0.9], [1.0, 0.6, -1.0]], "mean": [0.95, 0.55, -0.95],
             "low": [0.2, -0.4, -3.1], "high": [1.7, 1.5, 0.8]}

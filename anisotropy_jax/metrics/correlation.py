@@ -105,6 +105,11 @@ _MAX_ABS_RHO = 1.0 - 1e-9
 FISHER_INTERVAL = ("Fisher z: z = artanh(rho), interval in z, then tanh back (bounded by ±1)")
 
 
+def fisher_z(rho: Any) -> np.ndarray:
+    """artanh ρ with |ρ| clipped to 1 − 1e-9 (finite at ρ = ±1); NaN stays NaN."""
+    return np.arctanh(np.clip(np.asarray(rho, np.float64), -_MAX_ABS_RHO, _MAX_ABS_RHO))
+
+
 def fisher_z_interval(rho: Any, n: int, num_covariates: int = 0,
                       confidence: float = 0.95) -> dict[str, Any]:
     """Interval for one (partial) correlation of n pairs: tanh(artanh ρ ± z_{(1+c)/2}/√(n − 3 − k))
@@ -118,7 +123,7 @@ def fisher_z_interval(rho: Any, n: int, num_covariates: int = 0,
         raise ValueError(f"a Fisher-z interval needs n - 3 - covariates >= 1, got n = {n} and "
                          f"{num_covariates} covariates")
     r = np.asarray(rho, np.float64)
-    z = np.arctanh(np.clip(r, -_MAX_ABS_RHO, _MAX_ABS_RHO))
+    z = fisher_z(r)
     half = stats.norm.ppf(0.5 + confidence / 2) / math.sqrt(df)
     return {"rho": r, "low": np.tanh(z - half), "high": np.tanh(z + half), "n": int(n)}
 
@@ -129,10 +134,7 @@ def mean_correlation_interval(rhos: Any, axis: int = 0,
     z = artanh ρ (|ρ| clipped to 1 − 1e-9), Student-t interval of the mean z over `axis`
     (`t_interval`), then tanh back. {"mean" = tanh(mean z), "low", "high", "mean_z", "n"}; the
     bounds stay inside (−1, 1). NaN values propagate."""
-    r = np.asarray(rhos, np.float64)
-    z = np.arctanh(np.clip(r, -_MAX_ABS_RHO, _MAX_ABS_RHO))
-    z = np.where(np.isnan(r), np.nan, z)
-    ci = t_interval(z, axis=axis, confidence=confidence)
+    ci = t_interval(fisher_z(rhos), axis=axis, confidence=confidence)
     return {"mean": np.tanh(ci["mean"]), "low": np.tanh(ci["low"]), "high": np.tanh(ci["high"]),
             "mean_z": ci["mean"], "n": ci["n"]}
 
@@ -187,7 +189,8 @@ def partial_correlation(x: Any, y: Any, covariates_NxK: Any) -> dict[str, Any]:
 
     k = the rank of the covariates once the intercept is taken out; df = n − 2 − k, and p is the
     two-sided t test of ρ√(df/(1 − ρ²)) on df degrees of freedom (normal theory). For a partial
-    Spearman correlation pass ranks. Needs df ≥ 1.
+    Spearman correlation pass ranks. Needs df ≥ 1. NaN when x or y is an exact linear function
+    of the covariates (nothing is left to correlate).
     """
     from scipy import stats  # host-side only
 
@@ -204,8 +207,12 @@ def partial_correlation(x: Any, y: Any, covariates_NxK: Any) -> dict[str, Any]:
         return v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
 
     ra, rb = residual(a), residual(b)
+    # A series the covariates explain exactly has no partial correlation: its residual is
+    # rounding noise (below 1e-9 of its own spread), whose correlation would mean nothing.
+    explained = any(float(r @ r) <= 1e-18 * float((v - v.mean()) @ (v - v.mean()))
+                    for r, v in ((ra, a), (rb, b)))
     denominator = math.sqrt(float(ra @ ra) * float(rb @ rb))
-    rho = float(ra @ rb) / denominator if denominator > 0 else math.nan
+    rho = float(ra @ rb) / denominator if denominator > 0 and not explained else math.nan
     t = rho * math.sqrt(df / max(1.0 - rho * rho, 1e-300))
     p = float(2 * stats.t.sf(abs(t), df)) if math.isfinite(rho) else math.nan
     return {"rho": rho, "p": p, "df": df, "n": int(a.size), "num_covariates": k}

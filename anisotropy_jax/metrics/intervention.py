@@ -85,16 +85,17 @@ def sharpness(logits_BxHxLqxLk: Array, mask: Array | None = None) -> dict[str, A
             "max": over_queries(stats["max"])}
 
 
-def control_noise(rng: Array, logits_shape, num_permutations: int = NUM_PERMUTATIONS,
-                  dtype=jnp.float32) -> dict[str, Array]:
+def control_noise(rng: Array, logits_shape, num_permutations: int = NUM_PERMUTATIONS
+                  ) -> dict[str, Array]:
     """The uniform draws whose sort orders are the controls' permutations:
     {"control": (P, B, H, Lq, Lk), one permutation per query; "shared_control": (P, B, H, 1, Lk),
-    one per sequence and head}, P = num_permutations. A function of `rng` alone."""
+    one per sequence and head}, P = num_permutations. A function of `rng` alone: always float32,
+    so that float64 logits get the same permutations as float32 ones."""
     batch, heads, num_queries, num_keys = logits_shape
     control, shared = jax.random.split(rng)
-    return {"control": jax.random.uniform(control, (num_permutations, *logits_shape), dtype),
+    return {"control": jax.random.uniform(control, (num_permutations, *logits_shape), jnp.float32),
             "shared_control": jax.random.uniform(shared, (num_permutations, batch, heads, 1,
-                                                          num_keys), dtype)}
+                                                          num_keys), jnp.float32)}
 
 
 def key_term_intervention(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
@@ -112,7 +113,7 @@ def key_term_intervention(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array,
     m_BxHx1xLk = split_logits(queries_BxLxHxDh, keys_BxLxHxDh, scale)["key_term"]
     original = sharpness(logits, visible)
     removed = {"key_term": sharpness(logits - m_BxHx1xLk, visible)}
-    noise = control_noise(rng, logits.shape, num_permutations, logits.dtype)
+    noise = control_noise(rng, logits.shape, num_permutations)
     # The shared control permutes all keys of the sequence (one permutation for every query).
     keys_visible = {"control": visible,
                     "shared_control": jnp.ones(noise["shared_control"].shape[1:], bool)}

@@ -37,7 +37,10 @@ HEAD_PANELS = (("mean_query_norm", "‖mean q‖"), ("mean_key_norm", "‖mean k
                ("first_position_mass", "attention mass on position 0"),
                ("attention_query_agreement", "query argmax agreement"),
                ("attention_row_cosine", "cosine between attention rows"),
-               ("attention_query_key_information", "I(query; key) (nats)"))
+               ("attention_query_key_information", "I(query; key) (nats)"),
+               ("delta_entropy_key_term", "Δ entropy / ln(visible keys)\nkey term removed"),
+               ("delta_entropy_control", "Δ entropy / ln(visible keys)\npermuted key term "
+                                         "removed (control)"))
 _LAYER_PANELS = (("cross_sequence_cosine", "cross-sequence avg cosine"),
                  ("relative_drift", "‖mean h‖ / mean ‖h‖"))
 
@@ -162,13 +165,15 @@ _NON_NEGATIVE = ("norm", "std", "share", "abs_", "loss", "information", "drift")
 def metric_range(name: str) -> tuple[float, float]:
     """(low, high) bounds of a seeds quantity (`seeds_figure`); (-inf, inf) where unbounded."""
     last = name.rsplit("/", 1)[-1]
-    if name.startswith("spearman"):
+    if name.startswith(("spearman", "partial")):
         return -1.0, 1.0
+    if last.startswith("delta_"):  # changes of bounded statistics: signed
+        return -np.inf, np.inf
     if any(key in name for key in _UNIT_INTERVAL):
         return 0.0, 1.0
     if "cosine" in last:
         return -1.0, 1.0
-    if any(key in last for key in _NON_NEGATIVE):
+    if any(key in last for key in _NON_NEGATIVE) or last.endswith("_var"):
         return 0.0, np.inf
     return -np.inf, np.inf
 

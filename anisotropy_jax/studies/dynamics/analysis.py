@@ -15,6 +15,15 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     attention_query_agreement, attention_row_cosine, attention_query_key_information (the
     categorical-attention statistics of each sequence's attention matrix,
     `metrics.categorical_attention_statistics`, averaged over the batch);
+    key_term_var, query_specific_var, key_query_covariance, logit_var (the decomposition
+    logit_var = key_term_var + query_specific_var + 2·key_query_covariance,
+    `metrics.logit_terms.logit_variance_decomposition`);
+    delta_<stat>_<removal> for stat in entropy (normalised), agreement (query agreement), max
+    (max probability) and removal in key_term, control, shared_control: the change of the
+    statistic when attention is recomputed from the logits minus m_j, minus m permuted over each
+    query's visible keys, minus m permuted over the sequence's keys (`metrics.intervention`;
+    each control averaged over 4 permutations drawn from a fixed PRNG key per layer, the same at
+    every checkpoint, so a rerun gives the same numbers);
   per hidden state (arrays (S, layers + 1); index 0 = the embedding output, i = output of block
     i − 1; for clm the last one is the input of the final LayerNorm):
     average_cosine (all pairs), cross_sequence_cosine, within_sequence_cosine, drift_norm,
@@ -25,7 +34,9 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     MASK for mlm; the other rows never get a gradient), and over all rows (input_all_rows_raw …);
   clm only: the final LayerNorm's input vs output (average/cross-sequence cosine, IsoScore, drift).
 Per checkpoint (`correlation`): the Spearman correlation across the heads of that checkpoint of
-the normalised entropy with the key-dependent term (and with the softmax-invariant |q̄·k̄|/√Dh);
+the normalised entropy with the key-dependent term (and with the softmax-invariant |q̄·k̄|/√Dh),
+and the partial rank correlation within layers of entropy with the key term (and with the
+query-specific term) given the logit spread (`trends.entropy_correlations_across_heads`);
 along the checkpoints (`trends`): the expected trends of docs/SCIENCE.md with their numbers.
 
 `run` reads the run's config.json, metrics.jsonl, eval.jsonl and checkpoints; it writes nothing.
@@ -44,7 +55,9 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, data as data_lib, metrics
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, TransformerConfig
-from anisotropy_jax.metrics.logit_terms import mean_query_key_terms
+from anisotropy_jax.metrics.intervention import REMOVALS, STATISTICS, key_term_intervention
+from anisotropy_jax.metrics.logit_terms import (DECOMPOSITION, logit_variance_decomposition,
+                                                mean_query_key_terms)
 from anisotropy_jax.models.attention import attention_mask
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.protocol import SILENT, Progress
@@ -57,7 +70,11 @@ HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
                 "logit_std", "query_norm", "key_norm", "attention_entropy",
                 "attention_entropy_normalized", "attention_max", "first_position_mass",
                 "attention_query_agreement", "attention_row_cosine",
-                "attention_query_key_information")
+                "attention_query_key_information", *DECOMPOSITION,
+                *(f"delta_{stat}_{removal}" for removal in REMOVALS for stat in STATISTICS))
+# The permutations of the intervention's controls: layer i uses split(key(seed), layers)[i] at
+# every checkpoint (common random numbers along training: the steps differ by the weights only).
+PERMUTATION_SEED = 0
 LAYER_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
                  "drift_norm", "relative_drift", "isoscore")
 
@@ -111,8 +128,9 @@ def _hidden_metrics(h_BxLxD: jax.Array) -> dict[str, jax.Array]:
 
 
 def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
-                 logits_BxHxLxL: jax.Array, causal: bool) -> dict[str, jax.Array]:
-    """Per-head metrics (each (H,)) of one attention layer; see the module docstring."""
+                 logits_BxHxLxL: jax.Array, rng: jax.Array, causal: bool) -> dict[str, jax.Array]:
+    """Per-head metrics (each (H,)) of one attention layer; see the module docstring. `rng`
+    draws the permutations of the intervention's controls."""
     seq_len = logits_BxHxLxL.shape[-1]
     mask = attention_mask(seq_len, causal, None)  # (1, 1, L, L) or None
     mask_LxL = None if mask is None else mask[0, 0]
@@ -123,6 +141,11 @@ def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
     # q̄·k̄ adds one constant to every logit of a query: the softmax cancels it.
     out["mean_query_key_dot_softmax_invariant"] = out.pop("mean_query_key_dot")
     out.update(mean_query_key_terms(queries_BxLxHxDh, keys_BxLxHxDh, logits_BxHxLxL, mask))
+    out.update(logit_variance_decomposition(queries_BxLxHxDh, keys_BxLxHxDh, logits_BxHxLxL,
+                                            mask))
+    removal = key_term_intervention(queries_BxLxHxDh, keys_BxLxHxDh, logits_BxHxLxL, mask,
+                                    rng=rng)
+    out.update({k: v for k, v in removal.items() if k.startswith("delta_")})
     out["attention_entropy"] = metrics.mean_over_queries(stats["entropy"], counts_L)
     out["attention_entropy_normalized"] = metrics.mean_over_queries(normalized_BxHxL, counts_L)
     out["attention_max"] = metrics.mean_over_queries(stats["max"], counts_L)
@@ -156,11 +179,12 @@ def _embedding_metrics(config: TransformerConfig, params: Any, rows: jax.Array
     return emb
 
 
-def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray) -> Callable:
+def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
+                     permutation_seed: int = PERMUTATION_SEED) -> Callable:
     """jit-compiled fn(variables, tokens_BxL) → nested dict of metric arrays for one checkpoint.
 
     Per-layer metrics are vmapped over the stacked layers, so the compiled program does not grow
-    with depth.
+    with depth. Layer i's intervention controls use split(key(permutation_seed), layers)[i].
     """
     model = Transformer(config, with_head=False)
     rows = jnp.asarray(used_ids)
@@ -173,8 +197,9 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray) -> Callabl
         def stacked(name):
             return jnp.stack([p[name] for p in blocks])
 
+        rngs = jax.random.split(jax.random.key(permutation_seed), len(blocks))
         heads = jax.vmap(functools.partial(head_metrics, causal=config.block.causal))(
-            stacked("queries"), stacked("keys"), stacked("attn_logits"))
+            stacked("queries"), stacked("keys"), stacked("attn_logits"), rngs)
         states = jnp.stack([probes["embeddings"]] + [p["resid_post"] for p in blocks])
         out = {"heads": {name: heads[name] for name in HEAD_METRICS},
                "layers": jax.vmap(_hidden_metrics)(states),

@@ -27,7 +27,13 @@ OBJECTS = {
              "constant to every logit of a query (the softmax cancels it); key_term_std = std "
              "over visible keys of mean q . (k_j - mean k) / sqrt(d_head), key_term_share = its "
              "variance / the variance over visible keys of the logits (each averaged over "
-             "queries): the mean term the softmax does see (anisotropy_jax/metrics/logit_terms.py)",
+             "queries): the mean term the softmax does see (anisotropy_jax/metrics/logit_terms.py)"
+             "; logit_var = key_term_var + query_specific_var + 2 key_query_covariance (per "
+             "query over visible keys, averaged); delta_<stat>_<removal>: change of normalised "
+             "entropy, query agreement or max probability when attention is recomputed without "
+             "the key term, without the key term permuted over each query's visible keys "
+             "(control) or over the sequence's keys (shared_control), controls averaged over 4 "
+             "permutations (anisotropy_jax/metrics/intervention.py)",
     "layers": "per checkpoint and hidden state (0 = embedding output, i = block i-1 "
               "output): contextual-representation anisotropy",
     "embeddings": "partition isotropy of the input/output embedding matrices (rows of "
@@ -35,7 +41,9 @@ OBJECTS = {
     "final_norm": "clm only: hidden states before/after the final LayerNorm",
     "correlation": "per checkpoint: Spearman rho (and p) of normalised entropy with each logit "
                    "term over the heads of all layers of that checkpoint (heads of one model, "
-                   "not independent models); checkpoints are never pooled",
+                   "not independent models); checkpoints are never pooled; partial_*: the "
+                   "within-layer partial rank correlation of entropy with the term given the "
+                   "logit spread (p_method says how)",
 }
 _GROUPS = ("heads", "layers", "embeddings", "final_norm", "correlation", "trends")
 
@@ -110,5 +118,7 @@ def format_report(doc: dict[str, Any]) -> str:
     for name, value in corr.items():
         if isinstance(value, dict):
             rhos = " ".join(f"{s}:{r:+.2f}" for s, r in zip(doc["steps"], value["rho"]))
-            lines.append(f"spearman(entropy, {name}) across {corr['n']} heads, by step: {rhos}")
+            what = (f"{name} (within layers)" if name.startswith("partial_")
+                    else f"spearman(entropy, {name})")
+            lines.append(f"{what} across {corr['n']} heads, by step: {rhos}")
     return "\n".join(lines)

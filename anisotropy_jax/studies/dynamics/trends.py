@@ -1,5 +1,6 @@
 """Within each checkpoint, the Spearman correlation across heads of attention entropy with the
-key-dependent logit term (and, for comparison, the softmax-invariant |q̄·k̄|/√Dh); along the
+key-dependent logit term (and, for comparison, the softmax-invariant |q̄·k̄|/√Dh), and the partial
+rank correlation within layers of entropy with the key term given the logit spread; along the
 checkpoints, the expected trends of docs/SCIENCE.md ("The training-dynamics experiment"), each
 with its numbers. Host-side numpy (scipy for the rank correlation)."""
 from __future__ import annotations
@@ -9,10 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.metrics.correlation import spearman
+from anisotropy_jax.metrics.correlation import partial_correlation, spearman
 
 
 CORRELATED = ("key_term_std", "key_term_share", "mean_query_key_dot_softmax_invariant")
+# Partial correlations of entropy with a logit term given the logit spread: name → term.
+PARTIAL = {"partial_key_term_given_logit_spread": "key_term_var",
+           "partial_query_specific_given_logit_spread": "query_specific_var"}
+PARTIAL_METHOD = (
+    "within-layer partial Spearman: ranks over all heads of the checkpoint of the normalised "
+    "entropy, the term's variance and logit_var; Pearson correlation of the entropy and term "
+    "ranks after both are regressed on the logit_var rank and one indicator per layer (layer "
+    "fixed effects: only within-layer differences count, pooled over layers with one common "
+    "slope); p: t test on df = heads − layers − 2 (heads of one model, not independent models)")
 UNITS = ("the heads of all layers of one checkpoint: units of one model, not independent models; "
          "p tests the association across those heads")
 
@@ -36,6 +46,40 @@ def entropy_correlations_across_heads(heads: dict[str, np.ndarray]) -> dict[str,
         out[name] = {"rho": np.array([r["rho"] for r in rows]),
                      "p": np.array([r["p"] for r in rows]),
                      "p_method": [r["p_method"] for r in rows]}
+    if all(name in heads for name in ("logit_var", *PARTIAL.values())):
+        out.update(partial_correlations_within_layers(heads))
+    return out
+
+
+def partial_correlations_within_layers(heads: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per checkpoint, for each of PARTIAL: {"rho": (S,), "p": (S,), "df", "p_method"}, the
+    partial rank correlation of normalised entropy with the term given the logit spread, within
+    layers (PARTIAL_METHOD says how). With 4 heads per layer a partial correlation inside one
+    layer would rest on 1 degree of freedom; layer indicators pool the within-layer comparisons
+    into one coefficient instead. NaN where a series is constant after the regression; {} when
+    there are too few heads for a degree of freedom (heads − layers − 2 < 1)."""
+    from scipy import stats  # host-side only
+
+    entropy = np.asarray(heads["attention_entropy_normalized"], np.float64)
+    steps, num_layers, num_heads = entropy.shape
+    if num_layers * num_heads - num_layers - 2 < 1:
+        return {}
+    layer_NxL = np.repeat(np.eye(num_layers), num_heads, axis=0)[:, 1:]  # intercept: layer 0
+    out = {}
+    for name, term in PARTIAL.items():
+        values = np.asarray(heads[term], np.float64)
+        spread = np.asarray(heads["logit_var"], np.float64)
+        rows = []
+        for step in range(steps):
+            covariates = np.concatenate([stats.rankdata(spread[step].reshape(-1))[:, None],
+                                         layer_NxL], axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rows.append(partial_correlation(stats.rankdata(entropy[step].reshape(-1)),
+                                                stats.rankdata(values[step].reshape(-1)),
+                                                covariates))
+        out[name] = {"rho": np.array([r["rho"] for r in rows]),
+                     "p": np.array([r["p"] for r in rows]),
+                     "df": int(min(r["df"] for r in rows)), "p_method": PARTIAL_METHOD}
     return out
 
 
