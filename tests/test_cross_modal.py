@@ -61,8 +61,11 @@ def test_collect_keeps_every_untrained_seed_and_the_scope(tmp_path):
                                    "cross_sequence_cosine": [0.25, 0.45, 0.9]},
                        "untrained": {"average_cosine": [0.2, 0.3, 0.2],
                                      "cross_sequence_cosine": interval["mean"]}},
-           "untrained_seeds": {"seeds": [7, 8, 9], "metrics": {"cross_sequence_cosine": per_seed},
-                               "interval": {"cross_sequence_cosine": interval}},
+           "untrained_seeds": {"seeds": [7, 8, 9],
+                               "metrics": {"cross_sequence_cosine": per_seed,
+                                           "average_cosine": per_seed},
+                               "interval": {"cross_sequence_cosine": interval,
+                                            "average_cosine": interval}},
            "data": {"text_source": media_inputs.FORMANT_SOURCE,
                     "inputs_source": media_inputs.FORMANT_SOURCE}}
     (tmp_path / "Whisper-tiny.en").mkdir()
@@ -78,7 +81,7 @@ def test_collect_keeps_every_untrained_seed_and_the_scope(tmp_path):
                                 "weights": "trained", "inputs": "formant speech (numpy "
                                 "synthesiser)", "inputs_synthetic": True,
                                 "units": "20 ms frames", "character_level": False}
-    assert set(whisper["per_layer"]) == {"cross_sequence_cosine"}  # only what the file has
+    assert set(whisper["per_layer"]) == {"average_cosine", "cross_sequence_cosine"}  # the file's
     dino = models["DINOv2-S"]
     assert dino["untrained_seeds"] == [0] and dino["scope"]["inputs_synthetic"] is None
     assert dino["per_layer"]["average_cosine"]["untrained_low"] == [None] * 3
@@ -88,6 +91,8 @@ def test_collect_keeps_every_untrained_seed_and_the_scope(tmp_path):
                        "[0.100, 0.300] | False | formant speech (numpy synthesiser); trained; "
                        "3 untrained seeds |")
     assert rows[4].split(" | ")[6] == "True"  # 0.9 above every seed's 0.3
+    from anisotropy_jax.plotting import cross_modal as plots  # the seeds' min-max: Whisper only
+    assert len(plots.cross_modal_figure(models).axes[0].collections) == 1
 
 
 def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):

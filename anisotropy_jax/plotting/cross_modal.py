@@ -1,7 +1,8 @@
 """The cross-modal figure (Godey et al. 2023's comparison; docs/MODALITIES.md): per-layer average
 cosine of several models of several modalities on one axis against relative depth (0 = embedding
 output, 1 = last state), each model one colour, trained solid, its untrained re-initialisation
-dashed in the same colour; one marker per modality."""
+dashed in the same colour (the mean over the untrained seeds, shaded between their min and max);
+one marker per modality."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -25,8 +26,13 @@ def cross_modal_figure(models: Mapping[str, Mapping[str, Any]], title: str = "")
             ax.plot(m["depth"], m["trained"], color=color, marker=marker, ms=4, label=label)
         ax.plot(m["depth"], m["untrained"], color=color, marker=marker, ms=3, linestyle="--",
                 alpha=0.7, label=None if m.get("trained") is not None else f"{label}, untrained")
+        spread = m.get("per_layer", {}).get("average_cosine")
+        if spread is not None and len(m.get("untrained_seeds", ())) > 1:
+            ax.fill_between(m["depth"], spread["untrained_min"], spread["untrained_max"],
+                            color=color, alpha=0.15, linewidth=0)
     ax.plot([], [], color="0.3", label="trained (solid)")
-    ax.plot([], [], color="0.3", linestyle="--", label="untrained re-initialisation (dashed)")
+    ax.plot([], [], color="0.3", linestyle="--",
+            label="untrained re-initialisations: mean (dashed), min–max over seeds (shaded)")
     ax.set_xlabel("relative depth (0 = embedding output, 1 = last state)")
     ax.set_ylabel("average cosine similarity")
     ax.set_ylim(-0.05, 1.05)
