@@ -2,8 +2,8 @@
 isotropy of the input, output and gain-scaled output embeddings of GPT-NeoX-style causal LMs
 trained on a byte-level BPE vocabulary, per checkpoint and width.
 
-Run (default: widths 32/64/128, 2 layers, vocabulary 4,096, 400 steps, 5 seeds; 10-20 minutes on
-a 2-core CPU):
+Run (default: widths 32/64/128, 2 layers, vocabulary 4,096, 400 steps, 5 seeds; 418 s on the 16
+CPU cores of a device machine, docs/results/embeddings/README.md):
 
   anisotropy-jax embeddings --workdir=runs/embeddings
   python experiments/embedding_isotropy.py --config=experiments/configs/embedding_isotropy.py \
@@ -13,7 +13,7 @@ Variants (`--config=embeddings:VARIANT` or `experiments/configs/embedding_isotro
   smoke  vocabulary 300 on the first 200,000 characters, widths 16/32, 1 layer, 12 steps, 1 seed
          (CI)
   gpu    widths 128/256/512, 4 layers, vocabulary 8,192, L = 256, batch 32, 1,500 steps,
-         5 seeds, TF32 matmuls (sized for one H100; 3 seeds took 261 s there)
+         5 seeds, TF32 matmuls (sized for one H100: 370 s there)
 Any field can be overridden, e.g. `--config.widths='(64, 128)' --config.steps=800
 --config.checkpoint_steps='(0, 100, 800)' --config.optim.learning_rate=1e-3`.
 Fields, defaults and their meaning: EmbeddingsConfig in anisotropy_jax/config/embeddings.py

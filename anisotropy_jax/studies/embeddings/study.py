@@ -29,8 +29,10 @@ class EmbeddingsResult:
       steps: (C,) measured steps (0 = the init).
       isotropy: {"<input|output|output_scaled>_<raw|centered>_<one_sign|sign_free>": (W, S, C)},
         `metrics.embedding_isotropy`, and the controls of `train.measure`
-        ("output_meangain_<raw|centered>_<convention>", "<matrix>_gaussian_<convention>").
-      stats: {"<matrix>_<relative_drift|mean_norm|isoscore>": (W, S, C)}.
+        ("output_<equalnorm|meangain|rowdir>_<raw|centered>_<convention>",
+        "<matrix>_unitnorm_<raw|centered>_<convention>", "<matrix>_gaussian_raw_<convention>").
+      stats: {"<matrix>_<relative_drift|mean_norm|isoscore>",
+        "final_gain_<mean|std|frobenius_ratio>": (W, S, C)}.
       val_loss: (W, S, C) validation cross-entropy, nats per token.
       train_loss: (W, S, steps) training loss of every update.
       projections: {"<matrix>_<raw|centered>": (W, C, V, 2)} 2-D SVD projections, first seed.
