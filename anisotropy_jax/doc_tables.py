@@ -13,6 +13,8 @@ KINDS (each a study's formatter, imported when used):
   seeds        a training objective's summary over seeds (`studies.dynamics.seeds.format_table`)
   depth        the depth study's table (`studies.depth.report.markdown_table`)
   modalities   the vision/speech comparison (`studies.pretrained.cross_modal.table`)
+  embeddings_loss, embeddings_isotropy, embeddings_unitnorm, embeddings_gain
+               the embedding study's tables (`studies.embeddings.report.format_*`)
   claims       the reproduction's verdicts recomputed from a bundled report folder
                (`studies.reproduce.report.claims_table_from_bundle`)
 """
@@ -46,13 +48,24 @@ def _modalities(doc):
     return cross_modal.table(doc["models"])
 
 
+def _embeddings(name: str):
+    def formatter(doc):
+        from anisotropy_jax.studies.embeddings import report
+        return getattr(report, name)(doc)
+    return formatter
+
+
 def _claims(folder: pathlib.Path):
     from anisotropy_jax.studies.reproduce import report
     return report.claims_table_from_bundle(folder)
 
 
 # kind → formatter of the loaded results.json (for `claims`, of the bundled report folder).
-_FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims}
+_FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims,
+               "embeddings_loss": _embeddings("format_loss_table"),
+               "embeddings_isotropy": _embeddings("format_table"),
+               "embeddings_unitnorm": _embeddings("format_unitnorm_table"),
+               "embeddings_gain": _embeddings("format_gain_table")}
 
 
 def _formatter(kind: str) -> Callable:

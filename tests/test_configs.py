@@ -91,7 +91,10 @@ def test_reproduce_starts_from_its_dataclass_defaults():
     default = {f.name: f.default for f in dataclasses.fields(ReproduceConfig)}  # no sweeps: refused
     for field in ("studies", "seeds", "pretrained_models", "pretrained", "modalities", "depth"):
         assert getattr(full, field) == default[field], field
-    assert [label for label, _ in full.sweeps] == ["inputs=biased", "inputs=norm_matched"]
+    kinds = ["biased", "norm_matched", "fixed_norm", "per_sequence"]
+    assert [label for label, _ in full.sweeps] == (
+        [f"inputs={k}" for k in kinds] + [f"pre-LN: inputs={k}" for k in kinds])
+    assert full.size == "full"
     small = config.train_config_from_mapping(config.train_config_dict("small", "mlm"))[0]
     assert full.training[1][0] == small and not full.training[1][1].run
 

@@ -39,4 +39,4 @@ def test_unknown_kind_and_missing_results_are_one_line_errors():
     with pytest.raises(ValueError, match="unknown table 'sideways'"):
         doc_tables.render("sideways", "docs/results/depth/smoke/results.json")
     with pytest.raises(FileNotFoundError, match="no such results"):
-        doc_tables.render("depth", "docs/results/nowhere.json")
+        doc_tables.render("depth", "no/such/results.json")

@@ -18,6 +18,7 @@ STUDIES = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings
 # Offline checkpoints the pretrained study looks for (found by the model modules' packaged_* helpers;
 # a model that is not installed is reported as not measured, with its install hint).
 PRETRAINED_MODELS = ("minilm_l6", "smollm2", "mpnet")
+SIZES = ("smoke", "default", "full")  # configs/reproduce.py's variants
 # The inputs every reproduction sweep has: the bias and its norm-matched control (the verdicts of
 # Godey 3a/3b compare them); the other controls (config/sweep.py INPUTS) may join them.
 SWEEP_INPUTS = ("biased", "norm_matched")
@@ -52,6 +53,8 @@ class ReproduceConfig:
 
     Attributes:
       studies: which of STUDIES run (the others are reported as not measured: not in the config).
+      size: the variant's size, one of SIZES; a report made at 'smoke' size carries a banner
+        saying its numbers test the code, not the claims.
       sweeps: [(label, SweepConfig)] of the bias sweep, one results.json: first the biased
         inputs, then at least the norm-matched control and optionally the other controls (same
         block, weights, seeds and grid); then optionally a second block's sweep (the pre-LN
@@ -66,6 +69,7 @@ class ReproduceConfig:
     """
 
     studies: tuple[str, ...] = STUDIES
+    size: str = "default"
     sweeps: tuple[tuple[str, SweepConfig], ...] = ()
     training: tuple[tuple[TrainConfig, AnalysisConfig], ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -80,6 +84,7 @@ class ReproduceConfig:
                 f"must be a non-empty tuple of {STUDIES}, got {self.studies!r}")
         for name in self.studies:
             require_choice(name, "studies", STUDIES, "study")
+        require_choice(self.size, "size", SIZES, "size")
         for name in self.pretrained_models:
             require_choice(name, "pretrained_models", PRETRAINED_MODELS, "model")
         if "sweep" in self.studies:
@@ -144,7 +149,7 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
     `pretrained`, `modalities`, `depth`, `embeddings`). Every error is a one-line ConfigError
     naming the field with its prefix."""
     rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
-    known = {"studies", "seeds", "pretrained_models", "sweep", "sweep_pre_ln", "training",
+    known = {"studies", "size", "seeds", "pretrained_models", "sweep", "sweep_pre_ln", "training",
              "pretrained", "modalities", "depth", "embeddings"}
     unknown = sorted(set(rest) - known)
     require(not unknown, unknown[0] if unknown else "", f"unknown field; known: {sorted(known)}")
@@ -155,6 +160,7 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
                 f"{train.objective!r} differs from its key {name!r}")
     return ReproduceConfig(
         studies=tuple(rest.get("studies", STUDIES)),
+        size=rest.get("size", "default"),
         sweeps=_sweeps(rest.get("sweep", {}), rest.get("sweep_pre_ln") or {}),
         training=training,
         seeds=tuple(rest.get("seeds", (0, 1, 2, 3, 4))),

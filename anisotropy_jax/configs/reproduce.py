@@ -11,7 +11,7 @@ anisotropy_jax/config/reproduce.py), resized per variant (`--config=report:VARIA
              controls × 5 seeds, and the pre-LN block's on 10 bias norms;
              small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 5 seeds; every installed
              pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
-             and 8 layers; embedding_isotropy.py (default, CPU) with 2 seeds
+             and 8 layers × 5 seeds; embedding_isotropy.py (default, CPU: 5 seeds)
   smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
              2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
              smoke, embedding_isotropy.py:smoke; no vision/speech
@@ -77,7 +77,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     variant = arg or "default"
     if variant not in VARIANTS:
         raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
-    c = config_dict(ReproduceConfig, ("studies", "seeds", "pretrained_models"))  # defaults
+    c = config_dict(ReproduceConfig, ("studies", "size", "seeds", "pretrained_models"))
+    c.size = variant
     c.sweep, c.sweep_pre_ln = _sweeps(variant)
     c.training = _training(variant)
     c.pretrained = config_dict(PretrainedConfig)
@@ -90,9 +91,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.pretrained.num_sentences, c.pretrained.batch_size, c.pretrained.num_pairs = 8, 8, 200
         c.pretrained.untrained_baseline = False
         c.depth.architectures = ("attention_only",)
-    elif variant == "default":
+    else:  # every claim of a default or full report rests on ≥ 5 seeds
+        c.depth.num_seeds = 5
+    if variant == "default":
         c.pretrained.num_sentences, c.pretrained.num_pairs = 100, 2000
         c.modalities.num_images, c.modalities.num_utterances = 8, 8
         c.depth.widths, c.depth.num_layers = (128,), 8
-        c.embeddings.seeds = (0, 1)
     return c

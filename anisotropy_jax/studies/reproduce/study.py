@@ -42,7 +42,7 @@ def write(done: Reproduction, workdir: pathlib.Path, provenance: results.Provena
     """REPORT.md (and the bundled copy); returns {"report": its markdown, "verdicts",
     "report_path"}."""
     text = report.write(done.runs, done.verdicts, workdir, provenance, provenance.command,
-                        done.plan.report)
+                        done.plan.report, done.plan.config.size)
     return {"report": text, "verdicts": done.verdicts, "report_path": done.plan.report}
 
 

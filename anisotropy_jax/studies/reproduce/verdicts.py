@@ -6,68 +6,29 @@ A study that was not run is passed as None with the reason, and gives "not measu
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
-VERDICTS = (HOLDS, FAILS, NOT_MEASURED)
+from anisotropy_jax.studies.reproduce.verdict import (  # noqa: F401 (re-exported)
+    CLAIMS, FAILS, HOLDS, NOT_MEASURED, NOT_TESTABLE, PARTLY, PRECISION_NOTE, VERDICTS, Verdict,
+    all_or_some, below_precision, g as _g, interval as _fmt_interval, not_measured as
+    _not_measured)
+from anisotropy_jax.studies.reproduce.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
 
 # Thresholds of the criteria (each printed in its criterion text).
 MODALITY_MARGIN = 0.1       # Godey 1: trained minus untrained average cosine
 DRIFT_RHO = 0.5             # Godey 2: Spearman ρ(drift, average cosine) across hidden states
-ENTROPY_FALLING_SHARE = 0.9  # Godey 3a: share of the steps of s where H/ln L falls
-AGREEMENT_MARGIN = 0.3      # Godey 3b: query agreement, bias minus control, at the largest s
 PYTHIA_ISOTROPY = 0.9       # Machina & Mercer a: centred partition isotropy I(W)
 COLLAPSED_RANK = 1.5        # depth: per-sequence effective rank of a collapsed sequence
 COLLAPSE_COSINE = 0.5       # depth b: average cosine at which collapse counts as anisotropy
 
-CLAIMS = {  # key: (row name, claim)
-    "godey_1": ("Godey 1", "anisotropy across modalities (vision, speech), not in CNNs"),
-    "godey_2": ("Godey 2", "drift correlates with anisotropy across layers, for some models"),
-    "godey_3a": ("Godey 3a", "a common bias sharpens attention in an untrained post-LN block"),
-    "godey_3b": ("Godey 3b", "that attention is categorical (same keys for all queries), "
-                             "not a norm effect"),
-    "godey_4a": ("Godey 4a", "mean query and mean key drift into alignment during training"),
-    "godey_4b": ("Godey 4b", "attention sharpens as the key-dependent mean term grows"),
-    "godey_4c": ("Godey 4c", "intermediate-layer anisotropy rises with training"),
-    "mm_a": ("Machina & Mercer a", "large Pythia models have isotropic embedding matrices"),
-    "mm_b": ("Machina & Mercer b", "the final LayerNorm is tuned for isotropy"),
-    "depth_a": ("Depth a", "untrained pure-attention stacks collapse to rank one with depth "
-                           "(Dong, Cordonnier & Loukas 2021)"),
-    "depth_b": ("Depth b", "that rank collapse is anisotropy"),
-}
 
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    key: str
-    criterion: str
-    verdict: str
-    numbers: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return CLAIMS[self.key][0]
-
-    @property
-    def claim(self) -> str:
-        return CLAIMS[self.key][1]
-
-
-def _g(x: float) -> str:
-    return f"{x:.3g}"
-
-
-def _not_measured(key: str, criterion: str, reason: str) -> Verdict:
-    return Verdict(key, criterion, NOT_MEASURED, (f"not measured: {reason}",))
-
-
-def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str]) -> Verdict:
+def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str],
+            scope: str = "") -> Verdict:
     """HOLDS when every unit passes (FAILS otherwise)."""
-    return Verdict(key, criterion, HOLDS if oks and all(oks) else FAILS, tuple(numbers))
+    return Verdict(key, criterion, HOLDS if oks and all(oks) else FAILS, tuple(numbers), scope)
 
 
 def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
@@ -116,60 +77,9 @@ def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = ""
     return Verdict("godey_2", crit, HOLDS if ok else FAILS, tuple(numbers))
 
 
-def _sweep_run(sweep: Mapping[str, Any], inputs: str) -> Mapping[str, Any] | None:
-    return next((r for r in sweep.get("runs", {}).values() if r.get("inputs") == inputs), None)
-
-
-def _mean(run: Mapping[str, Any], metric: str) -> np.ndarray:
-    return np.asarray(run["metrics"][metric]["mean"], np.float64)
-
-
-def godey_3a(sweep: Mapping[str, Any] | None, reason: str = "") -> Verdict:
-    """Sweep results.json: post-LN H/ln L falls in ≥ ENTROPY_FALLING_SHARE of the steps of s."""
-    crit = (f"holds if the post-LN block's normalised entropy H/ln L (mean over seeds) falls in "
-            f"≥ {ENTROPY_FALLING_SHARE:.0%} of the steps of s from the smallest to the largest s "
-            f"and ends below its value at the smallest s")
-    run = None if sweep is None else _sweep_run(sweep, "biased")
-    if run is None:
-        return _not_measured("godey_3a", crit, reason or "no biased sweep")
-    if run["sweep_config"]["block"]["norm_position"] != "post":
-        return _not_measured("godey_3a", crit, "the sweep's block is not post-LN")
-    s, h = np.asarray(run["bias_norms"], np.float64), _mean(run, "attention_entropy_normalized")
-    order = np.argsort(s, kind="stable")
-    steps = np.diff(h[order])
-    share = float(np.mean(steps < 0)) if steps.size else 0.0
-    ok = steps.size > 0 and share >= ENTROPY_FALLING_SHARE and h[order][-1] < h[order][0]
-    numbers = (f"H/ln L {_g(h[order][0])} at s = {_g(s[order][0])} → {_g(h[order][-1])} at "
-               f"s = {_g(s[order][-1])}", f"falls in {share:.0%} of {steps.size} steps")
-    return Verdict("godey_3a", crit, HOLDS if ok else FAILS, numbers)
-
-
-def godey_3b(sweep: Mapping[str, Any] | None, reason: str = "") -> Verdict:
-    """Sweep results.json with both runs: at the largest s the bias's query agreement exceeds
-    the control's by AGREEMENT_MARGIN while the control is at least as sharp."""
-    crit = (f"holds if at the largest s query agreement with the bias exceeds the norm-matched "
-            f"control's by ≥ {AGREEMENT_MARGIN} while the control's entropy H/ln L is at most "
-            f"the biased one's (sharp but not categorical = a norm effect)")
-    biased = None if sweep is None else _sweep_run(sweep, "biased")
-    control = None if sweep is None else _sweep_run(sweep, "norm_matched")
-    if biased is None or control is None:
-        return _not_measured("godey_3b", crit, reason or "the sweep has no norm-matched control")
-    i = int(np.argmax(biased["bias_norms"]))
-    ab, ac = (_mean(r, "attention_query_agreement")[i] for r in (biased, control))
-    hb, hc = (_mean(r, "attention_entropy_normalized")[i] for r in (biased, control))
-    ok = ab - ac >= AGREEMENT_MARGIN and hc <= hb
-    numbers = (f"s = {_g(biased['bias_norms'][i])}: agreement {_g(ab)} (bias) vs {_g(ac)} "
-               f"(control)", f"H/ln L {_g(hb)} (bias) vs {_g(hc)} (control)")
-    return Verdict("godey_3b", crit, HOLDS if ok else FAILS, numbers)
-
-
 def _interval(q: Mapping[str, Any], index: int | None = None) -> tuple[float, float, float]:
     pick = (lambda v: float(v)) if index is None else (lambda v: float(np.ravel(v)[index]))
     return pick(q["mean"]), pick(q["low"]), pick(q["high"])
-
-
-def _fmt_interval(m: float, lo: float, hi: float) -> str:
-    return f"{_g(m)} [{_g(lo)}, {_g(hi)}]"
 
 
 def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]] | None,
@@ -261,38 +171,54 @@ def mm_a(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -
     return _decide("mm_a", crit, oks, numbers)
 
 
-def _trained_here(embeddings: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
-    """The embedding study's GPT-NeoX-style models at their last checkpoint, per width (mean over
-    seeds), in `_embeddings`' key form (centred, sign-free)."""
-    if not embeddings:
-        return {}
-    iso = embeddings["isotropy"]
-    return {f"trained here, D = {width}": {
-        key: float(np.asarray(iso[f"{key.removesuffix('_centred')}_centered_sign_free"]["mean"],
-                              np.float64)[w][-1])
-        for key in ("output_centred", "output_scaled_centred")}
-        for w, width in enumerate(embeddings["widths"])}
+def _gain_direction(embeddings: Mapping[str, Any] | None) -> list[tuple[str, tuple, int, int]]:
+    """Per width of the embedding study at its last checkpoint: (name, (mean, low, high) of the
+    centred sign-free I(W·diag γ) − I(W·c) over seeds, seeds > 0, seeds)."""
+    found = (embeddings or {}).get("gain_direction", {}).get("centered")
+    if not found or found.get("low") is None:
+        return []
+    out = []
+    for w, width in enumerate(embeddings["widths"]):
+        cell = tuple(float(np.asarray(found[k], np.float64)[w][-1])
+                     for k in ("mean", "low", "high"))
+        out.append((f"trained here, D = {width}", cell,
+                    int(np.asarray(found["positive"])[w][-1]), int(found["n"])))
+    return out
 
 
 def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
          embeddings: Mapping[str, Any] | None = None) -> Verdict:
-    crit = ("holds if, for every causal LM measured, the output embedding scaled by the final "
-            "norm's gain has a larger centred partition isotropy than the unscaled output "
-            "embedding (their object; their models were Pythia, those here are the installed "
-            "causal LMs and the small GPT-NeoX-style models of the embeddings study, at their "
-            "last checkpoint)")
-    found = {n: e for n, e in _embeddings(pretrained, causal=True).items()
-             if "output_scaled_centred" in e and "output_centred" in e}
-    found |= _trained_here(embeddings)
-    if not found:
-        return _not_measured("mm_b", crit, reason or "no causal LM with an output embedding and "
-                             "a final norm among the models measured")
-    oks, numbers = [], []
-    for name, emb in found.items():
-        oks.append(emb["output_scaled_centred"] > emb["output_centred"])
-        numbers.append(f"{name}: scaled {_g(emb['output_scaled_centred'])} vs unscaled "
-                       f"{_g(emb['output_centred'])}")
-    return _decide("mm_b", crit, oks, numbers)
+    crit = ("decided at equal scale (partition isotropy falls with the matrix's scale alone): "
+            "d = I(W·diag γ) − I(W·c), c = ‖W·diag γ‖_F/‖W‖_F, centred, sign-free, W the output "
+            "embedding, γ the final norm's gain; holds if d > 0 (95% t-interval over ≥ 2 seeds "
+            "above 0) for every width of the GPT-NeoX-style models trained here, does not hold "
+            "if below 0 for every width, otherwise not testable at this scale (γ acts as a "
+            "rescaling); the installed causal LMs (one checkpoint each, no interval) are shown "
+            "beside it")
+    units = _gain_direction(embeddings)
+    models = {n: e for n, e in _embeddings(pretrained, causal=True).items()
+              if "output_equalnorm_centred" in e}
+    if not units:
+        return _not_measured("mm_b", crit, reason or "no embedding study with the gain's "
+                             "equal-norm control and ≥ 2 seeds")
+    numbers = [f"{name}: d = {_fmt_interval(*cell)} ({pos} of {n} seeds > 0)"
+               for name, cell, pos, n in units]
+    for name, e in models.items():
+        d = e["output_scaled_centred"] - e["output_equalnorm_centred"]
+        numbers.append(f"{name}: d = {_g(d)} (output × γ {_g(e['output_scaled_centred'])}, at "
+                       f"equal norm {_g(e['output_equalnorm_centred'])}, unscaled output "
+                       f"{_g(e['output_centred'])}; mean γ {_g(e['final_gain_mean'])})")
+    if all(cell[1] > 0 for _, cell, _, _ in units):
+        verdict = HOLDS
+    elif all(cell[2] < 0 for _, cell, _, _ in units):
+        verdict = FAILS
+    else:
+        verdict = NOT_TESTABLE
+    widths = ", ".join(name.rsplit("= ", 1)[1] for name, *_ in units)
+    scope = (f"Machina & Mercer's object (embedding matrices) in GPT-NeoX-style models trained "
+             f"here (D = {widths}, {units[0][3]} seeds each; about 3 orders of magnitude below "
+             f"Pythia's size)" + (f"; installed: {', '.join(models)}" if models else ""))
+    return Verdict("mm_b", crit, verdict, tuple(numbers), scope)
 
 
 def _attention_only_at_zero(depth: Mapping[str, Any] | None

@@ -1,0 +1,124 @@
+"""Each verdict of the reproduction on synthetic results: every outcome it can give, decided by
+the causal or scale-controlled criterion of issue 21 (anisotropy_jax/studies/reproduce/)."""
+import numpy as np
+
+from anisotropy_jax.studies.reproduce import verdict as verdict_lib
+from anisotropy_jax.studies.reproduce import verdicts as V
+
+NORMS = [0.0, 4.0, 16.0, 64.0]  # operating point: index 2 (input cosine 0.3)
+SEED_NOISE = np.array([[-1.0], [0.0], [1.0], [0.5], [-0.5]])  # 5 seeds, mean 0
+
+
+def _metric(mean_curve, spread=1e-3):
+    per_seed = np.asarray(mean_curve, float)[None, :] + spread * SEED_NOISE
+    return {"mean": per_seed.mean(0).tolist(), "per_seed": per_seed.tolist()}
+
+
+def _run(inputs, entropy, agreement, norm="post", label=None):
+    return {"label": label or f"inputs={inputs}", "inputs": inputs, "bias_norms": NORMS,
+            "sweep_config": {"block": {"norm_position": norm, "d_model": 64, "num_heads": 4,
+                                       "init": "bert"}, "seq_len": 16},
+            "metrics": {"attention_entropy_normalized": _metric(entropy),
+                        "attention_query_agreement": _metric(agreement),
+                        "input_cosine": _metric([0.0, 0.05, 0.3, 0.9], 0.0)}}
+
+
+def _sweep(biased, fixed, matched, per_sequence=None, pre=None):
+    """Each argument (entropy curve, agreement curve)."""
+    runs = {"inputs=biased": _run("biased", *biased),
+            "inputs=fixed_norm": _run("fixed_norm", *fixed),
+            "inputs=norm_matched": _run("norm_matched", *matched)}
+    if per_sequence:
+        runs["inputs=per_sequence"] = _run("per_sequence", *per_sequence)
+    if pre:
+        runs["pre-LN: inputs=biased"] = _run("biased", *pre, norm="pre",
+                                             label="pre-LN: inputs=biased")
+    controls = {"inputs=biased": {"operating_points": [2]}}
+    if pre:
+        controls["pre-LN: inputs=biased"] = {"operating_points": [2]}
+    return {"runs": runs, "controls": controls}
+
+
+FLAT_AGREEMENT = [0.04] * 4
+RISING_AGREEMENT = [0.04, 0.1, 0.3, 0.9]
+
+
+def test_godey_3a_direction_norm_and_nothing():
+    sharpening = [0.99, 0.98, 0.9, 0.3]
+    direction = _sweep((sharpening, RISING_AGREEMENT), (sharpening, RISING_AGREEMENT),
+                       ([0.99, 0.98, 0.95, 0.5], FLAT_AGREEMENT),
+                       pre=([0.99, 0.995, 0.999, 1.0], RISING_AGREEMENT))
+    v = V.godey_3a(direction)
+    assert v.verdict == V.HOLDS, v.numbers
+    assert any("pre-LN block" in n and "flattens" in n for n in v.numbers)
+    assert "post-LN block" in v.scope and "5 seeds" in v.scope
+    # the biased inputs sharpen, but only the norm-matched control does, not the direction alone
+    norm_only = _sweep((sharpening, RISING_AGREEMENT), ([0.99, 0.99, 0.995, 0.999],
+                                                        RISING_AGREEMENT),
+                       ([0.99, 0.9, 0.5, 0.1], FLAT_AGREEMENT))
+    assert V.godey_3a(norm_only).verdict == V.PARTLY
+    flat = [0.99, 0.99, 0.99, 0.99]
+    nothing = _sweep((flat, FLAT_AGREEMENT), (flat, FLAT_AGREEMENT), (flat, FLAT_AGREEMENT))
+    assert V.godey_3a(nothing).verdict == V.FAILS
+
+
+def test_godey_3b_at_the_operating_points_or_only_at_the_largest_s():
+    h = [0.99, 0.98, 0.9, 0.3]
+    categorical = _sweep((h, RISING_AGREEMENT), (h, RISING_AGREEMENT), (h, FLAT_AGREEMENT),
+                         per_sequence=(h, RISING_AGREEMENT))
+    v = V.godey_3b(categorical)
+    assert v.verdict == V.HOLDS
+    assert any("per-sequence − biased 0 [0, 0]" in n for n in v.numbers), v.numbers
+    late = _sweep((h, [0.04, 0.04, 0.04, 0.9]), (h, FLAT_AGREEMENT), (h, FLAT_AGREEMENT))
+    assert V.godey_3b(late).verdict == V.PARTLY
+    never = _sweep((h, FLAT_AGREEMENT), (h, FLAT_AGREEMENT), (h, FLAT_AGREEMENT))
+    assert V.godey_3b(never).verdict == V.FAILS
+
+
+def test_sweep_verdicts_not_measured():
+    h = [0.99, 0.98, 0.9, 0.3]
+    only_control = _sweep((h, RISING_AGREEMENT), (h, RISING_AGREEMENT), (h, FLAT_AGREEMENT))
+    del only_control["runs"]["inputs=fixed_norm"]
+    assert V.godey_3a(only_control).verdict == V.NOT_MEASURED  # no fixed-norm control
+    assert V.godey_3b(only_control).verdict == V.HOLDS
+    no_points = _sweep((h, RISING_AGREEMENT), (h, RISING_AGREEMENT), (h, FLAT_AGREEMENT))
+    no_points["controls"]["inputs=biased"]["operating_points"] = []
+    assert "0.1–0.6" in V.godey_3b(no_points).numbers[0]
+    pre_first = _sweep((h, RISING_AGREEMENT), (h, RISING_AGREEMENT), (h, FLAT_AGREEMENT))
+    for run in pre_first["runs"].values():
+        run["sweep_config"]["block"]["norm_position"] = "pre"
+    assert V.godey_3a(pre_first).verdict == V.NOT_MEASURED
+    assert V.godey_3a(None, "skipped").numbers == ("not measured: skipped",)
+
+
+def _embeddings(lows_highs):
+    widths = [32, 64, 128][:len(lows_highs)]
+    cell = {k: [[0.0, v] for v in vals] for k, vals in (
+        ("mean", [(lo + hi) / 2 for lo, hi in lows_highs]), ("low", [lo for lo, _ in lows_highs]),
+        ("high", [hi for _, hi in lows_highs]))}
+    return {"widths": widths, "gain_direction": {"centered": {
+        **cell, "positive": [[0, 5]] * len(widths), "n": 5}}}
+
+
+def test_mm_b_decides_at_equal_scale():
+    assert V.mm_b(None, "", _embeddings([(0.01, 0.02), (0.001, 0.03)])).verdict == V.HOLDS
+    assert V.mm_b(None, "", _embeddings([(-0.02, -0.01), (-0.03, -0.001)])).verdict == V.FAILS
+    mixed = V.mm_b(None, "", _embeddings([(0.0004, 0.007), (-0.0014, 0.004)]))
+    assert mixed.verdict == V.NOT_TESTABLE == "not testable at this scale"
+    smol = {"smollm2": {"model": {"causal": True}, "embeddings": {"trained": {
+        "output_scaled_centred": 0.154, "output_equalnorm_centred": 0.187,
+        "output_centred": 0.706, "final_gain_mean": 1.8}}}}
+    v = V.mm_b(smol, "", _embeddings([(0.0004, 0.007)]))
+    assert v.verdict == V.HOLDS and any(n.startswith("smollm2: d = -0.033") for n in v.numbers)
+    assert V.mm_b(smol, "").verdict == V.NOT_MEASURED  # no seeds: no interval to decide on
+
+
+def test_labels_and_precision():
+    assert set(V.VERDICTS) == {"holds", "partly", "does not hold", "not testable at this scale",
+                               "not measured"}
+    assert {origin for *_, origin in V.CLAIMS.values()} == {
+        verdict_lib.STATED, verdict_lib.RECONSTRUCTED, verdict_lib.OURS}
+    assert verdict_lib.below_precision(0.1234, 0.12341) and not verdict_lib.below_precision(
+        0.1234, 0.1236)
+    assert [verdict_lib.all_or_some(x) for x in ([True, True], [True, False], [False], [])] == [
+        V.HOLDS, V.PARTLY, V.FAILS, V.FAILS]
