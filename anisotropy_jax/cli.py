@@ -2,14 +2,14 @@
 (`anisotropy_jax.protocol`: validate → run → write → format_report), with absl flag parsing and
 one error idiom for every script.
 
-Every expected user error — a bad flag, config field, file, model directory or workdir — is one
-stderr line "error: <field>: <message>" and exit status 2, before anything is compiled; a run that
-fails numerically (a non-finite metric or loss), or whose files cannot be written (a full disk, a
-read-only folder), exits with status 1 and one line naming where; Ctrl-C with status 130 and
-"interrupted[ at step N]; rerun the same command to resume" (`user_errors`). --help lists the
-flags, the config's variants and every `--config.` field with its default and meaning;
---print_config prints the resolved config and exits; --config takes a file or a named config of
-`anisotropy_jax.configs` (`sweep:control`).
+Every expected user error — a bad flag, config field, file, model directory or workdir (one holding
+another command's or config's run: `protocol.workdir_conflict`) — is one stderr line "error:
+<field>: <message>" and exit status 2, before anything is compiled; a run that fails numerically (a
+non-finite metric or loss), or whose files cannot be written (a full disk, a read-only folder),
+exits with status 1 and one line naming where; Ctrl-C with status 130 and "interrupted[ at step N];
+rerun the same command to resume" (`user_errors`). --help lists the flags, the config's variants and
+every `--config.` field with its default and meaning; --print_config prints the resolved config and
+exits; --config takes a file or a named config of `anisotropy_jax.configs` (`sweep:control`).
 """
 from __future__ import annotations
 
