@@ -441,6 +441,17 @@ def test_state_metrics_match_float64_references(include_special):
                          for c in analysis.CORRELATED_COSINES}
     assert corr["drift_norm_vs_average_cosine"]["spearman"] == pytest.approx(1.0)
     assert corr["drift_norm_vs_average_cosine"]["n"] == 3
+    # n ≤ 10 states: the exact permutation p, by brute force over the orderings of y
+    from itertools import permutations
+
+    from scipy import stats
+    for pair, c in corr.items():
+        drift, cosine = pair.split("_vs_")
+        x, y = np.asarray(out[drift]), np.asarray(out[cosine])
+        rho = stats.spearmanr(x, y).statistic
+        p = np.mean([abs(stats.spearmanr(x, y[list(o)]).statistic) >= abs(rho) - 1e-12
+                     for o in permutations(range(len(y)))])
+        assert c["spearman_p"] == pytest.approx(p) and c["spearman_p_method"].startswith("exact")
 
 
 # --------------------------------------------------------------------------------------------
@@ -562,6 +573,13 @@ def test_untrained_seeds_are_each_a_reinitialisation_and_summarised(tmp_path):
     per_seed_rho = seeds["correlations"]["drift_norm_vs_average_cosine"]["spearman"]
     assert rho["seeds"] == 3 and rho["spearman"] == pytest.approx(np.mean(per_seed_rho))
     assert rho["spearman_min"] == min(per_seed_rho)
+    z = np.arctanh(np.clip(seeds["correlations"]["drift_norm_vs_cross_sequence_cosine"]["pearson"],
+                           -1 + 1e-9, 1 - 1e-9))  # the mean ρ's interval in Fisher z
+    half = stats.t.ppf(0.975, 2) * z.std(ddof=1) / np.sqrt(3)
+    fisher = three.correlations["untrained"]["drift_norm_vs_cross_sequence_cosine"]
+    assert fisher["pearson_fisher_mean"] == pytest.approx(np.tanh(z.mean()))
+    assert (fisher["pearson_low"], fisher["pearson_high"]) == pytest.approx(
+        (np.tanh(z.mean() - half), np.tanh(z.mean() + half)))
     assert set(seeds["embeddings"]) == set(three.embeddings["untrained"])
     assert one.untrained_seeds["interval"]["average_cosine"]["low"] == [None] * 3  # 1 seed
     text_report = report.format_report(report.summary(three))

@@ -19,7 +19,8 @@ import jax
 import numpy as np
 
 from anisotropy_jax import metrics
-from anisotropy_jax.metrics.correlation import t_interval
+from anisotropy_jax.metrics.correlation import (exact_permutation_p,
+                                                mean_correlation_interval, t_interval)
 
 # Per-layer metrics (all computed on the tokens selected by the mask).
 METRIC_NAMES = (
@@ -206,16 +207,29 @@ def state_metrics(states: TokenStates, key: jax.Array, num_pairs: int = 10_000,
     return out
 
 
-def correlations(layer_values: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+# Up to this many states the Spearman p is the exact permutation p (all n! orderings).
+EXACT_P_MAX_STATES = 10
+
+
+def correlations(layer_values: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     """Spearman and Pearson correlation (with p-values) of drift_norm and relative_drift with
-    each cosine of CORRELATED_COSINES across hidden states (metrics.drift_anisotropy_correlation:
-    exact p = 2/n! at |ρ| = 1). The layers of one model are not independent units: the p-values
-    describe rank agreement along one network. Keys like "drift_norm_vs_average_cosine"."""
+    each cosine of CORRELATED_COSINES across hidden states (metrics.drift_anisotropy_correlation).
+    With n ≤ EXACT_P_MAX_STATES states "spearman_p" is the exact permutation p
+    (metrics.correlation.exact_permutation_p: the share of the n! orderings with |ρ| at least as
+    large; for ρ = 0.929 at n = 7 it is 0.0067 where scipy's t approximation gives 0.0025), else
+    scipy's (exact 2/n! at |ρ| = 1); "spearman_p_method" says which. The layers of one model are
+    not independent units: the p-values describe rank agreement along one network. Keys like
+    "drift_norm_vs_average_cosine"."""
     out = {}
     for drift in ("drift_norm", "relative_drift"):
         for cosine in CORRELATED_COSINES:
-            out[f"{drift}_vs_{cosine}"] = metrics.drift_anisotropy_correlation(
-                layer_values[drift], layer_values[cosine])
+            x, y = layer_values[drift], layer_values[cosine]
+            c = dict(metrics.drift_anisotropy_correlation(x, y))
+            c["spearman_p_method"] = "scipy t approximation (exact 2/n! at |rho| = 1)"
+            if c["n"] <= EXACT_P_MAX_STATES and math.isfinite(c["spearman"]):
+                exact = exact_permutation_p(x, y, "spearman")
+                c["spearman_p"], c["spearman_p_method"] = exact["p"], exact["p_method"]
+            out[f"{drift}_vs_{cosine}"] = c
     return out
 
 
@@ -261,8 +275,11 @@ def seed_means(summary: Mapping[str, Any]) -> tuple[dict[str, list[float | None]
                                                     dict[str, dict[str, Any]], dict[str, float]]:
     """(metrics, correlations, embeddings) of the "untrained" run from a `seed_summary`: the
     per-state means over the seeds; per pair the mean ρ with its range over the seeds
-    ("spearman", "spearman_min", "spearman_max", the same for "pearson", "n", "seeds"; no p: the
-    seeds' p-values are not one test); the mean embedding isotropy."""
+    ("spearman", "spearman_min", "spearman_max", the same for "pearson", "n", "seeds"; with ≥ 2
+    seeds also "spearman_fisher_mean", "spearman_low", "spearman_high": tanh of the mean Fisher z
+    and its 95 % t-interval over the seeds, metrics.correlation.mean_correlation_interval; the
+    same for "pearson"; no p: the seeds' p-values are not one test); the mean embedding
+    isotropy."""
     corr = {}
     for pair, c in summary["correlations"].items():
         corr[pair] = {"n": c["n"], "seeds": summary["n"]}
@@ -270,5 +287,10 @@ def seed_means(summary: Mapping[str, Any]) -> tuple[dict[str, list[float | None]
             rhos = np.asarray(c[method], np.float64)
             corr[pair].update({method: float(np.mean(rhos)), f"{method}_min": float(np.min(rhos)),
                                f"{method}_max": float(np.max(rhos))})
+            if rhos.size >= 2:  # the mean ρ's interval in Fisher z (bounded by ±1)
+                z = mean_correlation_interval(rhos)
+                corr[pair].update({f"{method}_fisher_mean": float(z["mean"]),
+                                   f"{method}_low": float(z["low"]),
+                                   f"{method}_high": float(z["high"])})
     emb = {key: float(np.mean(v)) for key, v in summary["embeddings"].items()}
     return ({name: i["mean"] for name, i in summary["interval"].items()}, corr, emb)
