@@ -45,7 +45,9 @@ def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
                  ncols: int | None = None):
     """One panel per metric in `names`: value against layer (0 = embedding output), one line
     per run ("trained", "untrained": the mean over the untrained seeds, shaded between their
-    min and max when `results` has "untrained_seeds")."""
+    min and max when `results` has "untrained_seeds"). A metric no run has (a results.json
+    from before it existed) gets no panel."""
+    names = [n for n in names if any(n in values for values in results["metrics"].values())]
     ncols = ncols or min(len(names), 3)
     nrows = (len(names) + ncols - 1) // ncols
     fig, axes = new_figure(ncols=ncols, nrows=nrows, width=4.2, height=3.2)

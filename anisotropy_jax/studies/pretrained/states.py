@@ -146,7 +146,8 @@ def sequence_layout(sentence_N: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     input (`sentence_N` sorted); ValueError with fewer than 2 inputs."""
     ids, slot = np.unique(sentence_N, return_inverse=True)
     if len(ids) < 2:
-        raise ValueError("cross-sentence cosine needs at least 2 sentences with measured tokens")
+        raise ValueError("the cross-sequence cosine needs at least 2 inputs (sentences, images or "
+                         "utterances) with measured tokens")
     starts = np.searchsorted(sentence_N, ids)
     position = np.arange(len(sentence_N)) - starts[slot]
     mask_SxL = np.zeros((len(ids), int(position.max()) + 1), bool)
