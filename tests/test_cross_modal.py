@@ -102,7 +102,7 @@ def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
     args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
             f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
             f"--workdir={tmp_path / 'out'}", "--config.models=('Whisper-tiny.en',)",
-            f"--config.pretrained.inputs={folder}"]
+            f"--config.pretrained.inputs={folder}", "--config.pretrained.untrained_seeds=2"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     per_model = tmp_path / "out" / "Whisper-tiny.en" / "results.json"
