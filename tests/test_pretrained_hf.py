@@ -189,7 +189,8 @@ def test_script_smoke(tiny_dir, tmp_path):
     args = [f"--config={CONFIG}:smoke", f"--config.model_dir={tiny_dir}",
             f"--config.text_file={text_file}", f"--workdir={workdir}", "--config.num_sentences=8",
             "--config.batch_size=4", "--config.length_multiple=8",
-            "--config.save_hidden_states=True", "--progress=false", "--config.seed=1"]
+            "--config.save_hidden_states=True", "--progress=false", "--config.seed=1",
+            "--config.untrained_seeds=2"]
     proc = _run(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "drift_norm_vs_average_cosine: spearman" in proc.stdout
@@ -199,7 +200,8 @@ def test_script_smoke(tiny_dir, tmp_path):
     assert results["config"]["max_length"] == 64  # 0 = min(128, max_position_embeddings)
     assert json.loads((workdir / "config.json").read_text()) == results["config"]
     assert set(results) == {"provenance", "config", "model", "layers", "metrics",
-                            "correlations", "embeddings", "data", "timing"}
+                            "correlations", "embeddings", "untrained_seeds", "data", "timing"}
+    assert results["untrained_seeds"]["seeds"] == [1, 2]  # seed, seed + 1
     assert results["model"]["state_labels"] == ["embeddings", "layer_1", "layer_2", "layer_3"]
     for run in ("trained", "untrained"):  # a BERT checkpoint has an input embedding only
         assert set(results["embeddings"][run]) == {"input_raw", "input_centred"} | {
@@ -213,10 +215,13 @@ def test_script_smoke(tiny_dir, tmp_path):
     for run in ("trained", "untrained"):
         for name in analysis.METRIC_NAMES:
             values = results["metrics"][run][name]
-            assert len(values) == 4 and all(isinstance(v, float) for v in values), (run, name)
-        corr = results["correlations"][run]["drift_norm_vs_average_cosine"]
-        assert set(corr) == {"spearman", "spearman_p", "pearson", "pearson_p", "n"}
-        assert corr["n"] == 4
+            # the share centring removes is null below the anisotropy floor
+            allowed = (float, type(None)) if name == "centering_removed_share" else float
+            assert len(values) == 4 and all(isinstance(v, allowed) for v in values), (run, name)
+        assert results["correlations"][run]["drift_norm_vs_average_cosine"]["n"] == 4
+    assert set(results["correlations"]["trained"]["drift_norm_vs_average_cosine"]) == {
+        "spearman", "spearman_p", "spearman_p_method", "pearson", "pearson_p", "n"}
+    assert results["correlations"]["untrained"]["drift_norm_vs_average_cosine"]["seeds"] == 2
     for fig in ("cosine_by_layer", "drift_by_layer", "isotropy_by_layer", "drift_vs_cosine"):
         assert (workdir / "figures" / f"{fig}.png").stat().st_size > 1000
     assert len((workdir / "sentences.txt").read_text().splitlines()) == 8
