@@ -138,7 +138,8 @@ def test_aggregate_gives_intervention_contrasts_and_fisher_z_intervals_for_corre
         change = changes[name]  # the change of z, first → last, tested over seeds
         assert change["scale"] == "fisher_z"
         np.testing.assert_allclose(change["per_seed"], z[:, -1] - z[:, 0], rtol=1e-12)
-    assert "| partial_within_layers/key_term_given_logit_spread |" in seeds.format_table(summary)
+    table = seeds.format_table(summary)
+    assert "| partial_within_layers/key_term_given_logit_spread |" in table and "(Δz)" in table
 
 
 def test_the_committed_seeded_results_still_aggregate():

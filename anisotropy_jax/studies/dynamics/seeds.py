@@ -135,14 +135,16 @@ def _cell(q: Mapping[str, Any], i: int) -> str:
 
 def format_table(summary: Mapping[str, Any]) -> str:
     """Markdown table: each quantity at the first and last checkpoint and its change (mean
-    [95% t-interval] over seeds) with the t-test p over seeds."""
+    [95% interval] over seeds; for correlations the change of Fisher z, marked "(Δz)") with the
+    t-test p over seeds."""
     steps, n = summary["steps"], len(summary["seeds"])
     lines = [f"| quantity ({n} seeds) | step {steps[0]} | step {steps[-1]} | change | p (seeds) |",
              "| --- | --- | --- | --- | --- |"]
     for name, q in summary["quantities"].items():
         change = summary["changes_first_to_last"].get(name)
         cells = [_cell(q, 0), _cell(q, -1)]
-        cells += ([_cell(change, 0), f"{change['t_test_over_seeds']['p']:.2g}"] if change
+        unit = " (Δz)" if change and change.get("scale") == "fisher_z" else ""
+        cells += ([_cell(change, 0) + unit, f"{change['t_test_over_seeds']['p']:.2g}"] if change
                   else ["n/a", "n/a"])
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
