@@ -44,7 +44,6 @@ along the checkpoints (`trends`): the expected trends of docs/SCIENCE.md with th
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import pathlib
 from typing import Any, Callable, Iterable
@@ -128,9 +127,12 @@ def _hidden_metrics(h_BxLxD: jax.Array) -> dict[str, jax.Array]:
 
 
 def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
-                 logits_BxHxLxL: jax.Array, rng: jax.Array, causal: bool) -> dict[str, jax.Array]:
+                 logits_BxHxLxL: jax.Array, causal: bool, rng: jax.Array | None = None
+                 ) -> dict[str, jax.Array]:
     """Per-head metrics (each (H,)) of one attention layer; see the module docstring. `rng`
-    draws the permutations of the intervention's controls."""
+    draws the permutations of the intervention's controls (None: key(PERMUTATION_SEED);
+    `make_analysis_fn` passes one key per layer)."""
+    rng = jax.random.key(PERMUTATION_SEED) if rng is None else rng
     seq_len = logits_BxHxLxL.shape[-1]
     mask = attention_mask(seq_len, causal, None)  # (1, 1, L, L) or None
     mask_LxL = None if mask is None else mask[0, 0]
@@ -198,7 +200,8 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
             return jnp.stack([p[name] for p in blocks])
 
         rngs = jax.random.split(jax.random.key(permutation_seed), len(blocks))
-        heads = jax.vmap(functools.partial(head_metrics, causal=config.block.causal))(
+        heads = jax.vmap(lambda q, k, logits, rng: head_metrics(
+            q, k, logits, config.block.causal, rng))(
             stacked("queries"), stacked("keys"), stacked("attn_logits"), rngs)
         states = jnp.stack([probes["embeddings"]] + [p["resid_post"] for p in blocks])
         out = {"heads": {name: heads[name] for name in HEAD_METRICS},
