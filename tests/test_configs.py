@@ -137,6 +137,7 @@ def test_text_sample_fields_are_shared_and_keep_their_order():
               "length_multiple", "num_pairs", "seed", "include_special_tokens")
     assert field_names(PretrainedConfig) == (
         "model_dir", "text_file", "inputs", "num_inputs", *sample, "untrained_baseline",
+        "untrained_seeds",
         "save_hidden_states", "precision")
     assert field_names(SeriesConfig) == ("series_dir", "text_file", *sample, "head_analysis",
                                          "head_batch_size", "head_length", "precision")

@@ -327,11 +327,13 @@ def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
     assert labels == ["embeddings", "layer_1", "layer_2", "final_norm"] and result.model["causal"]
     assert result.layers == [0, 1, 2, 3]
     for run in ("trained", "untrained"):
-        matrices = ("input", "output", "output_scaled")
+        matrices = ("input", "output", "output_scaled", "output_equalnorm", "output_meangain",
+                    "output_rowdir")
         assert set(result.embeddings[run]) == {f"{m}_{v}" for m in matrices
                                                for v in ("raw", "centred")} | {
             f"{m}_{v}_{c}" for m in matrices for v in ("raw", "centered")
-            for c in ("one_sign", "sign_free")}
+            for c in ("one_sign", "sign_free")} | {"final_gain_mean",
+                                                   "final_gain_frobenius_ratio"}
     # the trained numbers are those of the checkpoint's own matrices
     hf = transformers.LlamaForCausalLM.from_pretrained(str(tiny_llama_dir))
     w = hf.lm_head.weight.detach().numpy()

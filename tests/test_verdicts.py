@@ -115,7 +115,7 @@ def test_mm_b_decides_at_equal_scale():
 
 def test_labels_and_precision():
     assert set(V.VERDICTS) == {"holds", "partly", "does not hold", "not testable at this scale",
-                               "not measured"}
+                               "not testable with these models", "not measured"}
     assert {origin for *_, origin in V.CLAIMS.values()} == {
         verdict_lib.STATED, verdict_lib.RECONSTRUCTED, verdict_lib.OURS}
     assert verdict_lib.below_precision(0.1234, 0.12341) and not verdict_lib.below_precision(

@@ -29,7 +29,8 @@ PRE_LN_PREFIX = "pre-LN: "
 @dataclasses.dataclass(frozen=True)
 class ModalitiesConfig:
     """Vision/speech measurement: the first `num_images` offline photographs and `num_utterances`
-    synthetic (espeak-ng) utterances; `seed` draws the sentences and the untrained weights.
+    synthetic utterances (espeak-ng, or the numpy formant synthesiser where it is absent:
+    `media.speech_source`); `seed` draws the sentences and the untrained weights.
 
     Attributes:
       num_images: offline photographs measured per image model (the first ones, sorted).

@@ -13,7 +13,7 @@ Smoke run (MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances; seconds)
 
 Variants (`--config=cross-modal:VARIANT`):
   default  every offline model; 200 sentences, 16 images or utterances
-  smoke    MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances (CI)
+  smoke    MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances, 2 untrained seeds (CI)
 Fields, defaults and their meaning are CrossModalConfig's (anisotropy_jax/config/pretrained.py;
 `anisotropy-jax cross-modal --help` lists them); `pretrained.*` are the PretrainedConfig fields
 of every per-model run (CROSS_MODAL_PRETRAINED_FIELDS).
@@ -25,7 +25,8 @@ from anisotropy_jax.config import CrossModalConfig, cross_modal_config_dict, wit
 VARIANTS = ("default", "smoke")
 SETTINGS = {"smoke": {"models": ("all-MiniLM-L6-v2", "Whisper-tiny.en"),
                       "pretrained.num_sentences": 8, "pretrained.num_inputs": 2,
-                      "pretrained.num_pairs": 500, "pretrained.batch_size": 8}}
+                      "pretrained.num_pairs": 500, "pretrained.batch_size": 8,
+                      "pretrained.untrained_seeds": 2}}
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": CrossModalConfig}
 

@@ -31,7 +31,8 @@ Smoke run (seconds; 16 sentences, 8 per batch, 1000 sampled pairs; 4 images or u
 
 Variants (`--config=pretrained:VARIANT`):
   default  1000 sentences, 32 per batch, 10,000 sampled pairs; 16 images or utterances
-  smoke    16 sentences, 8 per batch, 1000 sampled pairs; 4 images or utterances (CI)
+  smoke    16 sentences, 8 per batch, 1000 sampled pairs; 4 images or utterances; 2 untrained
+           seeds (CI)
 Every field is a PretrainedConfig field (anisotropy_jax/config/pretrained.py holds their defaults
 and meaning, and validates each one; `anisotropy-jax pretrained --help` lists them) and can be
 overridden with --config.FIELD=VALUE.
@@ -41,7 +42,8 @@ import ml_collections
 from anisotropy_jax.config import PretrainedConfig, config_dict, with_variants
 
 VARIANTS = ("default", "smoke")
-SETTINGS = {"smoke": {"num_sentences": 16, "batch_size": 8, "num_pairs": 1000, "num_inputs": 4}}
+SETTINGS = {"smoke": {"num_sentences": 16, "batch_size": 8, "num_pairs": 1000, "num_inputs": 4,
+                      "untrained_seeds": 2}}
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": PretrainedConfig}
 

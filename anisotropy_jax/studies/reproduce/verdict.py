@@ -14,7 +14,8 @@ from typing import Sequence
 
 HOLDS, PARTLY, FAILS = "holds", "partly", "does not hold"
 NOT_TESTABLE, NOT_MEASURED = "not testable at this scale", "not measured"
-VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTABLE, NOT_MEASURED)
+NO_TEST = "not testable with these models"  # measured, but none of them can answer the claim
+VERDICTS = (HOLDS, PARTLY, FAILS, NOT_TESTABLE, NO_TEST, NOT_MEASURED)
 
 STATED = "stated in the paper (paraphrased)"
 RECONSTRUCTED = ("reconstructed: the protocol was rebuilt from secondary sources, not quoted "
