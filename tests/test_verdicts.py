@@ -122,3 +122,51 @@ def test_labels_and_precision():
         0.1234, 0.1236)
     assert [verdict_lib.all_or_some(x) for x in ([True, True], [True, False], [False], [])] == [
         V.HOLDS, V.PARTLY, V.FAILS, V.FAILS]
+
+
+def _modality(trained, untrained_max, arch="transformer", seeds=(0, 1, 2, 3, 4)):
+    labels = ["embeddings"] + [f"layer_{i}" for i in range(1, len(trained) - 1)] + ["final_norm"]
+    return {"architecture": arch, "labels": labels, "untrained": untrained_max,
+            "untrained_seeds": list(seeds),
+            "per_layer": {"cross_sequence_cosine": {"trained": trained, "untrained": untrained_max,
+                                                    "untrained_max": untrained_max}},
+            "scope": {"modality": "image", "inputs": "real photographs",
+                      "inputs_synthetic": False}}
+
+
+def test_godey_1_is_partly_at_best_and_never_the_best_layer():
+    high = _modality([0.1, 0.5, 0.6, 0.5, 0.2], [0.05] * 5)
+    one_layer = _modality([0.1, 0.9, 0.1, 0.1, 0.1], [0.05] * 5)  # one layer only: not enough
+    cnn = _modality([0.0] * 5, [0.9] * 5, arch="cnn")
+    v = V.godey_1({"models": {"vit": high, "resnet": cnn}})
+    assert v.verdict == V.PARTLY and "no trained CNN" in v.scope, v
+    assert v.numbers[0].startswith("vit: 3 of 3 intermediate states")
+    assert V.godey_1({"models": {"vit": high, "other": one_layer}}).verdict == V.PARTLY
+    assert V.godey_1({"models": {"other": one_layer}}).verdict == V.FAILS
+    one_seed = _modality([0.1, 0.5, 0.6, 0.5, 0.2], [0.05] * 5, seeds=(0,))
+    assert V.godey_1({"models": {"vit": one_seed}}).verdict == V.NOT_MEASURED
+
+
+def _pretrained(average, share, untrained_average, untrained_share):
+    n = len(average)
+    return {"model": {"state_labels": ["embeddings"] + [f"layer_{i}" for i in range(1, n)]},
+            "metrics": {"trained": {"average_cosine": average,
+                                    "centering_removed_share": share}},
+            "untrained_seeds": {"seeds": [0, 1, 2, 3, 4], "metrics": {
+                "average_cosine": [untrained_average] * 5,
+                "centering_removed_share": [untrained_share] * 5}},
+            "correlations": {"trained": {"drift_norm_vs_average_cosine": {
+                "spearman": 0.9, "spearman_p": 0.01, "n": n}}}}
+
+
+def test_godey_2_asks_whether_centring_removes_what_training_added():
+    low = [0.05] * 5
+    drift = _pretrained([0.1, 0.4, 0.5, 0.6, 0.2], [0.5, 0.9, 0.8, 0.7, 0.5], low, [None] * 5)
+    assert V.godey_2({"smollm2": drift}).verdict == V.HOLDS
+    direction = _pretrained([0.1, 0.4, 0.5, 0.6, 0.2], [0.5, 0.1, 0.2, 0.3, 0.5], low, [0.9] * 5)
+    assert V.godey_2({"m": direction}).verdict == V.FAILS
+    assert V.godey_2({"m": direction, "smollm2": drift}).verdict == V.HOLDS  # "some models"
+    below = _pretrained([0.1] * 5, [0.99] * 5, [0.3] * 5, [1.0] * 5)  # training lowered it
+    v = V.godey_2({"minilm": below})
+    assert v.verdict == V.NO_TEST and "at none of 3" in v.numbers[0]
+    assert V.godey_2({}).verdict == V.NOT_MEASURED

@@ -86,6 +86,13 @@ def _trained_row(doc: Mapping[str, Any], metric: str, inner: list[int]) -> np.nd
                       np.float64)[inner]
 
 
+def _span(values: np.ndarray) -> str:
+    """'min–max' of the finite values; a share is undefined where there is no anisotropy."""
+    finite = values[np.isfinite(values)]
+    return (f"{_g(finite.min())}–{_g(finite.max())}" if finite.size
+            else "undefined (average cosine below 0.01)")
+
+
 def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
     """{model: pretrained results.json}: where training raised the anisotropy above every
     untrained seed, does centring (removing the drift) remove most of it?"""
@@ -111,8 +118,7 @@ def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = ""
         untrained_share = _seed_rows(doc, "centering_removed_share", inner)
         rho = doc["correlations"]["trained"]["drift_norm_vs_average_cosine"]
         p = rho.get("spearman_p")
-        tail = (f"; untrained share {_g(np.nanmin(untrained_share))}–"
-                f"{_g(np.nanmax(untrained_share))} ({untrained_share.shape[0]} seeds); "
+        tail = (f"; untrained share {_span(untrained_share)} ({untrained_share.shape[0]} seeds); "
                 f"ρ(drift, cosine) = {_g(rho['spearman'])}"
                 + (f", p {_g(p)}" if p is not None else "") + f" (n = {rho['n']})")
         if not raised.any():
@@ -123,8 +129,7 @@ def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = ""
         oks.append(removed >= raised.sum() / 2)
         numbers.append(f"{name}: centring removes ≥ {DRIFT_SHARE:.0%} at {removed} of the "
                        f"{int(raised.sum())} intermediate states where training raised the "
-                       f"anisotropy (share {_g(np.nanmin(share[raised]))}–"
-                       f"{_g(np.nanmax(share[raised]))}){tail}")
+                       f"anisotropy (share {_span(share[raised])}){tail}")
     verdict = HOLDS if any(oks) else FAILS if oks else NO_TEST
     return Verdict("godey_2", crit, verdict, tuple(numbers),
                    f"text models {', '.join(found)} on natural text, hidden states per layer")
