@@ -27,7 +27,10 @@ def test_smoke_benchmark_reports_rates_and_ratios():
     for name in ("jax_xla_async", "jax_xla_sync", "torch_eager"):
         row = out["variants"][name]
         assert row["tokens_per_s"] > 0 and row["ms_per_step"] > 0 and row["mfu_of_matmul_rate"] > 0
+        assert 0 < row["cpu_s_per_step"] and len(row["all_cpu_s_per_step"]) == len(
+            row["all_s_per_step"])
     assert out["ratios"]["jax_best"] == "jax_xla_async" and "over_torch_eager" in out["ratios"]
+    assert out["ratios"]["over_torch_eager_cpu_time"] > 0
 
 
 def test_torch_peer_computes_the_same_loss():
