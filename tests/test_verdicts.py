@@ -170,3 +170,76 @@ def test_godey_2_asks_whether_centring_removes_what_training_added():
     v = V.godey_2({"minilm": below})
     assert v.verdict == V.NO_TEST and "at none of 3" in v.numbers[0]
     assert V.godey_2({}).verdict == V.NOT_MEASURED
+
+
+def _seeds(change_lows, contrast=None):
+    """A training summary over 3 seeds: changes with the given lower bounds; `contrast` the
+    (low, high) of the intervention's entropy difference at the last step."""
+    changes = {name: {"mean": low + 0.1, "low": low, "high": low + 0.2}
+               for name, low in change_lows.items()}
+    quantities = {}
+    if contrast is not None:
+        lo, hi = contrast
+        for removed in ("key_term", "shared_control", "key_term_minus_shared_control"):
+            quantities[f"heads_mean/delta_entropy_{removed}"] = {
+                "mean": [0.0, (lo + hi) / 2], "low": [0.0, lo], "high": [0.0, hi]}
+        quantities["partial_within_layers/key_term_given_logit_spread"] = {
+            "mean": [0.0, -0.3], "low": [0.0, -0.6], "high": [0.0, 0.1]}
+    return {"seeds": [0, 1, 2, 3, 4], "steps": [0, 100], "quantities": quantities,
+            "changes_first_to_last": changes}
+
+
+def test_seeded_changes_use_the_interval():
+    names = ("heads_mean/abs_mean_query_key_cosine", "intermediate_cross_sequence_cosine")
+    up = {"clm": _seeds({n: 0.01 for n in names}), "mlm": _seeds({n: 0.02 for n in names})}
+    for fn in (V.godey_4a, V.godey_4c):
+        v = fn(up)
+        assert v.verdict == V.HOLDS and "5 seeds" in v.scope, fn.__name__
+    mixed = {"clm": _seeds({n: -0.05 for n in names}), "mlm": _seeds({n: 0.02 for n in names})}
+    for fn in (V.godey_4a, V.godey_4c):
+        assert fn(mixed).verdict == V.FAILS, fn.__name__  # clm's interval includes 0
+    assert V.godey_4c({"clm": _seeds({names[0]: 0.01})}).verdict == V.NOT_MEASURED
+    assert V.godey_4a(None, "not run").verdict == V.NOT_MEASURED
+
+
+def test_godey_4b_is_the_intervention_against_its_control():
+    sharpens = {"clm": _seeds({}, (0.01, 0.03)), "mlm": _seeds({}, (0.002, 0.05))}
+    v = V.godey_4b(sharpens)
+    assert v.verdict == V.HOLDS
+    assert "difference 0.02 [0.01, 0.03]" in v.numbers[0] and "partial ρ" in v.numbers[0]
+    assert V.godey_4b({"clm": _seeds({}, (0.01, 0.03)), "mlm": _seeds({}, (-0.01, 0.02))}
+                      ).verdict == V.PARTLY
+    assert V.godey_4b({"clm": _seeds({}, (-0.03, -0.01))}).verdict == V.FAILS
+    no_intervention = V.godey_4b({"clm": _seeds({})})  # results from before the intervention
+    assert no_intervention.verdict == V.NOT_MEASURED
+
+
+def _pretrained_embeddings(model_type, causal, embeddings):
+    return {"model": {"model_type": model_type, "causal": causal},
+            "embeddings": {"trained": embeddings}}
+
+
+def test_mm_a():
+    iso = {"input_centred": 0.95, "output_centred": 0.97}
+    assert V.mm_a({"p": _pretrained_embeddings("gpt_neox", True, iso)}).verdict == V.HOLDS
+    assert V.mm_a({"p": _pretrained_embeddings("gpt_neox", True, {**iso, "output_centred": 0.5})}
+                  ).verdict == V.FAILS
+    assert V.mm_a({"l": _pretrained_embeddings("llama", True, iso)}).verdict == V.NOT_MEASURED
+
+
+def _depth(rank_last, cos_last, zero=True):
+    curves = {"effective_rank": {"mean": [[8.0, 3.0, rank_last]] * 2},
+              "average_cosine": {"mean": [[0.0, 0.3, cos_last]] * 2}}
+    return {"bias_norms": [0.0 if zero else 1.0, 4.0], "num_layers": 2,
+            "depth_config": {"num_seeds": 5},
+            "stacks": {"attention_only_d32": {"architecture": "attention_only", "curves": curves},
+                       "post_d32": {"architecture": "post", "curves": curves}}}
+
+
+def test_depth_verdicts():
+    assert V.depth_a(_depth(1.01, 0.9)).verdict == V.HOLDS
+    assert V.depth_b(_depth(1.01, 0.9)).verdict == V.HOLDS
+    assert V.depth_a(_depth(2.5, 0.9)).verdict == V.FAILS
+    assert V.depth_b(_depth(2.5, 0.9)).verdict == V.NOT_MEASURED  # no collapse to judge
+    assert V.depth_b(_depth(1.01, 0.2)).verdict == V.FAILS
+    assert V.depth_a(_depth(1.01, 0.9, zero=False)).verdict == V.NOT_MEASURED

@@ -159,7 +159,7 @@ def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]
                        f"{doc['steps'][-1]}): {label} change {_fmt_interval(m, lo, hi)}")
     if all(n.endswith("not available") for n in numbers):
         return _not_measured(key, crit, "; ".join(numbers))
-    return _decide(key, crit, oks, numbers)
+    return _decide(key, crit, oks, numbers, _training_scope(training))
 
 
 def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
@@ -169,28 +169,60 @@ def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "")
                           "|cos(q̄, k̄)|", reason)
 
 
+CONTRAST = "heads_mean/delta_entropy_key_term_minus_shared_control"
+
+
 def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
-    """Key term grows (interval > 0) and, at the last checkpoint, ρ(entropy, key term) across
-    heads has a t-interval over seeds below 0."""
-    crit = ("holds if, for every trained objective, the key-dependent term q̄·δk/√Dh grows "
-            "(first → last change: 95% t-interval over seeds above 0) and at the last checkpoint "
-            "Spearman ρ(entropy, key term) across heads has a t-interval over seeds below 0")
-    grows = _seeded_change("godey_4b", crit, training, "heads_mean/key_term_std", "key term",
-                           reason)
-    if grows.verdict == NOT_MEASURED:
-        return grows
-    oks, numbers = [grows.verdict == HOLDS], list(grows.numbers)
+    """The intervention at the last checkpoint: removing the key term m_j from the logits against
+    removing a permutation of m over the keys (same values, shared by every query, no alignment
+    with the keys), per seed the mean over heads, with a t-interval over the seeds."""
+    crit = ("causal: at the last checkpoint, remove m_j = q̄·(k_j − k̄)/√Dh from every head's "
+            "logits and, as the control, a permutation of m over the keys (the same values, "
+            "shared by every query; 4 permutations); holds if, for every trained objective, "
+            "removing m raises the normalised entropy more than the control does (mean over "
+            "heads, 95% t-interval over ≥ 2 seeds of the difference above 0); does not hold — "
+            "the key term is not what sharpens — if for no objective; partly otherwise. The "
+            "within-layer partial correlation of entropy with the key term given the logit "
+            "spread (Fisher-z interval over seeds) is shown beside it")
+    if not training:
+        return _not_measured("godey_4b", crit, reason or "no training run")
+    oks, numbers = [], []
     for objective, doc in training.items():
-        q = doc["quantities"].get("spearman_across_heads/key_term_std")
-        if q is None:
-            oks.append(False)
-            numbers.append(f"{objective}: ρ across heads not available")
+        q = doc["quantities"]
+        if CONTRAST not in q:
+            numbers.append(f"{objective}: no intervention in its analysis")
             continue
-        m, lo, hi = _interval(q, -1)
-        oks.append(bool(hi < 0))
-        numbers.append(f"{objective}: ρ(entropy, key term) at step {doc['steps'][-1]} "
-                       f"{_fmt_interval(m, lo, hi)}")
-    return _decide("godey_4b", crit, oks, numbers)
+        seeds = len(doc["seeds"])
+        cells = [f"Δ H/ln L without m {_fmt_interval(*_interval(q[_delta('entropy', 'key_term')], -1))}",
+                 f"without the permuted m "
+                 f"{_fmt_interval(*_interval(q[_delta('entropy', 'shared_control')], -1))}",
+                 f"difference {_fmt_interval(*_interval(q[CONTRAST], -1))}"]
+        m, lo, hi = _interval(q[CONTRAST], -1)
+        oks.append(lo > 0)
+        for stat in ("agreement", "max"):
+            name = f"heads_mean/delta_{stat}_key_term_minus_shared_control"
+            if name in q:
+                cells.append(f"Δ {stat} difference {_fmt_interval(*_interval(q[name], -1))}")
+        partial = q.get("partial_within_layers/key_term_given_logit_spread")
+        if partial is not None:
+            cells.append(f"partial ρ(entropy, key term | logit spread) "
+                         f"{_fmt_interval(*_interval(partial, -1))}")
+        numbers.append(f"{objective} ({seeds} seeds, step {doc['steps'][-1]}): " + ", ".join(cells))
+    if not oks:
+        return _not_measured("godey_4b", crit, "; ".join(numbers))
+    verdict = HOLDS if all(oks) else PARTLY if any(oks) else FAILS
+    return Verdict("godey_4b", crit, verdict, tuple(numbers), _training_scope(training))
+
+
+def _delta(stat: str, removed: str) -> str:
+    return f"heads_mean/delta_{stat}_{removed}"
+
+
+def _training_scope(training: Mapping[str, Mapping[str, Any]]) -> str:
+    return ("byte-level models trained here from scratch ("
+            + ", ".join(f"{objective}: {len(doc['seeds'])} seeds, {doc['steps'][-1]} steps"
+                        for objective, doc in training.items()) + "); small models, short "
+            "training")
 
 
 def godey_4c(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
@@ -289,6 +321,12 @@ def _attention_only_at_zero(depth: Mapping[str, Any] | None
     return stacks, (norms.index(0.0) if 0.0 in norms else None)
 
 
+def _depth_scope(depth: Mapping[str, Any], stacks: Mapping[str, Any]) -> str:
+    seeds = depth.get("depth_config", {}).get("num_seeds")
+    return (f"untrained attention-only stacks ({', '.join(stacks)}), {depth['num_layers']} "
+            f"layers, Gaussian inputs at s = 0, {seeds} seeds")
+
+
 def depth_a(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
     crit = (f"holds if, in every attention-only stack at s = 0, the mean per-sequence effective "
             f"rank falls from its input value to ≤ {COLLAPSED_RANK} at the deepest layer")
@@ -301,7 +339,7 @@ def depth_a(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
         oks.append(bool(rank[-1] <= COLLAPSED_RANK < rank[0]))
         numbers.append(f"{name}: effective rank {_g(rank[0])} (input) → {_g(rank[-1])} "
                        f"(layer {rank.size - 1})")
-    return _decide("depth_a", crit, oks, numbers)
+    return _decide("depth_a", crit, oks, numbers, _depth_scope(depth, stacks))
 
 
 def depth_b(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
@@ -320,7 +358,7 @@ def depth_b(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
         oks.append(cos >= COLLAPSE_COSINE)
         numbers.append(f"{name}: average cosine {_g(cos)} at the deepest layer"
                        + (f", cross-sequence {_g(np.asarray(cross)[i][-1])}" if cross else ""))
-    return _decide("depth_b", crit, oks, numbers)
+    return _decide("depth_b", crit, oks, numbers, _depth_scope(depth, collapsed))
 
 
 def all_verdicts(docs: Mapping[str, Any], reasons: Mapping[str, str]) -> list[Verdict]:
