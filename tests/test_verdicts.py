@@ -243,3 +243,6 @@ def test_depth_verdicts():
     assert V.depth_b(_depth(2.5, 0.9)).verdict == V.NOT_MEASURED  # no collapse to judge
     assert V.depth_b(_depth(1.01, 0.2)).verdict == V.FAILS
     assert V.depth_a(_depth(1.01, 0.9, zero=False)).verdict == V.NOT_MEASURED
+    knife_edge = V.depth_b(_depth(1.01, 0.50001))  # passes, by less than the printed digits
+    assert knife_edge.verdict == V.HOLDS and verdict_lib.PRECISION_NOTE in knife_edge.numbers[0]
+    assert verdict_lib.PRECISION_NOTE not in V.depth_b(_depth(1.01, 0.9)).numbers[0]

@@ -78,6 +78,15 @@ def below_precision(a: float, b: float) -> bool:
 PRECISION_NOTE = "decided by a difference below the printed precision (3 significant digits)"
 
 
+def precision_note(values: Sequence[float], thresholds: Sequence[float] | float) -> str:
+    """PRECISION_NOTE (with a leading '; ') when any value prints like the threshold it was
+    compared with, else ''."""
+    limits = ([thresholds] * len(values) if isinstance(thresholds, (int, float))
+              else list(thresholds))
+    close = any(below_precision(float(v), float(t)) for v, t in zip(values, limits))
+    return f"; {PRECISION_NOTE}" if close else ""
+
+
 def interval(m: float, lo: float, hi: float) -> str:
     return f"{g(m)} [{g(lo)}, {g(hi)}]"
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from anisotropy_jax.studies.reproduce.verdict import (  # noqa: F401 (re-exported)
     CLAIMS, FAILS, HOLDS, NO_TEST, NOT_MEASURED, NOT_TESTABLE, PARTLY, PRECISION_NOTE, VERDICTS, Verdict,
-    all_or_some, below_precision, g as _g, interval as _fmt_interval, not_measured as
+    all_or_some, below_precision, precision_note, g as _g, interval as _fmt_interval, not_measured as
     _not_measured)
 from anisotropy_jax.studies.reproduce.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
 
@@ -62,7 +62,8 @@ def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
         numbers.append(f"{name}: {above} of {len(inner)} intermediate states above the untrained "
                        f"maximum + {MODALITY_MARGIN} (trained {_g(t.min())}–{_g(t.max())}, "
                        f"untrained max {_g(u.min())}–{_g(u.max())}, "
-                       f"{len(m['untrained_seeds'])} seeds)")
+                       f"{len(m['untrained_seeds'])} seeds)"
+                       + precision_note(t, u + MODALITY_MARGIN))
         sc = m.get("scope", {})
         scope.append(f"{name} ({sc.get('modality')}, {sc.get('inputs')}"
                      + (", synthetic" if sc.get("inputs_synthetic") else "") + ")")
@@ -129,7 +130,8 @@ def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = ""
         oks.append(removed >= raised.sum() / 2)
         numbers.append(f"{name}: centring removes ≥ {DRIFT_SHARE:.0%} at {removed} of the "
                        f"{int(raised.sum())} intermediate states where training raised the "
-                       f"anisotropy (share {_span(share[raised])}){tail}")
+                       f"anisotropy (share {_span(share[raised])}){tail}"
+                       + precision_note(share[raised], DRIFT_SHARE))
     verdict = HOLDS if any(oks) else FAILS if oks else NO_TEST
     return Verdict("godey_2", crit, verdict, tuple(numbers),
                    f"text models {', '.join(found)} on natural text, hidden states per layer")
@@ -338,7 +340,7 @@ def depth_a(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
         rank = np.asarray(st["curves"]["effective_rank"]["mean"], np.float64)[i]
         oks.append(bool(rank[-1] <= COLLAPSED_RANK < rank[0]))
         numbers.append(f"{name}: effective rank {_g(rank[0])} (input) → {_g(rank[-1])} "
-                       f"(layer {rank.size - 1})")
+                       f"(layer {rank.size - 1})" + precision_note([rank[-1]], COLLAPSED_RANK))
     return _decide("depth_a", crit, oks, numbers, _depth_scope(depth, stacks))
 
 
@@ -357,7 +359,8 @@ def depth_b(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
         cross = st.get("per_layer", {}).get("output_cross_sequence_cosine")
         oks.append(cos >= COLLAPSE_COSINE)
         numbers.append(f"{name}: average cosine {_g(cos)} at the deepest layer"
-                       + (f", cross-sequence {_g(np.asarray(cross)[i][-1])}" if cross else ""))
+                       + (f", cross-sequence {_g(np.asarray(cross)[i][-1])}" if cross else "")
+                       + precision_note([cos], COLLAPSE_COSINE))
     return _decide("depth_b", crit, oks, numbers, _depth_scope(depth, collapsed))
 
 
