@@ -128,6 +128,10 @@ COMMANDS: dict[str, Command] = {
         "anisotropy_jax.studies.pretrained.cross_modal:STUDY", "cross_modal",
         "The pretrained study on every offline model of every modality, on one plot "
         "(docs/MODALITIES.md)."),
+    "extreme": Command(
+        "anisotropy_jax.studies.extreme:STUDY", "extreme_tokens",
+        "Attention sinks, massive activations and rogue dimensions per layer of every offline "
+        "transformer beside its untrained seeds (docs/EXTREME_TOKENS.md)."),
     "embeddings": Command(
         "anisotropy_jax.studies.embeddings:STUDY", "embedding_isotropy",
         "Partition isotropy of the embedding matrices of BPE LMs trained here "
@@ -188,7 +192,7 @@ def script(name: str, config: str | None = None) -> None:
 SIGNATURES = (("sweep", ("closed_forms", "runs")), ("depth", ("depth_config", "stacks")),
               ("embeddings", ("embeddings_config",)), ("seeds", ("quantities", "interval")),
               ("dynamics", ("objects", "heads")), ("series", ("checkpoints", "state_labels")),
-              ("cross-modal", ("models", "skipped")),
+              ("extreme", ("extreme_config", "models")), ("cross-modal", ("models", "skipped")),
               ("pretrained", ("layers", "correlations", "model")))
 
 

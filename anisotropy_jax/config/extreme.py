@@ -1,0 +1,71 @@
+"""Configuration of the extreme-token study (attention sinks, massive activations, rogue
+dimensions per layer; docs/EXTREME_TOKENS.md)."""
+from __future__ import annotations
+
+import dataclasses
+
+from anisotropy_jax.config.base import require, require_choice, require_int
+from anisotropy_jax.config.model import PRECISIONS
+from anisotropy_jax.config.pretrained import CROSS_MODAL_MODELS
+
+# The offline transformers of the cross-modal comparison: the CNN (ResNet-50) has no attention
+# and no token axis that a sink or a first token could live on, so it is not measured.
+EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untrained")
+# Text inputs: Shakespeare sentences, the same token positions filled with uniformly drawn ids,
+# and with one id repeated (Gu et al.'s control). Image and audio models take their offline
+# defaults (photographs, spoken Shakespeare) as their one natural input.
+INPUT_KINDS = ("natural", "random", "repeated")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtremeConfig:
+    """Which models, which inputs, and how they are measured.
+
+    Attributes:
+      models: names of EXTREME_MODELS (the cross-modal study's offline transformers); those not
+        installed are skipped and listed in results.json "skipped".
+      inputs: text input kinds, a subset of INPUT_KINDS ('natural' Shakespeare sentences,
+        'random' ids, one 'repeated' id); image and audio models measure their natural inputs
+        only.
+      num_sentences: text sequences per input kind (one padded batch).
+      max_length: tokenizer truncation length in tokens (Gu et al. measure 64-token inputs).
+      min_words, max_words: sentence lengths kept, in words.
+      num_inputs: images or utterances of an image or audio model (one batch).
+      untrained_seeds: re-initialisations of every architecture (seeds seed, seed + 1, …).
+      seed: the sentence sample, the random and repeated ids, and the untrained weights.
+      epsilon: Gu et al.'s sink threshold on α_0.
+      top_k: massive activations kept per state, largest first, with their coordinates.
+      top_dims: the k of the CC_d top-dimensions share (rogue dimensions).
+      precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
+    """
+
+    models: tuple[str, ...] = EXTREME_MODELS
+    inputs: tuple[str, ...] = INPUT_KINDS
+    num_sentences: int = 32
+    max_length: int = 64
+    min_words: int = 5
+    max_words: int = 60
+    num_inputs: int = 4
+    untrained_seeds: int = 5
+    seed: int = 0
+    epsilon: float = 0.3
+    top_k: int = 8
+    top_dims: int = 3
+    precision: str = "highest"
+
+    def __post_init__(self):
+        require(len(self.models) > 0, "models", "name at least one model")
+        for name in self.models:
+            require_choice(name, "models", EXTREME_MODELS, "model")
+        require(len(self.inputs) > 0, "inputs", "name at least one input kind")
+        for name in self.inputs:
+            require_choice(name, "inputs", INPUT_KINDS, "input kind")
+        for name, minimum in (("num_sentences", 3), ("max_length", 4), ("min_words", 1),
+                              ("max_words", 1), ("num_inputs", 2), ("untrained_seeds", 1),
+                              ("seed", 0), ("top_k", 1), ("top_dims", 1)):
+            require_int(getattr(self, name), name, minimum)
+        require(self.max_words >= self.min_words, "max_words",
+                f"{self.max_words} < min_words {self.min_words}")
+        require(isinstance(self.epsilon, (int, float)) and 0 < self.epsilon < 1, "epsilon",
+                f"must be in (0, 1), got {self.epsilon!r}")
+        require_choice(self.precision, "precision", PRECISIONS, "precision")

@@ -1,0 +1,40 @@
+"""Attention sinks, massive activations and rogue dimensions per layer, beside the untrained
+re-initialisations (issue 22, item 2; docs/EXTREME_TOKENS.md).
+
+  inputs    natural Shakespeare sentences, random ids, one repeated id (text); the modality
+            defaults (images, audio)
+  layers    one jitted forward per batch and every statistic reduced inside it (no L × L array
+            kept; `storage_bytes`)
+  summary   per-layer numbers of one forward and of the untrained seeds
+  analysis  `validate(config) -> Plan`, `run(plan) -> result`
+  report    `write` (config.json, summary.md, results.json last) and `format_report`
+  STUDY     the study protocol (experiments/extreme_tokens.py; `anisotropy-jax extreme`)
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+from anisotropy_jax.config import from_mapping
+from anisotropy_jax.config.extreme import ExtremeConfig
+from anisotropy_jax.protocol import Progress, Study
+from anisotropy_jax.studies.extreme import analysis, report
+
+
+def _validate(config: Any, workdir: pathlib.Path) -> analysis.Plan:
+    return analysis.validate(from_mapping(ExtremeConfig, config))
+
+
+def _run(plan: analysis.Plan, progress: Progress) -> dict[str, Any]:
+    for name, why in plan.skipped.items():
+        progress.say(f"skipping {name}: {why}")
+    return analysis.run(plan, progress)
+
+
+def _format(doc: Any, workdir: Any) -> str:
+    return f"{report.format_report(doc)}\nwrote {workdir}/results.json, summary.md"
+
+
+STUDY = Study(_validate, _run, report.write, _format, on_demand_memory=True)
+
+__all__ = ["STUDY"]

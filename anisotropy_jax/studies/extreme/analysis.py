@@ -1,0 +1,118 @@
+"""The extreme-token study's measurement: every model of the config, every input kind, the
+trained weights and `untrained_seeds` re-initialisations (the pretrained study's: the family's
+`init_params` from the first half of split(key(seed))), one jitted forward each
+(`layers.layer_statistics_fn`), summarised per layer (`summary.summarise`).
+
+`validate(config)` loads every installed model and its inputs through the pretrained study's
+`validate` (so the checks, the sentences and the media defaults are that study's) and lists the
+models that are not installed; `run` measures.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import jax
+
+from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.config.extreme import ExtremeConfig
+from anisotropy_jax.protocol import SILENT, Progress
+from anisotropy_jax.studies.extreme import inputs as inputs_lib
+from anisotropy_jax.studies.extreme import layers, summary
+from anisotropy_jax.studies.pretrained import analysis as pretrained
+from anisotropy_jax.studies.pretrained import cross_modal
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The checked config, every loaded model's pretrained-study inputs, and the models not
+    installed (name → why)."""
+
+    config: ExtremeConfig
+    models: dict[str, pretrained.Inputs]
+    skipped: dict[str, str]
+
+
+def pretrained_config(config: ExtremeConfig, model_dir: str) -> PretrainedConfig:
+    """The pretrained study's config that draws this study's sentences or media inputs: one
+    batch of num_sentences (num_inputs) inputs, the whole text length up to max_length."""
+    return PretrainedConfig(model_dir=model_dir, num_sentences=config.num_sentences,
+                            min_words=config.min_words, max_words=config.max_words,
+                            max_length=config.max_length, num_inputs=config.num_inputs,
+                            batch_size=max(config.num_sentences, config.num_inputs),
+                            seed=config.seed, untrained_seeds=config.untrained_seeds,
+                            precision=config.precision)
+
+
+def validate(config: ExtremeConfig) -> Plan:
+    """Loads every installed model of config.models with its inputs (ConfigError naming the
+    field on a bad setting); nothing is compiled."""
+    models, skipped = {}, {}
+    for name in config.models:
+        model_dir = cross_modal.MODELS[name][2]()
+        if model_dir is None:
+            skipped[name] = "not installed"
+            continue
+        models[name] = pretrained.validate(pretrained_config(config, str(model_dir)))
+    return Plan(config, models, skipped)
+
+
+def model_summary(model: pretrained.PretrainedModel) -> dict[str, Any]:
+    """The architecture as results.json names it."""
+    return {"model_dir": str(model.model_dir), "family": model.family.name,
+            "modality": model.modality, "causal": bool(model.family.causal), **model.shape,
+            "state_labels": list(model.labels), "num_parameters": model.num_parameters}
+
+
+def batches(loaded: pretrained.Inputs, config: ExtremeConfig) -> dict[str, Any]:
+    """{kind: InputBatch}: the text kinds of config.inputs, or the media model's natural one."""
+    if loaded.media is not None:
+        return inputs_lib.media_batch(loaded)
+    return inputs_lib.text_batches(loaded.model, loaded.sentences, config.inputs, config.seed)
+
+
+def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Progress = SILENT
+                  ) -> dict[str, Any]:
+    """One model: per input kind, the trained and every untrained seed's statistics, summarised
+    (`summary.input_summary`), and the bytes kept per forward and per model."""
+    model = loaded.model
+    stats_fn = layers.layer_statistics_fn(model.family, model.config, config.top_k,
+                                          config.top_dims)
+    seeds = [config.seed + k for k in range(config.untrained_seeds)]
+    runs = {"trained": model.params}
+    runs.update({f"untrained_seed_{s}": None for s in seeds})
+    kinds = batches(loaded, config)
+    raw: dict[str, dict[str, Any]] = {kind: {} for kind in kinds}
+    timing, stored = {}, 0
+    for run in runs:
+        start = time.perf_counter()
+        params = runs[run] if run == "trained" else model.family.init_params(
+            model.config, jax.random.split(jax.random.key(int(run.rsplit("_", 1)[1])))[0])
+        for kind, batch in kinds.items():
+            got = layers.to_host(stats_fn(params, batch.inputs, batch.mask_BxL))
+            stored += layers.storage_bytes(got)
+            raw[kind][run] = got
+        timing[f"{run}_seconds"] = time.perf_counter() - start
+        progress.say(f"{run}: {len(kinds)} inputs in {timing[f'{run}_seconds']:.1f} s")
+        del params
+    out = {"model": model_summary(model),
+           "data": {"source": loaded.text_source, "num_inputs": len(loaded.sentences)},
+           "seeds": seeds, "timing": timing,
+           "storage_bytes": {"per_model": stored, "per_forward": stored // (len(runs) * len(kinds))},
+           "inputs": {kind: summary.input_summary(raw[kind], seeds, config.epsilon)
+                      for kind in kinds}}
+    for kind, batch in kinds.items():
+        out["inputs"][kind]["num_tokens"] = int(
+            batch.mask_BxL.sum()) if batch.mask_BxL is not None else None
+    return out
+
+
+def run(plan: Plan, progress: Progress = SILENT) -> dict[str, Any]:
+    """Every loaded model (`measure_model`), in the config's order."""
+    out = {}
+    for name, loaded in plan.models.items():
+        progress.say(f"{name} ({loaded.model.family.name}, {loaded.model.shape['num_layers']} "
+                     f"layers): {len(loaded.sentences)} inputs from {loaded.text_source}")
+        out[name] = measure_model(loaded, plan.config, progress.within(name))
+    return {"config": plan.config, "models": out, "skipped": plan.skipped}

@@ -1,0 +1,119 @@
+"""One forward of one batch and every extreme-token statistic of every layer, reduced inside the
+jitted function (`layer_statistics_fn`): no (B, H, L, L) array leaves it, only per-head and
+per-state numbers (`storage_bytes` states their size).
+
+Per attention layer (block i, from the block's probes queries, keys, values, attn_logits,
+attn_weights; models.block):
+  sink_score        (B, H) Gu et al.'s α_0 (`metrics.sinks.key_attention_scores`), the counted
+                    queries being the measured tokens (no padding; Whisper: the speech frames)
+  free_sink_score   (B, H) the position-free score max_k α_k over the keys that at least half of
+                    the sequence's counted queries see (a causal head's last keys average a few
+                    queries' attention to themselves), and free_sink_key (B, H) its key
+  noop_score        (B, H) α_0 · ‖v_0‖ / mean ‖v‖ (`noop_head_score`)
+  output_ratio      (B, H) ‖Σ A v‖ / Σ A ‖v‖ averaged over queries (`attention_output_norms`)
+  excess, shared, query_specific  (H,) the first key's logit excess and its split into
+                    q̄·(k_0 − k̄) and the rest (`sink_logit_split`, on q·k/√Dh: an additive
+                    logit bias, MPNet's relative positions, is not in it)
+Per hidden state (the family's `states`: embedding output, every block's output, the final
+norm's output where there is one), over the measured tokens (`metrics.extreme`):
+  top_values, top_batch, top_token, top_dim, top_ratio (top_k,)   massive activations
+  median, massive_count, relative_count, kurtosis, inf_norm (B,)  per sequence
+  cc_top_share (), cc_top_dims (top_dims,), average_cosine ()    CC_d (rogue dimensions)
+  standardized_cosine (), top_pc_share (), top_pc_share_without_first ()
+The visible-key mask is read from the logits (masked entries are MASK_VALUE), so causal, padding
+and local-chunk masks are all the model's own.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from anisotropy_jax.metrics import extreme, sinks
+from anisotropy_jax.models.attention import MASK_VALUE
+
+Array = jax.Array
+HEAD_KEYS = ("sink_score", "free_sink_score", "free_sink_key", "noop_score", "output_ratio")
+SPLIT_KEYS = ("excess", "shared", "query_specific")
+STATE_KEYS = ("top_values", "top_batch", "top_token", "top_dim", "top_ratio", "median",
+              "massive_count", "relative_count", "kurtosis", "inf_norm", "cc_top_share",
+              "cc_top_dims", "average_cosine", "standardized_cosine", "top_pc_share",
+              "top_pc_share_without_first")
+
+
+def attention_statistics(block: dict[str, Array], query_mask_BxL: Array) -> dict[str, Array]:
+    """The per-head statistics of one block's probes (module docstring)."""
+    attn, logits = block["attn_weights"], block["attn_logits"]
+    visible = logits > MASK_VALUE / 2
+    counted = visible & query_mask_BxL[:, None, :, None]
+    scores_BxHxL = sinks.key_attention_scores(attn, visible, query_mask_BxL)
+    viewers_BxHxL = jnp.sum(counted, axis=-2)
+    queries_BxH = jnp.sum(query_mask_BxL, axis=-1)[:, None, None]
+    widely_seen = 2 * viewers_BxHxL >= queries_BxH
+    free, free_key = sinks.max_key_attention(jnp.where(widely_seen, scores_BxHxL, jnp.nan))
+    alpha0_BxH = scores_BxHxL[..., 0]
+    split = sinks.sink_logit_split(block["queries"].astype(jnp.float32),
+                                   block["keys"].astype(jnp.float32), visible, query_mask_BxL)
+    values = block["values"].astype(jnp.float32)
+    return {"sink_score": alpha0_BxH, "free_sink_score": free, "free_sink_key": free_key,
+            "noop_score": sinks.noop_head_score(alpha0_BxH, values, query_mask_BxL),
+            "output_ratio": sinks.attention_output_norms(attn, values, visible,
+                                                         query_mask_BxL)["ratio"],
+            **{key: split[key] for key in SPLIT_KEYS}}
+
+
+def state_statistics(x_BxLxD: Array, mask_BxL: Array, top_k: int, top_dims: int
+                     ) -> dict[str, Array]:
+    """The per-state statistics of one hidden state (module docstring)."""
+    massive = extreme.massive_activations(x_BxLxD, mask_BxL, k=top_k)
+    cc_D = extreme.cosine_contributions(x_BxLxD, mask_BxL)
+    share, dims = extreme.top_contribution_share(cc_D, top_dims)
+    return {**{key: massive[key] for key in STATE_KEYS[:8]},
+            "kurtosis": extreme.activation_kurtosis(x_BxLxD, mask_BxL),
+            "inf_norm": extreme.activation_inf_norm(x_BxLxD, mask_BxL),
+            "cc_top_share": share, "cc_top_dims": dims, "average_cosine": jnp.sum(cc_D),
+            "standardized_cosine": extreme.standardized_average_cosine(x_BxLxD, mask_BxL),
+            "top_pc_share": extreme.top_pc_share(x_BxLxD, mask_BxL),
+            "top_pc_share_without_first": extreme.top_pc_share(x_BxLxD, mask_BxL,
+                                                               drop_first=True)}
+
+
+@functools.lru_cache(maxsize=None)
+def layer_statistics_fn(family: Any, cfg: Any, top_k: int, top_dims: int
+                        ) -> Callable[..., dict[str, Any]]:
+    """jit f(params, inputs, mask_BxL) → {"attention": [per block], "states": [per state]} of
+    host-sized arrays; `inputs` is the tuple a family's forward takes ((tokens, token types,
+    mask) for text, (pixels,) or (mel,) for images and audio); `mask_BxL` the measured tokens
+    (None, or a shape other than the states': every token). Cached per (family, config, top_k, top_dims)."""
+
+    @jax.jit
+    def statistics(params, inputs, mask_BxL):
+        x = inputs[0]
+        token_types = inputs[1] if len(inputs) > 1 else None
+        model_mask = inputs[2] if len(inputs) > 2 else None
+        _, probes = family.apply(cfg, params, x, token_types, model_mask)
+        states = family.states(probes, cfg)
+        given = mask_BxL is not None and mask_BxL.shape == states.shape[1:3]
+        mask = mask_BxL.astype(bool) if given else jnp.ones(states.shape[1:3], bool)
+        return {"attention": [attention_statistics(b, mask) for b in probes["blocks"]],
+                "states": [state_statistics(s, mask, top_k, top_dims) for s in states]}
+
+    return statistics
+
+
+def to_host(stats: dict[str, Any]) -> dict[str, list[dict[str, np.ndarray]]]:
+    """The statistics as numpy arrays (float64 for floats, so that JSON keeps every digit)."""
+    def convert(a):
+        a = np.asarray(a)
+        return a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
+
+    return jax.tree.map(convert, jax.device_get(stats))
+
+
+def storage_bytes(stats: dict[str, list[dict[str, np.ndarray]]]) -> int:
+    """Bytes of the per-layer statistics of one forward (as `to_host` keeps them): a sum of
+    per-head, per-sequence and per-state sizes; nothing grows as L × L."""
+    return int(sum(a.nbytes for a in jax.tree.leaves(stats)))

@@ -1,0 +1,89 @@
+"""Files and the printed table of the extreme-token study (docs/EXTREME_TOKENS.md).
+
+`write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
+  config.json     the ExtremeConfig
+  summary.md      `format_report`: per model and input kind, per layer, trained against the
+                  untrained seeds' mean
+  results.json    LAST: provenance, extreme_config, models (name → model, data, seeds, timing,
+                  storage_bytes, inputs: kind → trained / untrained, `summary.input_summary`),
+                  skipped (name → why), epsilon
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Mapping
+
+from anisotropy_jax import results as results_lib
+
+# (part, metric, column title, format) of the printed table.
+COLUMNS = (("attention", "sink_rate", "sink", "{:.2f}"),
+           ("attention", "free_sink_rate", "free", "{:.2f}"),
+           ("attention", "noop_score", "noop", "{:.2f}"),
+           ("attention", "shared_share_sink_heads", "shared/exc", "{:.2f}"),
+           ("states", "massive_top_ratio", "top/med", "{:.0f}"),
+           ("states", "kurtosis", "kurt", "{:.1f}"),
+           ("states", "inf_norm", "inf", "{:.1f}"),
+           ("states", "cc_top_share", "cc_top", "{:.2f}"),
+           ("states", "top_pc_share", "pc1", "{:.2f}"),
+           ("states", "top_pc_share_without_first", "pc1-first", "{:.2f}"))
+
+
+def summary(result: Mapping[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
+    """The results.json dict."""
+    config = result["config"]
+    return {"provenance": provenance, "extreme_config": dataclasses.asdict(config),
+            "epsilon": config.epsilon, "models": result["models"], "skipped": result["skipped"]}
+
+
+def _cell(values: list[Any] | None, i: int, fmt: str) -> str:
+    if values is None or i >= len(values) or values[i] is None:
+        return "–"
+    return fmt.format(values[i])
+
+
+def _table(entry: Mapping[str, Any], labels: list[str]) -> list[str]:
+    """Rows per state: trained (untrained mean); attention layer i is state i's block (state 0,
+    the embeddings, has none)."""
+    trained = entry.get("trained")
+    mean = entry["untrained"]["mean"]
+    lines = ["| state | " + " | ".join(c[2] for c in COLUMNS) + " |",
+             "|" + "---|" * (len(COLUMNS) + 1)]
+    for s, label in enumerate(labels):
+        cells = []
+        for part, key, _, fmt in COLUMNS:
+            i = s - 1 if part == "attention" else s
+            if i < 0:
+                cells.append("")
+                continue
+            ours = _cell(trained[part].get(key), i, fmt) if trained else "–"
+            cells.append(f"{ours} ({_cell(mean[part].get(key), i, fmt)})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def format_report(doc: Mapping[str, Any], workdir: Any = None) -> str:
+    """Per model and input kind, the per-state table: trained (mean of the untrained seeds);
+    the attention columns of a state are those of the block that produced it."""
+    lines = [f"Extreme tokens, ε = {doc['epsilon']}; cells: trained (untrained mean)"]
+    for name, model in doc["models"].items():
+        m = model["model"]
+        lines.append(f"\n## {name} ({m['family']}, {m['modality']}, seeds {model['seeds']}; "
+                     f"{model['storage_bytes']['per_model']:,} bytes of statistics)")
+        for kind, entry in model["inputs"].items():
+            lines += [f"\n### {kind} ({entry.get('num_tokens')} tokens)", ""]
+            lines += _table(entry, m["state_labels"])
+    for name, why in doc["skipped"].items():
+        lines.append(f"\nskipped {name}: {why}")
+    return "\n".join(lines)
+
+
+def write(result: Mapping[str, Any], workdir: Any, provenance: results_lib.Provenance
+          ) -> dict[str, Any]:
+    """config.json, summary.md, results.json (last); returns the results.json dict."""
+    workdir = pathlib.Path(workdir)
+    results_lib.write_json(workdir / "config.json", result["config"])
+    doc = results_lib.to_jsonable(summary(result, provenance.finish()))
+    results_lib.write_text(workdir / "summary.md", format_report(doc) + "\n")
+    results_lib.write_json(workdir / "results.json", doc)
+    return doc
