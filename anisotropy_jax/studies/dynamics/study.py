@@ -4,8 +4,8 @@
   ANALYSIS  experiments/qk_dynamics.py: the analysis of a finished run in the workdir
   TRAINING  experiments/train.py: trains (or resumes) the run in the workdir, then analyses it
             (unless analysis.run is off: then nothing more is written or printed)
-  SEEDS     experiments/train_seeds.py: one run per seed in workdir/seed_<s>, each trained and
-            analysed (its own results.json), then the summary over the seeds
+  SEEDS     experiments/train_seeds.py: one run per seed in workdir/seed_<s>, the seeds trained as
+            one vmapped program, each analysed (its own results.json), then the summary over them
 
 The runs keep their checkpoints and logs in the workdir as they go (`training.train`: killed and
 started again, a run resumes).
@@ -114,15 +114,18 @@ def validate_seeds(config: Any, workdir: pathlib.Path, seeds: Sequence[str]) -> 
 
 
 def run_seeds(plan: SeedsPlan, progress: Progress) -> dict[str, Any]:
-    """Trains and analyses every seed (a finished run is only analysed again), writing each
-    seed's analysis into its folder; returns the summary over the seeds."""
+    """Trains the seeds as one vmapped program (`training.train_seeds`: a finished run is left as
+    it is, the others resume), then analyses each, writing its analysis into its folder; returns
+    the summary over the seeds."""
+    runs = [seed for _, seed in plan.runs]
+    started = [results.Provenance() for _ in runs]
+    summaries = training.train_seeds([r.train for r in runs], [r.workdir for r in runs],
+                                     progress=progress, analyses=[r.analysis for r in runs])
     docs = []
-    for _, seed in plan.runs:
-        started = results.Provenance()
-        progress.say(training.format_summary(training.train(
-            seed.train, seed.workdir, progress=progress, analysis=seed.analysis)))
-        result = analysis.run(seed.workdir, seed.analysis, progress=progress)
-        docs.append(report.write(result, seed.workdir, started))
+    for run, summary, provenance in zip(runs, summaries, started):
+        progress.say(training.format_summary(summary))
+        result = analysis.run(run.workdir, run.analysis, progress=progress)
+        docs.append(report.write(result, run.workdir, provenance))
     return seeds_lib.aggregate(docs)
 
 

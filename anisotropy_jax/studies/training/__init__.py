@@ -10,15 +10,17 @@ Both: learned position embeddings, tied or untied output embedding (`model.tie_e
   step  loss, optimiser (AdamW, warmup + cosine, clipping), the jitted update, the data mesh
   logs  config.json, metrics.jsonl, eval.jsonl: writing, reading, truncating on resume
   loop  `train(config, workdir) -> TrainSummary`: train or resume, checkpoint, stop on non-finite
+  seeds `train_seeds(configs, workdirs)`: several seeds as one vmapped program, each run as `train`'s
 """
 from anisotropy_jax.studies.training.logs import (read_evals, read_jsonl, read_metrics,
                                                   read_train_config)
 from anisotropy_jax.studies.training.loop import HANG_ENV, TrainSummary, format_summary, train
+from anisotropy_jax.studies.training.seeds import train_seeds
 from anisotropy_jax.studies.training.step import (abstract_state, check_devices, eval_loss,
                                                   init_state, learning_rate_schedule, optimizer,
                                                   train_step, weighted_cross_entropy)
 
 __all__ = ["HANG_ENV", "TrainSummary", "abstract_state", "check_devices", "eval_loss",
            "format_summary", "init_state", "learning_rate_schedule", "optimizer", "read_evals",
-           "read_jsonl", "read_metrics", "read_train_config", "train", "train_step",
+           "read_jsonl", "read_metrics", "read_train_config", "train", "train_seeds", "train_step",
            "weighted_cross_entropy"]

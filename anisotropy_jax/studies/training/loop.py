@@ -134,14 +134,20 @@ class Prefetch:
         self._queue.clear()
 
 
-class _Readback:
+class Readback:
     """The step metrics still on the device. `flush` copies them to the host in one transfer per
     metric, checks them (a non-finite loss, gradient norm or parameter raises FloatingPointError
     naming the first such step; the records before it are written), appends them to
-    metrics.jsonl and moves the bar. tokens_per_s is the mean rate since the last flush."""
+    metrics.jsonl and moves the bar. tokens_per_s is the mean rate since the last flush.
 
-    def __init__(self, log, bar, tokens_per_step: int, workdir: pathlib.Path):
-        self.log, self.bar, self.tokens, self.workdir = log, bar, tokens_per_step, workdir
+    One run: `logs` and `workdirs` hold one entry and each metric is a scalar per step. S seeds
+    trained as one program (`training.seeds`): one entry per seed, and each metric has a leading
+    seed axis; seed i's records go to logs[i]. The bar shows the first seed's loss."""
+
+    def __init__(self, logs_: list, bar, tokens_per_step: int, workdirs: list[pathlib.Path],
+                 stacked: bool = False):
+        self.logs, self.bar, self.tokens, self.workdirs = logs_, bar, tokens_per_step, workdirs
+        self.stacked = stacked
         self.pending: list[tuple[int, dict]] = []
         self.tick = time.perf_counter()
         self.last_loss: float | None = None
@@ -159,6 +165,15 @@ class _Readback:
         now = time.perf_counter()
         rate = self.tokens * len(steps) / max(now - self.tick, 1e-9)
         self.tick = now
+        for column, (log, workdir) in enumerate(zip(self.logs, self.workdirs)):
+            values = {k: v[:, column] for k, v in host.items()} if self.stacked else host
+            loss = self._write(log, workdir, steps, values, rate, last_good)
+            if column == 0:
+                self.last_loss = loss
+        self.bar.update(len(steps), loss=f"{self.last_loss:.3f}")
+
+    def _write(self, log, workdir, steps, host, rate, last_good) -> float:
+        last_loss = float("nan")
         for i, step in enumerate(steps):
             record = {"step": step, "loss": float(host["loss"][i]),
                       "learning_rate": float(host["learning_rate"][i]),
@@ -166,11 +181,11 @@ class _Readback:
             params_finite = bool(host["params_finite"][i])
             if not (math.isfinite(record["loss"]) and math.isfinite(record["grad_norm"])
                     and params_finite):
-                self.log.flush()
-                raise _non_finite_error(step, record, params_finite, last_good, self.workdir)
-            logs.append_jsonl(self.log, record)
-            self.last_loss = record["loss"]
-        self.bar.update(len(steps), loss=f"{self.last_loss:.3f}")
+                log.flush()
+                raise _non_finite_error(step, record, params_finite, last_good, workdir)
+            logs.append_jsonl(log, record)
+            last_loss = record["loss"]
+        return last_loss
 
 
 def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress = SILENT,
@@ -180,7 +195,7 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
     `analysis` (the settings of the per-checkpoint analysis) is stored in config.json beside the
     training config. `progress` shows a bar over the steps and notes (resuming, checkpoints
     saved). The host waits for the device only every `log_every` steps and at checkpoints
-    (`_Readback`); batches are prefetched to the device (`Prefetch`) and the state buffers are
+    (`Readback`); batches are prefetched to the device (`Prefetch`) and the state buffers are
     donated to the step. Raises ConfigError when the workdir holds a run of another config,
     FloatingPointError on a non-finite loss, gradient or parameter (checked on every step's
     metrics before the next checkpoint is saved), and on Ctrl-C `protocol.Interrupted` naming the
@@ -196,7 +211,6 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
     fns = compile_run(config)
     val_batch = jax.device_put(stream.validation_batch(config.eval_batch_size), fns.batch_sharded)
     save_steps = set(checkpointing.checkpoint_steps(config.steps, config.checkpoint_every))
-    hang_at = int(os.environ.get(HANG_ENV, "-1"))
     metrics_path, eval_path = workdir / logs.METRICS_FILE, workdir / logs.EVAL_FILE
 
     def evaluate_and_save(mngr, step, state):
@@ -209,45 +223,68 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
 
     with checkpointing.manager(workdir / "checkpoints") as mngr:
         start, state = _start(fns, mngr, stream, evaluate_and_save, metrics_path, eval_path)
-        last_good = start
         bar = progress.bar(config.steps, f"train {config.objective}", initial=start)
         if start:
             progress.note(f"resuming from checkpoint step {start} in {workdir / 'checkpoints'}")
         batches = Prefetch(stream, fns.batch_sharded, start, config.steps)
-        step = start
         try:
             with open(metrics_path, "a") as log:
-                readback = _Readback(log, bar, config.data.batch_size * config.data.seq_len,
-                                     workdir)
-                for step in range(start, config.steps):
-                    if step == hang_at:
-                        readback.flush(last_good)
-                        log.flush()
-                        progress.note(f"{HANG_ENV}={hang_at}: hanging before step {step}")
-                        while True:
-                            time.sleep(1.0)
-                    state, metrics = fns.step(state, batches.get())
-                    readback.add(step, metrics)
-                    if step + 1 in save_steps:
-                        readback.flush(last_good)  # every step up to here is finite
-                        val = evaluate_and_save(mngr, step + 1, state)
-                        readback.tick = time.perf_counter()  # the rate excludes the save
-                        last_good = step + 1
-                        progress.note(f"step {step + 1}: loss {readback.last_loss:.4f}, "
-                                      f"val loss {val:.4f}, checkpoint saved")
-                    elif len(readback.pending) >= log_every:
-                        readback.flush(last_good)
-                readback.flush(last_good)
-        except KeyboardInterrupt:
-            raise Interrupted(step) from None
+                readback = Readback([log], bar, config.data.batch_size * config.data.seq_len,
+                                    [workdir])
+
+                def save(step, state):
+                    return f"val loss {evaluate_and_save(mngr, step, state):.4f}"
+
+                run_steps(fns.step, state, batches, readback, start, config.steps, save_steps,
+                          save, progress, log_every)
         finally:
             batches.close()
             bar.close()
+    return summarize(config, workdir)
+
+
+def summarize(config: TrainConfig, workdir: pathlib.Path) -> TrainSummary:
+    """The TrainSummary of the run in `workdir`, from its logs."""
     records = logs.read_metrics(workdir)
     return TrainSummary(objective=config.objective, final_step=config.steps,
                         first_loss=records[0]["loss"] if records else None,
                         final_loss=records[-1]["loss"] if records else None,
-                        eval=logs.read_evals(workdir), checkpoints=sorted(save_steps))
+                        eval=logs.read_evals(workdir),
+                        checkpoints=checkpointing.checkpoint_steps(config.steps,
+                                                                   config.checkpoint_every))
+
+
+def run_steps(step_fn: Callable, state, batches: Prefetch, readback: Readback, start: int,
+              stop: int, save_steps: set[int], save: Callable[[int, Any], str],
+              progress: Progress, log_every: int):
+    """Steps [start, stop) of `step_fn` (state donated) on the prefetched `batches`; the metrics
+    are read back every `log_every` steps and before each save. At a step in `save_steps`,
+    `save(step, state)` checkpoints it and returns the note's validation text. Returns the last
+    state; Ctrl-C raises `protocol.Interrupted` naming the step; HANG_ENV parks the loop."""
+    hang_at = int(os.environ.get(HANG_ENV, "-1"))
+    last_good, step = start, start
+    try:
+        for step in range(start, stop):
+            if step == hang_at:
+                readback.flush(last_good)
+                progress.note(f"{HANG_ENV}={hang_at}: hanging before step {step}")
+                while True:
+                    time.sleep(1.0)
+            state, metrics = step_fn(state, batches.get())
+            readback.add(step, metrics)
+            if step + 1 in save_steps:
+                readback.flush(last_good)  # every step up to here is finite
+                val = save(step + 1, state)
+                readback.tick = time.perf_counter()  # the rate excludes the save
+                last_good = step + 1
+                progress.note(f"step {step + 1}: loss {readback.last_loss:.4f}, {val}, "
+                              f"checkpoint saved")
+            elif len(readback.pending) >= log_every:
+                readback.flush(last_good)
+        readback.flush(last_good)
+    except KeyboardInterrupt:
+        raise Interrupted(step) from None
+    return state
 
 
 def _start(fns: Compiled, mngr, stream, evaluate_and_save, metrics_path, eval_path):
