@@ -29,7 +29,8 @@ class ExtremeConfig:
         only.
       num_sentences: text sequences per input kind (one padded batch).
       max_length: tokenizer truncation length in tokens (Gu et al. measure 64-token inputs).
-      min_words, max_words: sentence lengths kept, in words.
+      min_words, max_words: sentence lengths kept, in words (long sentences: Gu et al.'s inputs
+        are 64 tokens long).
       num_inputs: images or utterances of an image or audio model (one batch).
       untrained_seeds: re-initialisations of every architecture (seeds seed, seed + 1, …).
       seed: the sentence sample, the random and repeated ids, and the untrained weights.
@@ -43,7 +44,7 @@ class ExtremeConfig:
     inputs: tuple[str, ...] = INPUT_KINDS
     num_sentences: int = 32
     max_length: int = 64
-    min_words: int = 5
+    min_words: int = 20
     max_words: int = 60
     num_inputs: int = 4
     untrained_seeds: int = 5

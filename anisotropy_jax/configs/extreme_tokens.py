@@ -10,7 +10,8 @@ Variants (`--config=extreme:VARIANT`):
   default  every installed model of EXTREME_MODELS, 32 sentences of 20-60 words (≤ 64 tokens),
            4 images or utterances, 5 untrained seeds
   smoke    all-MiniLM-L6-v2 only, 8 sentences, 2 untrained seeds (CI)
-  small    MiniLM-L6 and MiniLM-L3, 16 sentences, 5 untrained seeds (the docs' numbers)
+  small    MiniLM-L6, MiniLM-L3, SmolLM2-135M and DINOv2-S, 16 sentences, 4 images, 5
+           untrained seeds (the numbers of docs/EXTREME_TOKENS.md)
 Every field is an ExtremeConfig field (anisotropy_jax/config/extreme.py) and can be overridden
 with --config.FIELD=VALUE.
 """
@@ -20,11 +21,10 @@ from anisotropy_jax.config import config_dict, with_variants
 from anisotropy_jax.config.extreme import ExtremeConfig
 
 VARIANTS = ("default", "smoke", "small")
-SETTINGS = {"default": {"min_words": 20},
-            "smoke": {"models": ("all-MiniLM-L6-v2",), "num_sentences": 8, "min_words": 20,
-                      "untrained_seeds": 2},
-            "small": {"models": ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2"),
-                      "num_sentences": 16, "min_words": 20}}
+SETTINGS = {"smoke": {"models": ("all-MiniLM-L6-v2",), "num_sentences": 8, "untrained_seeds": 2},
+            "small": {"models": ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2",
+                                 "SmolLM2-135M-Instruct", "DINOv2-S"),
+                      "num_sentences": 16}}
 FIELD_DOCS = {"": ExtremeConfig}
 
 
