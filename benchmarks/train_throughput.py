@@ -50,12 +50,14 @@ NOMINAL_PEAK = {"H100": {"bfloat16": 989.4e12, "default": 494.7e12},
 
 def train_config(c, precision: str):
     """The TrainConfig of `train_clm.py:<c.train_variant>` at `precision`, with `steps` covering
-    the benchmark (the schedule's length)."""
+    the benchmark (the schedule's length) and the global batch `c.batch_size` unless 0."""
     from anisotropy_jax.config import train_config_from_mapping
     from anisotropy_jax.configs.train_clm import get_config
 
     cfg = get_config(c.train_variant)
     cfg.model.precision = precision
+    if c.get("batch_size"):
+        cfg.data.batch_size = cfg.eval_batch_size = c.batch_size
     cfg.steps = c.warmup_steps + c.steps * c.repeats + 1
     cfg.optim.warmup_steps = min(cfg.optim.warmup_steps, cfg.steps)
     return train_config_from_mapping(cfg)[0]

@@ -20,6 +20,9 @@ def get_config(arg=None):
         raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
     c = ml_collections.ConfigDict()
     c.train_variant = {"default": "gpu", "cpu": "small", "smoke": "smoke"}[variant]  # train_clm.py:X
+    # global batch (data.batch_size and eval_batch_size); 0 = the variant's. On N devices the
+    # batch is split over them: N x the variant's batch compares N devices at equal work per device
+    c.batch_size = 0
     c.precisions = ("default", "bfloat16")  # each side at each: TF32 ('default') and bf16
     c.jax_loops = ("async", "sync")  # 'async': the training loop's; 'sync': read back every step
     # JAX attention cores: 'xla' and 'dot_product' (cuDNN's fused attention: bf16, GPUs only)
