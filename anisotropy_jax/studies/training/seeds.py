@@ -6,7 +6,8 @@ seed keeps everything a single run has (`loop.train`): its own data stream (data
 workdir with config.json, metrics.jsonl, eval.jsonl and orbax checkpoints at the same steps, the
 finite check before every save, and resume. Seeds that stand at different checkpoints (one
 killed earlier than another) train in groups, one program per starting step; finished seeds are
-left as they are.
+left as they are. tokens_per_s in each seed's metrics.jsonl is that seed's own rate (its B·L
+tokens per step); the S seeds together process S times as many.
 
 Layout (`seeds_layout`): with S a multiple of the device count the seed axis is split over the
 devices (each trains whole seeds, no communication); otherwise every seed's batch is split over
