@@ -87,7 +87,8 @@ def test_show_names_the_study_of_every_committed_result():
                 "docs/results/training/clm_small/seed_0": "dynamics",
                 "docs/results/pretrained/all-MiniLM-L6-v2": "pretrained",
                 "docs/results/modalities/cross_modal": "cross-modal",
-                "docs/results/embeddings": "embeddings"}
+                "docs/results/embeddings": "embeddings",
+                "docs/results/extreme_tokens/smoke": "extreme"}
     for folder, name in expected.items():
         doc = json.loads((ROOT / folder / "results.json").read_text())
         assert commands.identify(doc) == name, folder
@@ -123,7 +124,8 @@ def test_python_m_is_the_same_command_and_lists_every_command(env, tmp_path):
 
 def test_every_script_and_command_has_a_config_and_a_study():
     assert set(commands.COMMANDS) == {"sweep", "depth", "train", "seeds", "dynamics",
-                                      "pretrained", "cross-modal", "embeddings", "series", "report"}
+                                      "pretrained", "cross-modal", "extreme", "embeddings",
+                                      "series", "report"}
     for name, command in commands.COMMANDS.items():
         assert configs.canonical(command.config.partition(":")[0]), name
         assert callable(commands.study(name).validate), name
