@@ -1,7 +1,7 @@
 """The extreme-token study (studies/extreme) on tiny random-init models: every per-layer
 statistic of one jitted forward against a float64 numpy reference computed from the same
 forward's probes (so the wiring — which block, which mask, which queries — is checked, not the
-metrics again: tests/test_sinks.py and test_extreme.py test those), the storage (nothing grows
+metrics again: tests/test_extreme_metrics.py tests those), the storage (nothing grows
 with L), the per-layer summary, the inputs, and the whole study in process on a tiny BERT
 checkpoint with a toy tokenizer."""
 import json
