@@ -32,7 +32,7 @@ def _config(variant):
 
 def test_config_variants_validate_and_errors_name_the_field():
     kinds = ("biased", "norm_matched", "fixed_norm", "per_sequence")
-    for variant, want in (("smoke", kinds[:2]), ("full", kinds * 2), (None, kinds * 2)):
+    for variant, want in (("smoke", kinds), ("full", kinds * 2), (None, kinds * 2)):
         cfg = reproduce_config_from_mapping(_config(variant))
         assert tuple(c.inputs for _, c in cfg.sweeps) == want
         assert cfg.size == (variant or "default")
@@ -65,9 +65,10 @@ def test_smoke_script_writes_a_complete_report(tmp_path):
         table = text.split("## Claims\n")[1].split("\n## ")[0]
         rows = [r for r in table.splitlines() if r.startswith("| ") and "---" not in r][1:]
         assert len(rows) == len(V.CLAIMS)
-        for (name, claim), row in zip(V.CLAIMS.values(), rows):
-            assert row.startswith(f"| {name}: {claim} | **")
+        for (name, claim, origin), row in zip(V.CLAIMS.values(), rows):
+            assert row.startswith(f"| {name}: {claim} | {origin} | **")
             assert re.search(r"\| \*\*(.+?)\*\* \|", row).group(1) in V.VERDICTS
+        assert "**Smoke size.**" in text  # a smoke report says its verdicts test the code
         links = re.findall(r"\]\(([^)]+)\)", text)
         assert any(link.endswith(".png") for link in links)
         for link in links:
@@ -88,5 +89,6 @@ def test_smoke_script_writes_a_complete_report(tmp_path):
     assert changed.returncode == 2
     assert "error: workdir: " in changed.stderr and "training study of another config" in (
         changed.stderr)
-    for key in ("godey_3a", "godey_3b", "depth_a"):  # measured by every smoke run
-        assert f"{V.CLAIMS[key][0]}: {V.CLAIMS[key][1]} | **not measured**" not in text
+    for key in ("godey_3a", "godey_3b", "godey_4b", "depth_a"):  # measured by every smoke run
+        name, claim, origin = V.CLAIMS[key]
+        assert f"{name}: {claim} | {origin} | **not measured**" not in text, key

@@ -12,8 +12,8 @@ anisotropy_jax/config/reproduce.py), resized per variant (`--config=report:VARIA
              small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 5 seeds; every installed
              pretrained model on 100 sentences; 8 images and 8 utterances; depth :cpu at width 128
              and 8 layers × 5 seeds; embedding_isotropy.py (default, CPU: 5 seeds)
-  smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its control, a 6-step clm ×
-             2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
+  smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its three controls, a
+             6-step clm × 2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
              smoke, embedding_isotropy.py:smoke; no vision/speech
   full       one GPU (≤ 20 minutes): the default bias sweep and the pre-LN block's, each with its
              three controls × 5 seeds; as committed in docs/TRAINING.md, docs/PRETRAINED.md and
@@ -61,11 +61,11 @@ PRE_LN_CPU_BIAS_NORMS = (0.0, 4.0, 2 ** 3.5, 16.0, 2 ** 4.5, 32.0, 64.0, 256.0, 
 
 
 def _sweeps(variant: str) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
-    """(sweep, sweep_pre_ln): smoke, the smoke sweep and its norm-matched control (no pre-LN
-    sweep: an empty dict); otherwise every control × 5 seeds, for the post-LN block and the
+    """(sweep, sweep_pre_ln): smoke, the smoke sweep with its three controls (no pre-LN sweep:
+    an empty dict); otherwise every control × 5 seeds, for the post-LN block and the
     pre-LN one (the reversal: docs/BIAS_SWEEP.md "The controls")."""
     if variant == "smoke":
-        return bias_sweep.get_config("smoke+control"), ml_collections.ConfigDict()
+        return bias_sweep.get_config("smoke+controls"), ml_collections.ConfigDict()
     post, pre = bias_sweep.get_config("controls"), bias_sweep.get_config("pre_ln+controls")
     post.num_seeds = pre.num_seeds = 5
     if variant == "default":
