@@ -1,7 +1,9 @@
 """Seeds in one program (`training.train_seeds`): two seeds trained as one vmapped step equal their
 separate `training.train` runs (the same initial parameters bit for bit, the losses within float32
 rounding), split over the two host devices conftest.py forces; a seed killed mid-run resumes while
-a finished one is left alone; configs that differ in more than the seed are refused."""
+a finished one is left alone; a non-finite step stops every seed at its last good checkpoint;
+configs that differ in more than the seed are refused."""
+import dataclasses
 import importlib.util
 import pathlib
 import shutil
@@ -114,3 +116,17 @@ def test_configs_that_differ_beyond_the_seed_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="repeats"):
         training.train_seeds([_config(0), _config(0)], [tmp_path / "a", tmp_path / "b"])
     assert not (tmp_path / "a").exists()
+
+
+def test_a_non_finite_seed_stops_the_program_before_anything_non_finite_is_saved(tmp_path):
+    configs = [dataclasses.replace(c, optim=dataclasses.replace(  # ~1e30 after one step
+        c.optim, learning_rate=1e30, warmup_steps=0)) for c in (_config(0), _config(1))]
+    workdirs = [tmp_path / "s0", tmp_path / "s1"]
+    with pytest.raises(FloatingPointError, match="last good checkpoint is step 1") as error:
+        training.train_seeds(configs, workdirs)
+    assert "non-finite training at step 1" in str(error.value)
+    for config, workdir in zip(configs, workdirs):
+        with checkpointing.manager(workdir / "checkpoints", read_only=True) as mngr:
+            assert checkpointing.saved_steps(mngr) == [0, 1]
+        state, _ = _checkpoint(workdir, config, 1)
+        assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(state))
