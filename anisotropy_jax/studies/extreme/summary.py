@@ -88,8 +88,7 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
 
 def run_summary(stats: dict[str, list[dict[str, np.ndarray]]], epsilon: float
                 ) -> dict[str, dict[str, list[Any]]]:
-    """{"attention": metric → per block, "states": metric → per state} of one forward; for the
-    trained weights also "massive" (per state: the top_k values, ratios and coordinates)."""
+    """{"attention": metric → per block, "states": metric → per state} of one forward."""
     return {"attention": _columns([attention_summary(b, epsilon) for b in stats["attention"]]),
             "states": _columns([state_summary(s) for s in stats["states"]])}
 
