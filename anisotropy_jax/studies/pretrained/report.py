@@ -55,6 +55,7 @@ def format_report(doc: dict[str, Any], names: Sequence[str] = TABLE_METRICS) -> 
     labels = doc["model"].get("state_labels") or [str(i) for i in doc["layers"]]
     seeds = doc.get("untrained_seeds", {}).get("seeds")
     for run, values in doc["metrics"].items():
+        names = [n for n in names if n in values]  # results of before a metric existed lack it
         lines.append(f"[{run}] state 0 = embedding output"
                      + ("; last = after the final norm" if labels[-1] == "final_norm" else "")
                      + (f"; mean over {len(seeds)} seeds {seeds}" if run == "untrained" and seeds
