@@ -11,7 +11,8 @@ DOCS = sorted((doc_tables.ROOT / "docs").glob("*.md"))
 
 def test_the_docs_bind_their_tables():
     kinds = {kind for doc in DOCS for kind, _, _ in doc_tables.embedded(doc.read_text())}
-    assert kinds >= {"claims", "depth", "control", "default", "closed_forms"}, kinds
+    assert kinds >= {"claims", "depth", "control", "default", "closed_forms", "seeds",
+                     "modalities", "embeddings_gain"}, kinds
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
