@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from anisotropy_jax import config
+from anisotropy_jax.config.extreme import ExtremeConfig
 from anisotropy_jax.config import (AnalysisConfig, BlockConfig, CrossModalConfig, DataConfig,
                                    DepthConfig, EmbeddingsConfig, ModalitiesConfig, ModelSpec,
                                    OptimConfig, PretrainedConfig, ReproduceConfig, SeriesConfig,
@@ -29,6 +30,7 @@ CONVERTERS = {
     "cross_modal": lambda c: from_mapping(CrossModalConfig, c),
     "depth_sweep": config.depth_config_from_mapping,
     "embedding_isotropy": lambda c: from_mapping(EmbeddingsConfig, c),
+    "extreme_tokens": lambda c: from_mapping(ExtremeConfig, c),
     "pretrained_anisotropy": lambda c: from_mapping(PretrainedConfig, c),
     "qk_dynamics": lambda c: from_mapping(AnalysisConfig, c),
     "reproduce": config.reproduce_config_from_mapping,
@@ -45,6 +47,7 @@ def _defaults(name):
         "cross_modal": CrossModalConfig,
         "depth_sweep": DepthConfig,
         "embedding_isotropy": EmbeddingsConfig,
+        "extreme_tokens": ExtremeConfig,
         "pretrained_anisotropy": PretrainedConfig,
         "qk_dynamics": AnalysisConfig,
         "train_clm": lambda: (config.default_train_config("clm"), AnalysisConfig()),
@@ -89,8 +92,9 @@ def test_reproduce_starts_from_its_dataclass_defaults():
     does not take from another config file's variant."""
     full = CONVERTERS["reproduce"](_module("reproduce").get_config("full"))
     default = {f.name: f.default for f in dataclasses.fields(ReproduceConfig)}  # no sweeps: refused
-    for field in ("studies", "seeds", "pretrained_models", "pretrained", "modalities", "depth"):
+    for field in ("studies", "seeds", "pretrained_models", "pretrained", "modalities"):
         assert getattr(full, field) == default[field], field
+    assert full.depth == dataclasses.replace(default["depth"], num_seeds=5)  # ≥ 5 seeds per claim
     kinds = ["biased", "norm_matched", "fixed_norm", "per_sequence"]
     assert [label for label, _ in full.sweeps] == (
         [f"inputs={k}" for k in kinds] + [f"pre-LN: inputs={k}" for k in kinds])
