@@ -320,7 +320,9 @@ def test_new_bias_values_of_the_same_count_do_not_recompile():
                         chunk_fn=COUNTED)
     b = grid.run(CONFIG.replace(bias_norms=(5.0, 0.1, 9.0, 40.0)), mesh=MESH,
                         chunk_fn=COUNTED)
-    assert COUNTED._cache_size() == 1
+    # chex's counter (n=1) refuses a second trace; the jit cache holds at most the one entry (it
+    # may read 0 when an earlier test in the same worker changed a config flag that flushes it)
+    assert COUNTED._cache_size() <= 1
     assert not np.allclose(a.per_seed["input_cosine"], b.per_seed["input_cosine"])  # it ran
     # The counter is live: a chunk of another shape is a second trace, which chex refuses.
     state = grid.init_seeds(CONFIG)
