@@ -98,7 +98,8 @@ def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = ""
     """{model: pretrained results.json}: where training raised the anisotropy above every
     untrained seed, does centring (removing the drift) remove most of it?"""
     crit = ("the average cosine of equal-norm vectors is a function of their drift, so ρ(drift, "
-            "cosine) is not the test (shown beside it, with its exact permutation p); holds if, "
+            "cosine) is not the test (shown beside it, without a p: the states of one network are not "
+            "independent samples); holds if, "
             "for at least one trained model, at at least half of the intermediate states where "
             "training raised the average cosine above every one of ≥ 2 untrained "
             "re-initialisations, centring removes at least "
@@ -118,10 +119,9 @@ def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = ""
         share = _trained_row(doc, "centering_removed_share", inner)
         untrained_share = _seed_rows(doc, "centering_removed_share", inner)
         rho = doc["correlations"]["trained"]["drift_norm_vs_average_cosine"]
-        p = rho.get("spearman_p")
+        # no p: the states of one network are not independent samples
         tail = (f"; untrained share {_span(untrained_share)} ({untrained_share.shape[0]} seeds); "
-                f"ρ(drift, cosine) = {_g(rho['spearman'])}"
-                + (f", p {_g(p)}" if p is not None else "") + f" (n = {rho['n']})")
+                f"ρ(drift, cosine) = {_g(rho['spearman'])} over {rho['n']} states of one network")
         if not raised.any():
             numbers.append(f"{name}: training raised the average cosine above the untrained "
                            f"seeds at none of {len(inner)} intermediate states{tail}")
