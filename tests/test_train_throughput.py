@@ -65,3 +65,25 @@ def test_dot_product_core_has_the_xla_cores_gradients():
         g_xla = jax.grad(lambda *a: loss(xla_core, *a), argnum)(q, k, v)
         g_dot = jax.grad(lambda *a: loss(dot_product_core, *a), argnum)(q, k, v)
         np.testing.assert_allclose(g_dot, g_xla, atol=1e-5, rtol=1e-5)
+
+
+def test_steps_per_dispatch_equal_single_steps():
+    """The benchmark's 'scanK' loop (K steps in one lax.scan) makes the same updates as K calls
+    of the loop's step."""
+    from anisotropy_jax import data as data_lib
+    from anisotropy_jax.studies.training import loop
+    from benchmarks import train_throughput
+    config = train_throughput.train_config(_bench_config("smoke"), "highest")
+    fns = loop.compile_run(config)
+    stream = data_lib.BatchIterator(config.data)
+    batches = [jax.device_put(stream.batch_at(i), fns.batch_sharded) for i in range(3)]
+    state = fns.init()
+    losses = []
+    for batch in batches:
+        state, metrics = fns.step(state, batch)
+        losses.append(float(metrics["loss"]))
+    scanned, metrics = train_throughput._multi_step(fns.step, 3)(
+        fns.init(), jax.tree.map(lambda *xs: jnp.stack(xs), *batches))
+    np.testing.assert_allclose(np.asarray(metrics["loss"]), losses, rtol=1e-6)
+    for a, b in zip(jax.tree.leaves(scanned["params"]), jax.tree.leaves(state["params"])):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
