@@ -14,6 +14,9 @@
 * MLM masking (BERT): each position is selected with probability `mask_rate` (15%); a selected
   position becomes MASK with probability 80%, a uniformly random byte with 10%, and stays unchanged
   with 10%. The loss is taken on the selected positions only.
+* Synthetic: `source = 'bigram_backcopy'` draws sequences of the Bigram-Backcopy task instead
+  (`anisotropy_jax.bigram_backcopy`; no corpus and no split: training and validation batches are
+  independent draws from separate generators), with the same (seed, step) contract.
 """
 from __future__ import annotations
 
@@ -24,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax import corpus
+from anisotropy_jax import bigram_backcopy, corpus
 from anisotropy_jax.config import (MASK_ID, NUM_BYTES, OBJECTIVES, SHAKESPEARE, ConfigError,
                                    DataConfig, vocab_size)
+from anisotropy_jax.config.training import BIGRAM_BACKCOPY
 
 # The data-side constants and DataConfig live in anisotropy_jax.config; re-exported for callers
 # that think of them as properties of the data.
@@ -138,13 +142,26 @@ class BatchIterator:
 
     def __init__(self, config: DataConfig, corpus: np.ndarray | None = None):
         self.config = config
+        self.position = 0
+        self.task = None
+        if config.source == BIGRAM_BACKCOPY:
+            self.task = bigram_backcopy.make_task(config)
+            self.corpus, self.split = np.zeros(0, np.uint8), None
+            return
         self.corpus = load_corpus(config.source) if corpus is None else corpus
         self.split = split_corpus(len(self.corpus), config.chunk_len, config.val_fraction,
                                   config.seed)
-        self.position = 0
+
+    def _synthetic(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        window = bigram_backcopy.sample_sequences(self.task, batch_size, self.config.seq_len + 1,
+                                                  rng)
+        return {"inputs": window[:, :-1], "targets": window[:, 1:],
+                "weights": np.ones((batch_size, self.config.seq_len), np.float32)}
 
     def batch_at(self, step: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng([self.config.seed, 0x7EA1, int(step)])
+        if self.task is not None:
+            return self._synthetic(self.config.batch_size, rng)
         return make_batch(self.config, self.corpus, self.split.train_starts,
                           self.split.chunk_len, self.config.batch_size, rng)
 
@@ -173,13 +190,26 @@ class BatchIterator:
     def validation_batch(self, batch_size: int, seed: int = 0) -> dict[str, np.ndarray]:
         """A fixed batch from the validation chunks (the same for the same seeds)."""
         rng = np.random.default_rng([self.config.seed, 0x0A11, int(seed)])
+        if self.task is not None:
+            return self._synthetic(batch_size, rng)
         return make_batch(self.config, self.corpus, self.split.val_starts, self.split.chunk_len,
                           batch_size, rng)
 
     def used_token_ids(self) -> np.ndarray:
         """Sorted ids that occur in the corpus (plus MASK for mlm): the rows of the embedding
         matrix that training actually moves."""
+        if self.task is not None:
+            return bigram_backcopy.used_token_ids(self.task)
         ids = np.flatnonzero(np.bincount(self.corpus, minlength=NUM_BYTES) > 0)
         if self.config.objective == "mlm":
             ids = np.append(ids, MASK_ID)
         return ids.astype(np.int32)
+
+    def loss_floor(self, batch: dict[str, np.ndarray]) -> float | None:
+        """The mean over `batch`'s weighted targets of the lowest expected loss (nats per token)
+        for a synthetic source (`bigram_backcopy.loss_floor`); None for text."""
+        if self.task is None:
+            return None
+        floor = bigram_backcopy.loss_floor(self.task, batch["inputs"])
+        weights = np.asarray(batch["weights"], np.float64)
+        return float(np.sum(floor * weights) / max(np.sum(weights), 1.0))

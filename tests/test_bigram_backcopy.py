@@ -1,0 +1,119 @@
+"""The Bigram-Backcopy data source (anisotropy_jax/bigram_backcopy.py) against float64 loops over
+its definition, its place in the training data path, and the training model's normalisation."""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from anisotropy_jax import bigram_backcopy as bb, data
+from anisotropy_jax.config import ConfigError, DataConfig, train_config_from_mapping
+from anisotropy_jax.models import attention
+from anisotropy_jax.studies import training
+
+CONFIG = DataConfig(source="bigram_backcopy", seq_len=32, batch_size=8, task_vocab=12,
+                    task_triggers=2, task_concentration=0.5, seed=3)
+
+
+def _reference_floor(task, x):
+    """Entropy of the true next-token distribution, one loop per token, float64."""
+    out = np.zeros(x.shape)
+    first = [i for i in range(1, task.vocab + 1) if i not in set(task.triggers.tolist())]
+    for b in range(x.shape[0]):
+        for t in range(x.shape[1]):
+            token = int(x[b, t])
+            if t == 0:
+                out[b, t] = math.log(len(first))
+            elif token in set(task.triggers.tolist()):
+                out[b, t] = 0.0
+            else:
+                out[b, t] = -sum(p * math.log(p) for p in task.transition[token] if p > 0)
+    return out
+
+
+def _true_log_prob(task, seq, t):
+    """log P(x_{t+1} | x_0 … x_t) under the rules, looped."""
+    triggers = set(task.triggers.tolist())
+    nxt = int(seq[t + 1])
+    if t == 0:
+        return math.log(1.0 / (task.vocab - len(triggers))) if nxt not in triggers else -math.inf
+    if int(seq[t]) in triggers:
+        return 0.0 if nxt == int(seq[t - 1]) else -math.inf
+    p = task.transition[int(seq[t]), nxt]
+    return math.log(p) if p > 0 else -math.inf
+
+
+def test_sequences_obey_the_rules_and_follow_the_transition_matrix():
+    task = bb.make_task(CONFIG)
+    assert np.allclose(task.transition[1:].sum(axis=1), 1.0) and task.transition[:, 0].sum() == 0
+    assert len(task.triggers) == 2 and set(task.triggers) <= set(range(1, 13))
+    x = bb.sample_sequences(task, 400, 64, np.random.default_rng(0))
+    triggers = set(task.triggers.tolist())
+    counts = np.zeros_like(task.transition)
+    for seq in x:
+        assert seq[0] == bb.BOS_ID and seq[1] not in triggers and bb.BOS_ID not in seq[1:]
+        for t in range(1, len(seq) - 1):
+            assert math.isfinite(_true_log_prob(task, seq, t))
+            if int(seq[t]) in triggers:
+                assert seq[t + 1] == seq[t - 1]
+            else:
+                counts[seq[t], seq[t + 1]] += 1
+    # The empirical bigram rows of the non-trigger transitions match P (many draws per row).
+    rows = counts.sum(axis=1) > 2000
+    assert rows.sum() >= 5
+    empirical = counts[rows] / counts[rows].sum(axis=1, keepdims=True)
+    assert np.max(np.abs(empirical - task.transition[rows])) < 0.05
+
+
+def test_loss_floor_matches_a_loop_and_the_mean_true_log_loss():
+    stream = data.BatchIterator(CONFIG)
+    batch = stream.validation_batch(64)
+    floor = bb.loss_floor(stream.task, batch["inputs"])
+    np.testing.assert_allclose(floor, _reference_floor(stream.task, batch["inputs"]), rtol=1e-12)
+    assert stream.loss_floor(batch) == pytest.approx(float(floor.mean()), rel=1e-12)
+    # The floor is the expected true log loss: its mean over many draws approaches the sampled
+    # −log P(target | past) (law of large numbers; 512 × 32 targets).
+    big = bb.sample_sequences(stream.task, 512, 33, np.random.default_rng(1))
+    nll = -np.mean([[_true_log_prob(stream.task, s, t) for t in range(32)] for s in big])
+    assert bb.loss_floor(stream.task, big[:, :-1]).mean() == pytest.approx(nll, abs=0.03)
+    # After a trigger the floor is 0; the mean floor lies below the uniform loss ln V.
+    assert np.all(floor[np.isin(batch["inputs"], stream.task.triggers)] == 0)
+    assert 0 < stream.loss_floor(batch) < math.log(12)
+
+
+def test_the_stream_is_a_pure_function_of_seed_and_step_and_the_task_of_task_seed():
+    a, b = data.BatchIterator(CONFIG), data.BatchIterator(CONFIG)
+    for key in ("inputs", "targets", "weights"):
+        np.testing.assert_array_equal(a.batch_at(5)[key], b.batch_at(5)[key])
+    np.testing.assert_array_equal(a.batch_at(5)["inputs"][:, 1:], a.batch_at(5)["targets"][:, :-1])
+    assert not np.array_equal(a.batch_at(5)["inputs"], a.batch_at(6)["inputs"])
+    other = data.BatchIterator(dataclasses.replace(CONFIG, seed=4))
+    assert not np.array_equal(a.batch_at(5)["inputs"], other.batch_at(5)["inputs"])
+    np.testing.assert_array_equal(a.task.transition, other.task.transition)
+    moved = data.BatchIterator(dataclasses.replace(CONFIG, task_seed=1))
+    assert not np.array_equal(a.task.transition, moved.task.transition)
+    np.testing.assert_array_equal(a.used_token_ids(), np.arange(13))
+    a.position = 7
+    b.restore(a.state())
+    assert b.position == 7 and data.BatchIterator(DataConfig()).loss_floor(a.batch_at(0)) is None
+
+
+def test_config_refuses_mlm_and_bad_task_fields():
+    with pytest.raises(ConfigError, match="data.source"):
+        train_config_from_mapping({"objective": "mlm", "data": {"source": "bigram_backcopy"}})
+    with pytest.raises(ConfigError, match="data.task_triggers"):
+        DataConfig(source="bigram_backcopy", task_vocab=4, task_triggers=4)
+    with pytest.raises(ConfigError, match="data.task_vocab"):
+        DataConfig(task_vocab=256)
+
+
+@pytest.mark.parametrize("name", sorted(attention.NORMALIZATIONS))
+def test_the_training_block_takes_the_normalisation_and_refuses_fused_cores_for_others(name):
+    train, _ = train_config_from_mapping({"model": {"attention_normalization": name}})
+    block = train.transformer_config().block
+    assert block.attention_normalization == name and block.attention_impl == "xla"
+    if name != "softmax":
+        with pytest.raises(ConfigError, match="model.attention_impl"):
+            training.abstract_state(train, attention_impl="dot_product")
+    with pytest.raises(ConfigError, match="model.attention_normalization"):
+        train_config_from_mapping({"model": {"attention_normalization": name + "_unknown"}})
