@@ -63,17 +63,22 @@ def _reference_block(block, mask, causal):
                         for j in range(h)] for i in range(b)])
     qbar = q[mask].mean(0)  # (H, Dh)
     shared, excess = np.zeros(h), np.zeros(h)
+    positive, carried = np.zeros(h), np.zeros(h)
     for j in range(h):
         rows = [(i, t) for i in range(b) for t in range(l)
                 if mask[i, t] and visible[i, 0, t].sum() > 1]
         for i, t in rows:
             vis = visible[i, 0, t]
             delta = k[i, 0, j] - k[i, vis, j].mean(0)
-            excess[j] += q[i, t, j] @ delta / np.sqrt(dh) / len(rows)
-            shared[j] += qbar[j] @ delta / np.sqrt(dh) / len(rows)
+            one_excess, one_shared = q[i, t, j] @ delta / np.sqrt(dh), qbar[j] @ delta / np.sqrt(dh)
+            excess[j] += one_excess / len(rows)
+            shared[j] += one_shared / len(rows)
+            positive[j] += (one_excess > 0) / len(rows)
+            carried[j] += (one_excess > 0 and one_shared >= one_excess / 2) / len(rows)
     vnorm = np.linalg.norm(v, axis=-1)  # (B, L, H)
     mean_v = np.array([vnorm[i][mask[i]].mean(0) for i in range(b)])
     return {"sink_score": alpha0, "excess": excess, "shared": shared,
+            "query_positive": positive, "query_carried": carried,
             "noop_score": alpha0 * vnorm[:, 0, :] / mean_v}
 
 
@@ -105,6 +110,10 @@ def test_layer_statistics_match_float64_references(name):
         without = x_BxLxD[:, 1:][mask[:, 1:]]
         eig = np.linalg.eigvalsh(np.cov(without.T, bias=True))
         assert got["top_pc_share_without_first"] == pytest.approx(eig[-1] / eig.sum(), rel=1e-4)
+        units = without / np.linalg.norm(without, axis=1, keepdims=True)
+        n = len(without)
+        assert got["average_cosine_without_first"] == pytest.approx(
+            ((units @ units.T).sum() - n) / (n * (n - 1)), abs=1e-5)
 
 
 def test_storage_does_not_grow_with_length():
@@ -115,10 +124,10 @@ def test_storage_does_not_grow_with_length():
     assert short == long
     # B = 3, H = 4, 2 blocks; 4 states (GPT-2's last after the final norm), top_k = 4,
     # top_dims = 2 (floats kept as float64, coordinates and counts as int32)
-    per_block = 4 * 3 * 4 * 8 + 3 * 4 * 4 + 3 * 4 * 8  # (B, H) floats, free_sink_key; (H,)
+    per_block = 4 * 3 * 4 * 8 + 3 * 4 * 4 + 5 * 4 * 8  # (B, H) floats, free_sink_key; (H,)
     per_state = (2 * 4 * 8 + 3 * 4 * 4  # top values and ratios; their coordinates
                  + 3 * 8 + 2 * 3 * 4 + 2 * 3 * 8  # median; massive/relative counts; kurtosis, ∞
-                 + 5 * 8 + 2 * 4)  # five scalars; the top CC_d dimensions
+                 + 6 * 8 + 2 * 4)  # six scalars; the top CC_d dimensions
     assert short == 2 * per_block + 4 * per_state
 
 
@@ -128,15 +137,20 @@ def test_summary_rates_and_shared_share():
              "free_sink_key": np.array([[0, 3], [0, 1], [2, 0]]),
              "noop_score": np.ones((3, 2)), "output_ratio": np.ones((3, 2)),
              "excess": np.array([2.0, 1.0]), "shared": np.array([1.5, 3.0]),
-             "query_specific": np.array([0.5, -2.0])}
+             "query_specific": np.array([0.5, -2.0]),
+             "query_positive": np.array([1.0, 0.9]), "query_carried": np.array([0.5, 0.2])}
     got = summary.attention_summary(block, 0.3)
     assert got["sink_rate"] == pytest.approx(3 / 5)
     assert got["free_sink_rate"] == pytest.approx(4 / 6)
     assert got["free_sink_first"] == pytest.approx(3 / 6)
     np.testing.assert_allclose(got["head_sink_rate"], [2 / 3, 1 / 2])
     assert got["shared_share_sink_heads"] == pytest.approx(0.75)  # head 0 only (1/2 is no majority)
+    assert got["sink_heads"] == 1 and got["carried_sink_heads"] == 1.0  # 0.5 of its queries
+    block["query_carried"][0] = 0.49
+    assert summary.attention_summary(block, 0.3)["carried_sink_heads"] == 0.0
     block["sink_score"][:] = 0.0
-    assert np.isnan(summary.attention_summary(block, 0.3)["shared_share_sink_heads"])
+    got = summary.attention_summary(block, 0.3)
+    assert np.isnan(got["shared_share_sink_heads"]) and np.isnan(got["carried_sink_heads"])
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,16 @@ attn_weights; models.block):
   excess, shared, query_specific  (H,) the first key's logit excess and its split into
                     q̄·(k_0 − k̄) and the rest (`sink_logit_split`, on q·k/√Dh: an additive
                     logit bias, MPNet's relative positions, is not in it)
+  query_positive, query_carried  (H,) per query (`query_split`): the share of the counted
+                    queries whose excess is > 0, and whose excess is > 0 and at least half
+                    carried by the shared term (shared_i ≥ excess_i / 2)
 Per hidden state (the family's `states`: embedding output, every block's output, the final
 norm's output where there is one), over the measured tokens (`metrics.extreme`):
   top_values, top_batch, top_token, top_dim, top_ratio (top_k,)   massive activations
   median, massive_count, relative_count, kurtosis, inf_norm (B,)  per sequence
   cc_top_share (), cc_top_dims (top_dims,), average_cosine ()    CC_d (rogue dimensions)
   standardized_cosine (), top_pc_share (), top_pc_share_without_first ()
+  average_cosine_without_first ()  Σ_d CC_d over every token but each sequence's first
 The visible-key mask is read from the logits (masked entries are MASK_VALUE), so causal, padding
 and local-chunk masks are all the model's own.
 """
@@ -38,10 +42,38 @@ from anisotropy_jax.models.attention import MASK_VALUE
 Array = jax.Array
 HEAD_KEYS = ("sink_score", "free_sink_score", "free_sink_key", "noop_score", "output_ratio")
 SPLIT_KEYS = ("excess", "shared", "query_specific")
+QUERY_KEYS = ("query_positive", "query_carried")
+CARRIED = 0.5  # a query's excess is carried by the shared term: shared_i ≥ CARRIED · excess_i
 STATE_KEYS = ("top_values", "top_batch", "top_token", "top_dim", "top_ratio", "median",
               "massive_count", "relative_count", "kurtosis", "inf_norm", "cc_top_share",
               "cc_top_dims", "average_cosine", "standardized_cosine", "top_pc_share",
-              "top_pc_share_without_first")
+              "top_pc_share_without_first", "average_cosine_without_first")
+
+
+def query_split(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array, visible_BxHxLxL: Array,
+                query_mask_BxL: Array) -> dict[str, Array]:
+    """The split of `sinks.sink_logit_split` per query (same q̄, Δ_bi and counted queries, from
+    its `_sink_offsets`): per head (H,), the share of the counted queries whose excess
+    s q_bi·Δ_bi is > 0 ("query_positive"), and whose excess is > 0 with the shared term
+    s q̄·Δ_bi ≥ CARRIED × the excess ("query_carried"). NaN for a head without counted queries."""
+    q, k = queries_BxLxHxDh, keys_BxLxHxDh
+    s = q.shape[-1] ** -0.5
+    w_BxL = query_mask_BxL.astype(q.dtype)
+    mean_q_HxDh = jnp.einsum("blhd,bl->hd", q, w_BxL) / jnp.sum(w_BxL)
+    delta_BxHxLxDh, n_vis_BxHxL = sinks._sink_offsets(k, visible_BxHxLxL, w_BxL)
+    counted = visible_BxHxLxL[..., 0] & (n_vis_BxHxL > 1) & query_mask_BxL[:, None, :]
+    excess = s * jnp.sum(jnp.transpose(q, (0, 2, 1, 3)) * delta_BxHxLxDh, axis=-1)
+    shared = s * jnp.einsum("hd,bhqd->bhq", mean_q_HxDh, delta_BxHxLxDh,
+                            precision=jax.lax.Precision.HIGHEST)
+    n_H = jnp.sum(counted, axis=(0, 2)).astype(q.dtype)
+
+    def share(condition_BxHxL):
+        got = jnp.sum(counted & condition_BxHxL, axis=(0, 2)).astype(q.dtype)
+        return jnp.where(n_H > 0, got / jnp.maximum(n_H, 1.0), jnp.nan)
+
+    positive = excess > 0
+    return {"query_positive": share(positive),
+            "query_carried": share(positive & (shared >= CARRIED * excess))}
 
 
 def attention_statistics(block: dict[str, Array], query_mask_BxL: Array) -> dict[str, Array]:
@@ -55,14 +87,15 @@ def attention_statistics(block: dict[str, Array], query_mask_BxL: Array) -> dict
     widely_seen = 2 * viewers_BxHxL >= queries_BxH
     free, free_key = sinks.max_key_attention(jnp.where(widely_seen, scores_BxHxL, jnp.nan))
     alpha0_BxH = scores_BxHxL[..., 0]
-    split = sinks.sink_logit_split(block["queries"].astype(jnp.float32),
-                                   block["keys"].astype(jnp.float32), visible, query_mask_BxL)
+    queries, keys = block["queries"].astype(jnp.float32), block["keys"].astype(jnp.float32)
+    split = sinks.sink_logit_split(queries, keys, visible, query_mask_BxL)
     values = block["values"].astype(jnp.float32)
     return {"sink_score": alpha0_BxH, "free_sink_score": free, "free_sink_key": free_key,
             "noop_score": sinks.noop_head_score(alpha0_BxH, values, query_mask_BxL),
             "output_ratio": sinks.attention_output_norms(attn, values, visible,
                                                          query_mask_BxL)["ratio"],
-            **{key: split[key] for key in SPLIT_KEYS}}
+            **{key: split[key] for key in SPLIT_KEYS},
+            **query_split(queries, keys, visible, query_mask_BxL)}
 
 
 def state_statistics(x_BxLxD: Array, mask_BxL: Array, top_k: int, top_dims: int
@@ -78,7 +111,9 @@ def state_statistics(x_BxLxD: Array, mask_BxL: Array, top_k: int, top_dims: int
             "standardized_cosine": extreme.standardized_average_cosine(x_BxLxD, mask_BxL),
             "top_pc_share": extreme.top_pc_share(x_BxLxD, mask_BxL),
             "top_pc_share_without_first": extreme.top_pc_share(x_BxLxD, mask_BxL,
-                                                               drop_first=True)}
+                                                               drop_first=True),
+            "average_cosine_without_first": jnp.sum(extreme.cosine_contributions(
+                x_BxLxD[:, 1:], mask_BxL[:, 1:]))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -11,7 +11,12 @@ Per attention layer (block i = state i's producer; "attention"):
   excess, shared, query_specific   mean over heads of the first key's logit excess and its split
   shared_share_sink_heads          Σ shared / Σ excess over the sink heads (a head whose α_0 > ε
                     in more than half of the sequences); None without sink heads
-  head_sink_rate, head_excess, head_shared, head_query_specific   (H,) per head
+  carried_sink_heads               share of the sink heads whose excess is carried by the
+                    shared term query by query: shared_i ≥ excess_i / 2 > 0 for at least
+                    CARRIED_MAJORITY of the head's counted queries; None without sink heads
+  sink_heads        number of sink heads
+  head_sink_rate, head_excess, head_shared, head_query_specific, head_query_positive,
+  head_query_carried   (H,) per head
 Per hidden state ("states"):
   massive_top, massive_top_ratio, massive_top_token, massive_top_dim   the largest |activation|
                     (signed), its ratio to its sequence's median |activation|, its coordinates
@@ -19,7 +24,7 @@ Per hidden state ("states"):
   massive_count, relative_count   activations over 100 and 1,000× the median / over 1,000× alone
   kurtosis, inf_norm              means over sequences (Bondarenko et al.)
   average_cosine, cc_top_share, cc_top_dims, standardized_cosine   CC_d (Timkey & van Schijndel)
-  top_pc_share, top_pc_share_without_first
+  top_pc_share, top_pc_share_without_first, average_cosine_without_first
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from typing import Any
 import numpy as np
 
 SINK_HEAD_MAJORITY = 0.5  # a sink head: α_0 > ε in more than this share of the sequences
+CARRIED_MAJORITY = 0.5  # a carried sink head: this share of its queries carried (layers.CARRIED)
 
 
 def _value(x: Any) -> Any:
@@ -65,8 +71,13 @@ def attention_summary(block: dict[str, np.ndarray], epsilon: float) -> dict[str,
             "query_specific": np.nanmean(block["query_specific"]),
             "shared_share_sink_heads": (float(np.sum(block["shared"][sink_heads])) / excess
                                         if sink_heads.any() and excess != 0 else math.nan),
+            "carried_sink_heads": (np.mean(block["query_carried"][sink_heads] >= CARRIED_MAJORITY)
+                                   if sink_heads.any() else math.nan),
+            "sink_heads": int(np.sum(sink_heads)),
             "head_sink_rate": head_rate, "head_excess": block["excess"],
-            "head_shared": block["shared"], "head_query_specific": block["query_specific"]}
+            "head_shared": block["shared"], "head_query_specific": block["query_specific"],
+            "head_query_positive": block["query_positive"],
+            "head_query_carried": block["query_carried"]}
 
 
 def state_summary(state: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -79,7 +90,8 @@ def state_summary(state: dict[str, np.ndarray]) -> dict[str, Any]:
             "kurtosis": np.nanmean(state["kurtosis"]), "inf_norm": np.mean(state["inf_norm"]),
             **{key: state[key] for key in ("average_cosine", "cc_top_share", "cc_top_dims",
                                            "standardized_cosine", "top_pc_share",
-                                           "top_pc_share_without_first")}}
+                                           "top_pc_share_without_first",
+                                           "average_cosine_without_first")}}
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
