@@ -11,7 +11,10 @@ Variants (`--config=extreme:VARIANT`):
            4 images or utterances, 5 untrained seeds
   smoke    all-MiniLM-L6-v2 only, 8 sentences, 2 untrained seeds (CI)
   small    MiniLM-L6, MiniLM-L3, SmolLM2-135M and DINOv2-S, 16 sentences, 4 images, 5
-           untrained seeds (the numbers of docs/EXTREME_TOKENS.md)
+           untrained seeds
+  report   every installed model, 16 sentences, 4 images or utterances, 5 untrained seeds (the
+           default halved in sentences to fit a shared 2-core CPU: the numbers of
+           docs/REPORT.md "Extreme tokens (issue 22)")
 Every field is an ExtremeConfig field (anisotropy_jax/config/extreme.py) and can be overridden
 with --config.FIELD=VALUE.
 """
@@ -20,11 +23,12 @@ import ml_collections
 from anisotropy_jax.config import config_dict, with_variants
 from anisotropy_jax.config.extreme import ExtremeConfig
 
-VARIANTS = ("default", "smoke", "small")
+VARIANTS = ("default", "smoke", "small", "report")
 SETTINGS = {"smoke": {"models": ("all-MiniLM-L6-v2",), "num_sentences": 8, "untrained_seeds": 2},
             "small": {"models": ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2",
                                  "SmolLM2-135M-Instruct", "DINOv2-S"),
-                      "num_sentences": 16}}
+                      "num_sentences": 16},
+            "report": {"num_sentences": 16}}
 FIELD_DOCS = {"": ExtremeConfig}
 
 
