@@ -13,7 +13,7 @@ INITS = ("bert", "lecun", "xavier", "t5")
 ATTENTIONS = ("softmax", "qk_layernorm")
 # The attention normalisation step (models/attention.py, NORMALIZATIONS holds the functions;
 # tests/test_model.py checks that the two lists agree).
-ATTENTION_NORMALIZATIONS = ("softmax",)
+ATTENTION_NORMALIZATIONS = ("softmax", "off_by_one", "sigmoid", "softpick", "clipped_softmax")
 # Hugging Face `hidden_act` names of the MLP activation (models/layers.py, ACTIVATIONS).
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "swish", "relu")
 # Matmul precision, one vocabulary everywhere (the configs, the benchmarks, the profilers):
@@ -63,7 +63,18 @@ class BlockConfig:
       attention: 'softmax' (scaled dot product) or 'qk_layernorm' (a norm over Dh applied to
         queries and keys before the dot product, with learnable gain, no bias).
       attention_normalization: the function that turns masked logits into attention weights
-        (models/attention.py, NORMALIZATIONS); 'softmax' today.
+        (models/attention.py, NORMALIZATIONS): 'softmax'; 'off_by_one' e^ℓ/(1 + Σ e^ℓ);
+        'sigmoid' σ(ℓ − ln n), n visible keys (Ramapuram et al. 2024); 'softpick'
+        ReLU(e^ℓ − 1)/(Σ|e^ℓ − 1| + 1e-6) (Zuhri et al. 2025); 'clipped_softmax'
+        clip((ζ − γ)·softmax + γ, 0, 1) (Bondarenko et al. 2023). Only softmax rows sum to one;
+        the others need attention_impl='xla'.
+      clip_zeta: ζ ≥ 1 of 'clipped_softmax' (ignored by the others).
+      clip_gamma: γ ≤ 0 of 'clipped_softmax' (ignored by the others); the default −0.025 is the
+        value we take from Bondarenko et al.'s BERT runs (ζ = 1, γ = 0 is the softmax).
+      attention_output_gate: multiply each head's mixed output by σ(x·w_h + b_h) before the
+        output projection (Bondarenko et al.'s gated attention: a Dense D → H named `gate`,
+        N(0, init_std²)-style init of `init`, bias 0; x the attention input); needs
+        attention_impl='xla'. Off: no `gate` parameters.
       logit_temperature: τ; logits are q·k / (√Dh · τ) (or q·k · logit_scale).
       logit_scale: when set, logits are q·k · logit_scale instead (T5: 1.0, no 1/√Dh).
       causal: mask future keys.
@@ -112,6 +123,9 @@ class BlockConfig:
     layer_norm_eps: float = 1e-12
     attention: str = "softmax"
     attention_normalization: str = "softmax"
+    clip_zeta: float = 1.0
+    clip_gamma: float = -0.025
+    attention_output_gate: bool = False
     logit_temperature: float = 1.0
     logit_scale: float | None = None
     causal: bool = False
@@ -169,6 +183,17 @@ class BlockConfig:
         for name in ("residual_scale", "skip_scale"):
             value = getattr(self, name)
             require(math.isfinite(value), f"model.{name}", f"must be finite, got {value!r}")
+        require(math.isfinite(self.clip_zeta) and self.clip_zeta >= 1, "model.clip_zeta",
+                f"must be finite and >= 1, got {self.clip_zeta!r}")
+        require(math.isfinite(self.clip_gamma) and self.clip_gamma <= 0, "model.clip_gamma",
+                f"must be finite and <= 0, got {self.clip_gamma!r}")
+        require(isinstance(self.attention_output_gate, bool), "model.attention_output_gate",
+                f"must be True or False, got {self.attention_output_gate!r}")
+        require(self.attention_impl == "xla" or (self.attention_normalization == "softmax"
+                                                 and not self.attention_output_gate),
+                "model.attention_impl", f"{self.attention_impl!r} computes softmax attention "
+                f"only: attention_normalization={self.attention_normalization!r} and "
+                f"attention_output_gate={self.attention_output_gate} need attention_impl='xla'")
         require(not self.parallel_residual or self.norm_position == "pre",
                 "model.parallel_residual", "needs norm_position='pre'")
         require(self.attention_impl == "xla" or (

@@ -76,6 +76,10 @@ class SweepConfig:
       points_per_step: bias norms of a seed evaluated at once (vmapped) inside a chunk, the rest
         in a loop on the device; 0 = auto (1 on the CPU, the whole chunk on accelerators). Same
         values either way; only speed and memory change.
+      sink_metrics: also report the attention mass Σ_k w_qk (1 by definition for softmax), Gu et
+        al.'s sink rate (share of (sequence, head) pairs whose mean weight on key 0 exceeds 0.3)
+        and the no-op score α_0·‖v_0‖/mean‖v‖ at every s (studies/sweep/points.py SINK_METRICS);
+        on by itself for an attention_normalization other than softmax.
     """
 
     block: BlockConfig = BlockConfig()
@@ -88,6 +92,7 @@ class SweepConfig:
     chunk_size: int = 8
     reuse_projections: bool = True
     points_per_step: int = 0
+    sink_metrics: bool = False
 
     def __post_init__(self):
         require(isinstance(self.block, BlockConfig), "model",
@@ -96,10 +101,16 @@ class SweepConfig:
                               ("chunk_size", 0), ("points_per_step", 0)):
             require_int(getattr(self, name), name, minimum)
         require_bool(self.reuse_projections, "reuse_projections")
+        require_bool(self.sink_metrics, "sink_metrics")
         require_choice(self.inputs, "inputs", INPUTS, "inputs")
         require(isinstance(self.bias_norms, tuple), "bias_norms",
                 f"must be a non-empty tuple of floats, got {self.bias_norms!r}")
         object.__setattr__(self, "bias_norms", _as_bias_norms(self.bias_norms))
+
+    @property
+    def reports_sink_metrics(self) -> bool:
+        """`sink_metrics`, or a normalisation whose weights need not sum to one."""
+        return self.sink_metrics or self.block.attention_normalization != "softmax"
 
     @property
     def num_points(self) -> int:
@@ -125,9 +136,10 @@ def sweep_config_dict() -> ml_collections.ConfigDict:
 
       precision: the block's matmul precision, 'highest' | 'default' | 'bfloat16'.
       compare_field: '' (one sweep), or a model field or one of COMPARABLE_SWEEP_FIELDS
-        ('inputs') to vary into shared figures: one sweep per value of compare_values.
+        ('inputs') to vary into shared figures: one sweep per value of compare_values; or
+        several such fields joined by ',' (e.g. 'attention_normalization,inputs').
       compare_values: the values of compare_field, one sweep each (same weights, seeds and grid
-        for every value).
+        for every value); with several fields, one tuple of values (in field order) per sweep.
     """
     out = block_form(SweepConfig(), SWEEP_MODEL_FIELDS)
     out.compare_field, out.compare_values = "", ()
@@ -140,7 +152,8 @@ def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, Swe
     The experiment form has `model` (the block), a top-level `precision`, and optionally
     `compare_field` / `compare_values`. Returns [(label, SweepConfig)]: one sweep, or one per
     entry of `compare_values` when `compare_field` names a model field or one of
-    `COMPARABLE_SWEEP_FIELDS` (labels "field=value"; the sweeps share seeds and grid). Every
+    `COMPARABLE_SWEEP_FIELDS` (labels "field=value", or "f1=v1, f2=v2" with several fields
+    joined by ','; the sweeps share seeds and grid). Every
     error is a one-line `ConfigError` naming the field.
     """
     rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
@@ -162,20 +175,25 @@ def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, Swe
                 "set compare_field to the model field they vary")
         return [(default_label(block), base)]
     known = {f.name for f in dataclasses.fields(BlockConfig)} - {"precision"}
-    require(compare_field in known | set(COMPARABLE_SWEEP_FIELDS), "compare_field",
-            f"{compare_field!r} is not a model field or one of {COMPARABLE_SWEEP_FIELDS}; "
-            f"choose one of {sorted(known) + list(COMPARABLE_SWEEP_FIELDS)}")
+    fields = [name.strip() for name in compare_field.split(",")]
+    for name in fields:
+        require(name in known | set(COMPARABLE_SWEEP_FIELDS), "compare_field",
+                f"{name!r} is not a model field or one of {COMPARABLE_SWEEP_FIELDS}; "
+                f"choose one of {sorted(known) + list(COMPARABLE_SWEEP_FIELDS)}")
     require(len(compare_values) >= 1, "compare_values", "give at least one value of compare_field")
     sweeps = []
     for value in compare_values:
+        values = (tuple(value) if len(fields) > 1 and isinstance(value, (tuple, list))
+                  else (value,))
+        require(len(values) == len(fields), "compare_values",
+                f"{value!r} does not give one value for each of {fields}")
+        sweep_changes = {f: v for f, v in zip(fields, values) if f in COMPARABLE_SWEEP_FIELDS}
+        model_changes = {f: v for f, v in zip(fields, values) if f not in sweep_changes}
         try:
-            if compare_field in COMPARABLE_SWEEP_FIELDS:
-                sweep = base.replace(**{compare_field: value})
-            else:
-                sweep = base.replace(block=block.replace(**{compare_field: value}))
+            sweep = base.replace(block=block.replace(**model_changes), **sweep_changes)
         except ConfigError as err:
             raise ConfigError(f"compare_values: {err}") from None
-        sweeps.append((f"{compare_field}={value}", sweep))
+        sweeps.append((", ".join(f"{f}={v}" for f, v in zip(fields, values)), sweep))
     labels = [label for label, _ in sweeps]
     require(len(set(labels)) == len(labels), "compare_values",
             f"repeated values {list(compare_values)}")

@@ -25,6 +25,11 @@ Variants (`--config=sweep:VARIANT`, or `--config=experiments/configs/bias_sweep.
                   sequence: shared within a sequence only), shared figures
   controls        all four side by side: biased, norm_matched, fixed_norm, per_sequence
                   (docs/BIAS_SWEEP.md "The controls"; `:pre_ln+controls` for the pre-LN block)
+  normalizations  every attention normalisation (softmax, off_by_one, sigmoid, softpick,
+                  clipped_softmax) and softmax with the head-wise output gate, each on the biased
+                  inputs and the norm-matched control (12 sweeps, same weights, seeds and grid),
+                  with the attention mass, sink rate and no-op score (docs/BIAS_SWEEP.md
+                  "Softmax alternatives at init"; `:smoke+normalizations` for CI)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
 line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
 Fields, defaults and their meaning: SweepConfig and BlockConfig (`model`) in anisotropy_jax/config
@@ -37,6 +42,11 @@ from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_config_dict, w
 
 # Every inputs kind, the biased inputs first (config/sweep.py INPUTS).
 CONTROLS = ("biased", "norm_matched", "fixed_norm", "per_sequence")
+# The normalisations side by side (models/attention.py NORMALIZATIONS; the gate with softmax),
+# each on the biased inputs and the norm-matched control.
+NORMALIZATION_RUNS = tuple((name, gate, kind) for name, gate in (
+    ("softmax", False), ("off_by_one", False), ("sigmoid", False), ("softpick", False),
+    ("clipped_softmax", False), ("softmax", True)) for kind in ("biased", "norm_matched"))
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 # The fields each variant sets (`with_variants`; a nested one by its dotted path).
 SETTINGS = {
@@ -54,6 +64,8 @@ SETTINGS = {
     "fixed_norm": {"compare_field": "inputs", "compare_values": ("biased", "fixed_norm")},
     "per_sequence": {"compare_field": "inputs", "compare_values": ("biased", "per_sequence")},
     "controls": {"compare_field": "inputs", "compare_values": CONTROLS},
+    "normalizations": {"compare_field": "attention_normalization,attention_output_gate,inputs",
+                       "compare_values": NORMALIZATION_RUNS, "sink_metrics": True},
 }
 VARIANTS = tuple(SETTINGS)
 

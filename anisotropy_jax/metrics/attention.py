@@ -3,7 +3,10 @@ query/key geometry.
 
 Input convention (every function here): float32 attention *logits* (..., Lq, Lk) — q·k/(√Dh·τ)
 before the softmax — and an optional boolean mask of visible keys broadcastable to them (False =
-masked: probability 0, whatever the logit). One value per query comes back, (..., Lq). The plain
+masked: probability 0, whatever the logit). One value per query comes back, (..., Lq). For
+a normalisation other than softmax, whose weights need not sum to one, `attention_statistics`
+takes the weights themselves (`weight_statistics`: entropy of the renormalised weights, and the
+mass Σ_k w_k as its own statistic). The plain
 attention path (`models.attention`), the fused kernel's test reference, the sweep's reduction, the
 dynamics analysis and the benchmark's parity check all call these functions.
 
@@ -26,7 +29,7 @@ from anisotropy_jax.metrics.norms import unit_vectors, vector_norms
 
 Array = jax.Array
 
-STATISTICS = ("entropy", "max", "sink")
+STATISTICS = ("entropy", "max", "sink")  # "mass" too for weights that need not sum to one
 CATEGORICAL_STATISTICS = ("query_agreement", "row_cosine", "query_key_information")
 
 
@@ -36,7 +39,8 @@ def _visible(mask: Array | None, shape) -> Array:
     return jnp.broadcast_to(jnp.asarray(mask).astype(bool), shape)
 
 
-def attention_statistics(logits: Array, mask: Array | None = None) -> dict[str, Array]:
+def attention_statistics(logits: Array, mask: Array | None = None, *,
+                         weights: Array | None = None) -> dict[str, Array]:
     """{"entropy", "max", "sink"}, each (..., Lq), of every query's softmax over its keys.
 
       entropy  −Σ_k p_k log p_k in nats, from log_softmax (never log(softmax)) with 0·log 0 = 0:
@@ -44,7 +48,13 @@ def attention_statistics(logits: Array, mask: Array | None = None) -> dict[str, 
       max      max_k p_k (1/n when uniform over n keys);
       sink     p_0, the probability on the first key (the attention sink).
     Masked keys (mask False, or logits of −inf) get p = 0. A row whose keys are all masked is NaN.
+
+    With `weights` (..., Lq, Lk), the weights of a normalisation whose rows need not sum to one
+    (models/attention.py NORMALIZATIONS), the statistics are those of the weights as given, and
+    the logits are not used: `weight_statistics`, which adds "mass".
     """
+    if weights is not None:
+        return weight_statistics(weights, mask)
     logits = jnp.asarray(logits)
     logits = jnp.where(_visible(mask, logits.shape), logits, -jnp.inf)
     log_p = jax.nn.log_softmax(logits, axis=-1)
@@ -52,6 +62,38 @@ def attention_statistics(logits: Array, mask: Array | None = None) -> dict[str, 
     return {"entropy": -jnp.sum(jnp.where(p > 0, p * log_p, 0.0), axis=-1),
             "max": jnp.exp(jnp.max(log_p, axis=-1)),  # = max p exactly (exp is monotone)
             "sink": p[..., 0]}
+
+
+def renormalized_weights(weights: Array, mask: Array | None = None) -> Array:
+    """w / Σ_k w_k over the visible keys (the shape of the attention), (..., Lq, Lk); masked keys
+    get 0. A row of zero mass (a head that attends to nothing: clipped softmax, softpick with
+    every logit ≤ 0, an underflowed sigmoid) is defined as uniform over its visible keys; a row
+    without visible keys stays all zero."""
+    w = jnp.asarray(weights)
+    visible = _visible(mask, w.shape)
+    w = jnp.where(visible, w, 0.0)
+    mass = jnp.sum(w, axis=-1, keepdims=True)
+    uniform = visible / jnp.maximum(jnp.sum(visible, axis=-1, keepdims=True), 1)
+    return jnp.where(mass > 0, w / jnp.where(mass > 0, mass, 1.0), uniform.astype(w.dtype))
+
+
+def weight_statistics(weights: Array, mask: Array | None = None) -> dict[str, Array]:
+    """{"entropy", "max", "sink", "mass"}, each (..., Lq), of attention weights (..., Lq, Lk) ≥ 0
+    that need not sum to one (off-by-one, sigmoid, softpick, clipped softmax):
+
+      entropy  the entropy (nats) of the renormalised weights p̂ = w/Σw over the visible keys
+               (`renormalized_weights`): the shape of the attention, whatever its mass; a row of
+               zero mass counts as uniform (entropy ln n), a row without visible keys as 0;
+      max      max_k w_k and
+      sink     w_0, of the weights as given (Gu et al.'s α_0 is the raw weight);
+      mass     Σ_k w_k over the visible keys (1 for softmax; 0 for a head that attends to nothing).
+    Masked keys count as weight 0 whatever `weights` holds there. Always finite.
+    """
+    w = jnp.where(_visible(mask, jnp.shape(weights)), jnp.asarray(weights), 0.0)
+    p = renormalized_weights(w, mask)
+    log_p = jnp.log(jnp.where(p > 0, p, 1.0))
+    return {"entropy": -jnp.sum(p * log_p, axis=-1), "max": jnp.max(w, axis=-1),
+            "sink": w[..., 0], "mass": jnp.sum(w, axis=-1)}
 
 
 def visible_key_counts(shape, mask: Array | None = None) -> Array:

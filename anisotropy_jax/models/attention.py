@@ -3,21 +3,22 @@
 Explicit einsums; logits and their normalisation in float32 at every matmul precision. Every
 family's attention is this one module (`SelfAttention`), switched by its BlockConfig: grouped
 key/value heads, rotary positions, a QK norm, an additive logit bias (relative positions, given
-by the stack), local chunks (CANINE). The normalisation is one named, selectable function
-(`NORMALIZATIONS`, `BlockConfig.attention_normalization`). The attention core — 'xla' (einsums;
-the (B, H, L, L) logits and weights are probes), the chunked local core, 'pallas' (one fused
-GPU kernel, `fused_attention`, that never writes them), or 'dot_product' (for training:
-`jax.nn.dot_product_attention`, cuDNN on GPUs, no (B, H, L, L) probes) — is chosen in one
-place, the core step of `SelfAttention` (`_use_fused_kernel`).
+by the stack), local chunks (CANINE), a head-wise sigmoid output gate. The normalisation is one
+named, selectable function (`NORMALIZATIONS`: softmax, off-by-one, sigmoid, softpick, clipped
+softmax; `BlockConfig.attention_normalization`). The core — 'xla' (einsums; the (B, H, L, L)
+logits and weights are probes), the chunked local core, 'pallas' (a fused GPU kernel,
+`fused_attention`, that never writes them) or 'dot_product' (`jax.nn.dot_product_attention`,
+cuDNN on GPUs; no (B, H, L, L) probes); the last two softmax only — is chosen in one place,
+the core step of `SelfAttention` (`_use_fused_kernel`).
 
-A caller may supply the input projection instead of letting attention compute x·[W_q W_k W_v] + b,
-through the small `PrecomputedQKV` protocol (the bias sweep shares one projection across the bias
-norms of a seed this way: studies/sweep/affine.py). Attention never learns what the projection
-stands for.
+A caller may supply the input projection x·[W_q W_k W_v] + b through the small `PrecomputedQKV`
+protocol (the bias sweep shares one projection across the bias norms of a seed this way:
+studies/sweep/affine.py). Attention never learns what the projection stands for.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+import functools
+from typing import Any, Callable, NamedTuple, Protocol
 
 import flax.linen as nn
 import jax
@@ -47,11 +48,8 @@ class AffineQKV(NamedTuple):
 
 
 class PrecomputedQKV(Protocol):
-    """An attention input projection computed by the caller.
-
-    It must equal x·[W_q W_k W_v] + b for the x passed alongside and the attention's own
-    parameters (the caller's tests check this; tests/test_sweep.py for the sweep's).
-    """
+    """An attention input projection computed by the caller: it must equal x·[W_q W_k W_v] + b
+    for the x passed alongside and the attention's own parameters (tests/test_sweep.py)."""
 
     def assemble(self) -> Array:
         """The projection, (B, L, 3D) float32."""
@@ -120,9 +118,64 @@ def softmax(logits_BxHxLxL: Array, mask: Array | None = None) -> Array:
     return jax.nn.softmax(logits_BxHxLxL, axis=-1)
 
 
+def _visible(logits: Array, mask: Array | None) -> Array:
+    return jnp.broadcast_to(True if mask is None else jnp.asarray(mask, bool), logits.shape)
+
+
+def _shifted(logits: Array) -> tuple[Array, Array]:
+    """(ℓ − m, m) with m = max(max_j ℓ_j, 0) per row: the implicit zero logit of off-by-one and
+    softpick is included, so no exp overflows and e^{−m} ≤ 1."""
+    m = jax.lax.stop_gradient(jnp.maximum(jnp.max(logits, axis=-1, keepdims=True), 0.0))
+    return logits - m, m
+
+
+def off_by_one(logits: Array, mask: Array | None = None) -> Array:
+    """exp(ℓ_i) / (1 + Σ_j exp(ℓ_j)) (softmax with an extra zero logit): e^{ℓ−m}/(e^{−m} +
+    Σ e^{ℓ−m}), m = max(max ℓ, 0). Masked keys and fully masked rows get exactly 0."""
+    shifted, m = _shifted(logits)
+    e = jnp.where(_visible(logits, mask), jnp.exp(shifted), 0.0)
+    return e / (jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True))
+
+
+def sigmoid(logits: Array, mask: Array | None = None) -> Array:
+    """σ(ℓ_i + b), b = −ln n with n the query's number of visible keys (Ramapuram et al. 2024;
+    causal: n = i + 1). Masked keys and fully masked rows get exactly 0."""
+    visible = _visible(logits, mask)
+    n = jnp.maximum(jnp.sum(visible, axis=-1, keepdims=True), 1).astype(logits.dtype)
+    return jnp.where(visible, jax.nn.sigmoid(logits - jnp.log(n)), 0.0)
+
+
+def softpick(logits: Array, mask: Array | None = None, eps: float = 1e-6) -> Array:
+    """ReLU(e^ℓ − 1) / (Σ_j |e^{ℓ_j} − 1| + ε) (Zuhri et al. 2025), as ReLU(e^{ℓ−m} − e^{−m}) /
+    (Σ |e^{ℓ−m} − e^{−m}| + ε e^{−m}), m = max(max ℓ, 0); the sum runs over visible keys only.
+    Masked keys and fully masked rows get exactly 0; so does a row with every logit ≤ 0."""
+    visible = _visible(logits, mask)
+    shifted, m = _shifted(logits)
+    a = jnp.where(visible, jnp.exp(shifted) - jnp.exp(-m), 0.0)
+    return jax.nn.relu(a) / (jnp.sum(jnp.abs(a), axis=-1, keepdims=True) + eps * jnp.exp(-m))
+
+
+def clipped_softmax(logits: Array, mask: Array | None = None, zeta: float = 1.0,
+                    gamma: float = 0.0) -> Array:
+    """clip((ζ − γ)·softmax + γ, 0, 1) (Bondarenko et al. 2023; ζ ≥ 1, γ ≤ 0: exact zeros and
+    ones become reachable). ζ = 1, γ = 0 is the softmax. Masked keys and fully masked rows get
+    exactly 0."""
+    p = jax.nn.softmax(logits, axis=-1)
+    return jnp.where(_visible(logits, mask), jnp.clip((zeta - gamma) * p + gamma, 0.0, 1.0), 0.0)
+
+
 # The normalisation step: name → f(masked logits (..., Lq, Lk) float32, mask broadcastable to
-# them or None) → weights of the same shape. BlockConfig.attention_normalization picks one.
-NORMALIZATIONS = {"softmax": softmax}
+# them or None) → weights of the same shape. BlockConfig.attention_normalization picks one
+# (`normalization_function`); only softmax rows sum to one.
+NORMALIZATIONS = {"softmax": softmax, "off_by_one": off_by_one, "sigmoid": sigmoid,
+                  "softpick": softpick, "clipped_softmax": clipped_softmax}
+
+
+def normalization_function(cfg: BlockConfig) -> Callable[[Array, Array | None], Array]:
+    """The block's normalisation, with its parameters (clipped softmax: ζ, γ from cfg)."""
+    if cfg.attention_normalization == "clipped_softmax":
+        return functools.partial(clipped_softmax, zeta=cfg.clip_zeta, gamma=cfg.clip_gamma)
+    return NORMALIZATIONS[cfg.attention_normalization]
 
 
 def attention_logits(q_BxLxHxDh: Array, k_BxLxHxDh: Array, scale: float,
@@ -144,23 +197,27 @@ def mix_values(weights_BxHxLxL: Array, v_BxLxHxDh: Array, precision) -> Array:
 
 def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, scale: float,
                    precision, causal: bool = False, key_mask_BxL: Array | None = None,
-                   logit_bias: Array | None = None, normalization: str = "softmax"
+                   logit_bias: Array | None = None, normalization: str | Callable = "softmax"
                    ) -> tuple[Array, Probes]:
     """logits → mask → normalise → mix, and the per-query statistics: the plain core.
 
     `logit_bias` (broadcastable to (B, H, Lq, Lk), e.g. a relative-position bias) is added to the
-    scaled logits before masking. Returns (mixed (B, L, H, Dh) float32, probes attn_logits,
-    attn_weights and the per-query statistics attn_entropy, attn_max, attn_sink).
+    scaled logits before masking. `normalization`: a NORMALIZATIONS name or function. Returns
+    (mixed (B, L, H, Dh) float32, probes attn_logits, attn_weights and the per-query statistics
+    attn_entropy, attn_max, attn_sink; for a normalisation other than softmax, of the weights as
+    given (`metrics.attention_statistics`), with attn_mass).
     """
+    normalize = NORMALIZATIONS[normalization] if isinstance(normalization, str) else normalization
     logits_BxHxLxL = attention_logits(q_BxLxHxDh, k_BxLxHxDh, scale, precision)
     if logit_bias is not None:
         logits_BxHxLxL = logits_BxHxLxL + jnp.asarray(logit_bias, jnp.float32)
     mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL)
     if mask is not None:
         logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
-    weights_BxHxLxL = NORMALIZATIONS[normalization](logits_BxHxLxL, mask)
+    weights_BxHxLxL = normalize(logits_BxHxLxL, mask)
     probes = {"attn_logits": logits_BxHxLxL, "attn_weights": weights_BxHxLxL}
-    stats = metrics.attention_statistics(logits_BxHxLxL, mask)
+    stats = metrics.attention_statistics(
+        logits_BxHxLxL, mask, weights=None if normalize is softmax else weights_BxHxLxL)
     probes.update({f"attn_{name}": value for name, value in stats.items()})
     return mix_values(weights_BxHxLxL, v_BxLxHxDh, precision), probes
 
@@ -178,7 +235,7 @@ def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
     _, precision = matmul_settings(cfg)
     return attention_core(q, k, v, scale=block_logit_scale(cfg), precision=precision,
                           causal=cfg.causal, key_mask_BxL=key_mask_BxL, logit_bias=logit_bias,
-                          normalization=cfg.attention_normalization)
+                          normalization=normalization_function(cfg))
 
 
 def local_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:
@@ -193,12 +250,11 @@ def local_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[A
         mask = None if key_mask_BxL is None else key_mask_BxL[:, start:end]
         out, probes = xla_core(q[:, start:end], k[:, start:end], v[:, start:end], cfg, mask)
         mixed.append(out)
-        for name in ("attn_entropy", "attn_max", "attn_sink"):
+        for name in set(probes) - {"attn_logits", "attn_weights"}:  # the per-query statistics
             stats.setdefault(name, []).append(probes[name])
         blocks.append((start, end, probes["attn_logits"], probes["attn_weights"]))
-    heads = q.shape[2]
-    full_logits = jnp.full((batch, heads, seq_len, seq_len), MASK_VALUE, jnp.float32)
-    full_weights = jnp.zeros((batch, heads, seq_len, seq_len), jnp.float32)
+    full_logits = jnp.full((batch, q.shape[2], seq_len, seq_len), MASK_VALUE, jnp.float32)
+    full_weights = jnp.zeros(full_logits.shape, jnp.float32)
     for start, end, logits, weights in blocks:
         full_logits = full_logits.at[:, :, start:end, start:end].set(logits)
         full_weights = full_weights.at[:, :, start:end, start:end].set(weights)
@@ -234,11 +290,10 @@ def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
 
 def dot_product_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
                      logit_bias: Array | None = None) -> tuple[Array, Probes]:
-    """`jax.nn.dot_product_attention` (BlockConfig.attention_impl='dot_product'): cuDNN's fused
-    attention, forward and backward, on GPUs for bfloat16 inputs; XLA's implementation elsewhere
-    (the CPU reference). Float32 softmax statistics in both. Returns the output alone: no
-    (B, H, L, L) probes and no per-query statistics (a training step needs none). Float32
-    inputs take JAX's default matmul precision (TF32 on NVIDIA GPUs)."""
+    """`jax.nn.dot_product_attention` (attention_impl='dot_product'): cuDNN's fused attention on
+    GPUs for bfloat16 inputs, XLA's elsewhere; float32 softmax statistics. Returns the output
+    alone, no probes (a training step needs none). Float32 inputs take JAX's default matmul
+    precision (TF32 on NVIDIA GPUs)."""
     dtype, _ = matmul_settings(cfg)
     impl = "cudnn" if jax.default_backend() == "gpu" and dtype == jnp.bfloat16 else "xla"
     mask = None if key_mask_BxL is None else key_mask_BxL.astype(bool)[:, None, None, :]
@@ -267,10 +322,9 @@ def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, logit_bias,
     if (key_mask_BxL is not None or logit_bias is not None
             or not fused_attention.supported(seq_len, cfg.d_head)):
         raise ValueError(
-            f"model.attention_impl: 'pallas' needs L and Dh powers of two >= 16, "
-            f"L <= {fused_attention.MAX_SEQ_LEN}, no padding mask and no logit bias (L={seq_len}, "
-            f"Dh={cfg.d_head}, mask={key_mask_BxL is not None}, "
-            f"logit bias={logit_bias is not None})")
+            f"model.attention_impl: 'pallas' needs L and Dh powers of two >= 16, L <= "
+            f"{fused_attention.MAX_SEQ_LEN}, no padding mask and no logit bias (L={seq_len}, Dh="
+            f"{cfg.d_head}, mask={key_mask_BxL is not None}, logit bias={logit_bias is not None})")
     return True
 
 
@@ -284,11 +338,10 @@ class SelfAttention(nn.Module):
                  precomputed_qkv: PrecomputedQKV | None = None,
                  reduction_statistics: bool = False, logit_bias: Array | None = None
                  ) -> tuple[Array, Probes]:
-        """`key_mask_BxL`: True where a key is visible (padding masked). `precomputed_qkv`: the
-        input projection supplied by the caller (`PrecomputedQKV`). `reduction_statistics`: with
-        the fused kernel, add its on-chip statistics for the bias sweep's metric reduction to
-        the probes (`fused_core`); the plain path ignores it (its logits and weights are probes
-        already). `logit_bias`: added to the scaled logits, broadcastable to (B, H, Lq, Lk)."""
+        """`key_mask_BxL`: True where a key is visible. `precomputed_qkv`: the input projection
+        (`PrecomputedQKV`). `reduction_statistics`: the fused kernel's on-chip statistics for the
+        sweep's reduction (`fused_core`; ignored by the plain path). `logit_bias`: added to the
+        scaled logits, broadcastable to (B, H, Lq, Lk)."""
         cfg = self.config
         batch, seq_len, d_model = x_BxLxD.shape
         if d_model != cfg.d_model:
@@ -333,6 +386,12 @@ class SelfAttention(nn.Module):
         else:
             mixed_BxLxHxDh, core_probes = _unfused_core(q, k, v, cfg, key_mask_BxL, logit_bias)
         probes.update(core_probes)
+
+        if cfg.attention_output_gate:  # head h's output × σ(x·w_h + b_h) (Bondarenko et al.)
+            gate_BxLxH = jax.nn.sigmoid(dense(cfg, heads, "gate", True)(x_BxLxD)
+                                        .astype(jnp.float32))
+            probes["attn_gate"] = gate_BxLxH
+            mixed_BxLxHxDh = mixed_BxLxHxDh * gate_BxLxH[..., None]
 
         # output
         mixed_BxLxI = mixed_BxLxHxDh.reshape(batch, seq_len, heads * d_head)

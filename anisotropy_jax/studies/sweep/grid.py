@@ -164,11 +164,13 @@ def grid_computation(point: Callable, block: BlockConfig, reuse_projections: boo
 
 def chunk_computation(block: BlockConfig, with_metrics: bool = True,
                       reuse_projections: bool = True, points_per_step: int = 0,
-                      inputs: str = "biased") -> Callable:
+                      inputs: str = "biased", sink_metrics: bool = False) -> Callable:
     """The library's per-chunk function: `point_metrics` (or the bare `point_forward`) over a
-    chunk of the grid (`grid_computation`), on the sweep inputs of kind `inputs`."""
+    chunk of the grid (`grid_computation`), on the sweep inputs of kind `inputs`; with
+    `sink_metrics`, `points.SINK_METRICS` too."""
+    extra = {"sink_metrics": True} if with_metrics and sink_metrics else {}
     point = functools.partial(point_metrics if with_metrics else point_forward, block,
-                              kind=inputs)
+                              kind=inputs, **extra)
     return grid_computation(point, block, reuse_projections, points_per_step)
 
 
@@ -199,12 +201,12 @@ def jit_chunk(fn: Callable, mesh: Mesh) -> Callable:
 @functools.lru_cache(maxsize=32)
 def make_chunk_fn(block: BlockConfig, mesh: Mesh, with_metrics: bool = True,
                   reuse_projections: bool = True, points_per_step: int = 0,
-                  inputs: str = "biased") -> Callable:
+                  inputs: str = "biased", sink_metrics: bool = False) -> Callable:
     """The jitted, sharded per-chunk computation (cached per static configuration);
     points_per_step 0 = auto for the mesh's platform (`default_points_per_step`)."""
     width = points_per_step or default_points_per_step(mesh.devices.flat[0].platform)
-    return jit_chunk(chunk_computation(block, with_metrics, reuse_projections, width, inputs),
-                     mesh)
+    return jit_chunk(chunk_computation(block, with_metrics, reuse_projections, width, inputs,
+                                       sink_metrics), mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,7 +328,8 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
     """
     mesh = grid_mesh() if mesh is None else mesh
     fn = (make_chunk_fn(config.block, mesh, with_metrics, config.reuse_projections,
-                        config.points_per_step, config.inputs) if chunk_fn is None else chunk_fn)
+                        config.points_per_step, config.inputs, config.reports_sink_metrics)
+          if chunk_fn is None else chunk_fn)
     norms = np.asarray(config.bias_norms, np.float32)
     num_bias, num_seeds = len(norms), config.num_seeds
     layout = chunk_layout(num_seeds, num_bias, config.chunk_size, mesh.size)

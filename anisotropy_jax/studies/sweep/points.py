@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.metrics.attention import renormalized_weights
 from anisotropy_jax.models.attention import attention_logits, attention_mask
 from anisotropy_jax.models.fused_attention import logit_scale
 from anisotropy_jax.models.layers import matmul_settings
@@ -30,6 +31,13 @@ SCALAR_METRICS = (
     "attention_query_agreement", "attention_row_cosine", "attention_query_key_information",
     "attention_rounding_bound",
 )
+# With `sink_metrics` (SweepConfig.reports_sink_metrics: on by itself for a normalisation other
+# than softmax): the attention mass Σ_k w_qk (mean over queries; 1 by definition for softmax),
+# Gu et al.'s sink rate (share of (sequence, head) pairs with α_0 > 0.3) and the no-op score
+# α_0·‖v_0‖/mean‖v‖ (metrics/sinks.py), mean over sequences and heads.
+SINK_METRICS = ("attention_mass", "attention_sink_rate", "attention_noop_score")
+# Metrics that hold for softmax weights only: absent from a run of another normalisation.
+SOFTMAX_ONLY_METRICS = ("attention_rounding_bound",)
 # Categorical attention (docs/SCIENCE.md "Categorical attention"): per (sequence, head) matrix,
 # averaged over the batch per head, then over heads.
 CATEGORICAL_METRICS = ("attention_query_agreement", "attention_row_cosine",
@@ -59,7 +67,10 @@ def _attention_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[
     norm_entropy_h = metrics.mean_over_queries(
         metrics.normalized_entropy(entropy_BxHxLq, counts_Lq), counts_Lq)
     max_h = metrics.mean_over_queries(probes["attn_max"], counts_Lq)
+    mass = (jnp.mean(metrics.mean_over_queries(probes["attn_mass"], counts_Lq))
+            if "attn_mass" in probes else jnp.float32(1.0))  # softmax: 1 by definition
     return {
+        "attention_mass": mass,
         "attention_entropy": jnp.mean(metrics.mean_over_queries(entropy_BxHxLq, counts_Lq)),
         "attention_entropy_normalized": jnp.mean(norm_entropy_h),
         "attention_max": jnp.mean(max_h),
@@ -75,7 +86,11 @@ def _categorical_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dic
     over heads, from `metrics.CategoricalSums` per (sequence, head): the fused kernel's on-chip
     key sums when the probes hold them (`reduction_statistics`), else the sums of the logits and
     weights probes. A fused kernel run without them writes no logits: they are then recomputed
-    from the queries and keys probes (the same q·k/(√Dh·τ), one extra (B, H, L, L) product)."""
+    from the queries and keys probes (the same q·k/(√Dh·τ), one extra (B, H, L, L) product).
+    Weights that need not sum to one (a normalisation other than softmax) enter renormalised
+    (`metrics.attention.renormalized_weights`, as their entropy); the agreement votes by the
+    largest logit, which is the largest weight for every normalisation here (each is monotone in
+    the logit; ties among clipped weights aside)."""
     seq_len = probes["resid_pre"].shape[1]
     mask = attention_mask(seq_len, block.causal, None)
     if "attn_key_votes" in probes:
@@ -87,6 +102,8 @@ def _categorical_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dic
                                        probes["attn_key_unit_mass"], entropy_sum_BxH, count_BxH)
     else:
         logits, weights = probes.get("attn_logits"), probes.get("attn_weights")
+        if block.attention_normalization != "softmax":
+            weights = renormalized_weights(weights, mask)
         if logits is None:
             logits = attention_logits(probes["queries"], probes["keys"],
                                       logit_scale(block.d_head, block.logit_temperature),
@@ -157,12 +174,33 @@ def rounding_bound(probes: Mapping[str, Array], block: BlockConfig) -> Array:
     return jnp.mean(metrics.mean_over_queries(bound, counts_Lq))
 
 
-def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
+def _sink_metrics(probes: Mapping[str, Array]) -> dict[str, Array]:
+    """Gu et al.'s sink rate and the no-op score from α_0 (B, H), the mean over queries of the
+    weight on key 0 (`metrics.sink_scores_from_probabilities` of the attn_sink probe)."""
+    alpha_0_BxH = metrics.sink_scores_from_probabilities(probes["attn_sink"])
+    return {"attention_sink_rate": metrics.sink_rate(alpha_0_BxH),
+            "attention_noop_score": jnp.mean(metrics.noop_head_score(alpha_0_BxH,
+                                                                     probes["values"]))}
+
+
+def scalar_metrics(block: BlockConfig, batch_size: int, sink_metrics: bool = False
+                   ) -> tuple[str, ...]:
+    """The scalar names a point returns: SCALAR_METRICS (less CROSS_SEQUENCE_METRICS with one
+    sequence, less SOFTMAX_ONLY_METRICS for another normalisation), then SINK_METRICS."""
+    softmax = block.attention_normalization == "softmax"
+    return tuple(n for n in SCALAR_METRICS
+                 if (batch_size >= 2 or n not in CROSS_SEQUENCE_METRICS)
+                 and (softmax or n not in SOFTMAX_ONLY_METRICS)) + (SINK_METRICS * sink_metrics)
+
+
+def reduce_probes(probes: Mapping[str, Array], block: BlockConfig, sink_metrics: bool = False
+                  ) -> dict[str, Array]:
     """Block probes of one grid point → {metric: scalar} and {"per_head/metric": (H,)}.
 
     Attention averages run over batch, heads and queries; with a causal mask the first query (a
     single visible key, no choice) is excluded (`metrics.mean_over_queries`). Query/key geometry
-    is per head (means over batch and positions), then averaged over heads.
+    is per head (means over batch and positions), then averaged over heads. `sink_metrics`: add
+    SINK_METRICS. The softmax rounding bound is left out for another normalisation.
     """
     probes = {k: v.astype(jnp.float32) for k, v in probes.items()}  # bfloat16 runs: f32 metrics
     x, attn, y = probes["resid_pre"], probes["attn_out"], probes["resid_post"]
@@ -188,8 +226,11 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
         "mean_query_key_abs_cosine": jnp.mean(jnp.abs(qk["mean_query_key_cosine"])),
         **_attention_metrics(probes, block),
         **_categorical_metrics(probes, block),
-        "attention_rounding_bound": rounding_bound(probes, block),
     }
+    if block.attention_normalization == "softmax":
+        out["attention_rounding_bound"] = rounding_bound(probes, block)
+    if sink_metrics:
+        out.update(_sink_metrics(probes))
     if pair:
         out["input_cross_sequence_cosine"] = inputs["cross_sequence_cosine"]
         out["attention_output_cross_sequence_cosine"] = attention["cross_sequence_cosine"]
@@ -199,19 +240,18 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, 
         out[name] = jnp.mean(qk[name])
         out[f"per_head/{name}"] = qk[name]
     # The constants above are the contract: exactly these names leave the device.
-    scalars = [n for n in SCALAR_METRICS if x.shape[0] >= 2 or n not in CROSS_SEQUENCE_METRICS]
-    return ({name: out[name] for name in scalars}
+    return ({name: out[name] for name in scalar_metrics(block, x.shape[0], sink_metrics)}
             | {f"per_head/{name}": out[f"per_head/{name}"] for name in PER_HEAD_METRICS})
 
 
 def point_metrics(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,
                   bias_norm: Array, projected: ProjectedSeed | None = None,
-                  kind: str = "biased") -> dict[str, Array]:
+                  kind: str = "biased", sink_metrics: bool = False) -> dict[str, Array]:
     """Forward of the block on the inputs of `kind` (x = z + s·u by default) and the metric
-    reduction, for one grid point."""
+    reduction (`reduce_probes`), for one grid point."""
     _, probes = block_at(block, params, z_BxLxD, u_D, bias_norm, projected, kind,
                          reduction_statistics=True)
-    return reduce_probes(probes, block)
+    return reduce_probes(probes, block, sink_metrics)
 
 
 def point_forward(block: BlockConfig, params: Any, z_BxLxD: Array, u_D: Array,

@@ -48,18 +48,20 @@ def write_config(workdir: pathlib.Path, config: Any, sweeps: list[tuple[str, Swe
     results.write_json(workdir / "config.json", {"config": config, "sweeps": dict(sweeps)})
 
 
-def reliable_points(result: SweepResult) -> list[bool]:
+def reliable_points(result: SweepResult) -> list[bool | None]:
     """Per s: the rounding bound of every seed ≤ `points.RELIABLE_ROUNDING_BOUND` (docs/BIAS_SWEEP.md
-    "Large bias norms"); all True for a run without metrics."""
+    "Large bias norms"); all True for a run without metrics; all None (not assessed) for a
+    normalisation other than softmax, for which the bound is not derived."""
     bound = result.per_seed.get("attention_rounding_bound")
     if bound is None:
-        return [True] * len(result.bias_norms)
+        assessed = result.config.block.attention_normalization == "softmax"
+        return [True if assessed else None] * len(result.bias_norms)
     return (np.asarray(bound).max(axis=0) <= points.RELIABLE_ROUNDING_BOUND).tolist()
 
 
 def unreliable_warning(run: Mapping[str, Any]) -> str | None:
     """The warning naming a run summary's unreliable points, or None."""
-    bad = [s for s, ok in zip(run["bias_norms"], run["reliable"]) if not ok]
+    bad = [s for s, ok in zip(run["bias_norms"], run["reliable"]) if ok is False]
     if not bad:
         return None
     return (f"warning: [{run['label']}] float32 rounding may move the attention statistics by more "
@@ -104,6 +106,8 @@ def format_table(run: Mapping[str, Any]) -> str:
                ("attn xseq", m.get("attention_output_cross_sequence_cosine", {}).get("mean")),
                ("H/lnL", m["attention_entropy_normalized"]["mean"]),
                ("max p", m["attention_max"]["mean"]),
+               ("mass", m.get("attention_mass", {}).get("mean")),
+               ("sink rate", m.get("attention_sink_rate", {}).get("mean")),
                ("agree", m.get("attention_query_agreement", {}).get("mean")),
                ("|q|", m["query_norm"]["mean"]),
                ("F2", forms.get("query_norm", {}).get("predicted")),

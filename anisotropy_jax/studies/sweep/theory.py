@@ -116,7 +116,9 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
     attention-output cross-sequence cosine s²/(s² + d/L) (near-uniform attention; 0 for the
     norm-matched and per-sequence inputs, whose sequences share no direction); post-LN output
     norm √d. F2–F4 assume the plain softmax attention with zero linear biases (as at init); F3
-    and F4 also a non-causal block.
+    and F4 also a non-causal block. F3 and F4 are softmax forms: for another
+    attention_normalization or with the output gate they are not given (F1, F2 and the output
+    norm do not depend on the normalisation).
     """
     block = config.block
     s = np.asarray(bias_norms, np.float64)
@@ -129,7 +131,8 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
                         else "F2: sigma_w*sqrt(d*d_head)*sqrt(1+s^2/d)"),
             "predicted": math.sqrt(kernel_variance(block) * d * dh)
             * np.sqrt(attention_input_gain(config, s))}
-    if block.attention == "softmax" and not block.causal:  # F3, F4: every query sees all L keys
+    softmax = block.attention_normalization == "softmax" and not block.attention_output_gate
+    if block.attention == "softmax" and not block.causal and softmax:  # F3, F4: all L keys seen
         v = logit_variance(config, s)
         entropy = math.log(seq_len) - 0.5 * v * (seq_len - 1) / seq_len
         ratio = {"biased": "(1+s^2/d)", "per_sequence": "(1+s^2/d)",
