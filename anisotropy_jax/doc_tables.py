@@ -17,6 +17,8 @@ KINDS (each a study's formatter, imported when used):
                the embedding study's tables (`studies.embeddings.report.format_*`)
   claims       the reproduction's verdicts recomputed from a bundled report folder
                (`studies.reproduce.report.claims_table_from_bundle`)
+  extreme_claims  issue 22's extreme-token claims recomputed from a folder of extreme-token
+               results.json files (`studies.extreme.claims.table`)
 """
 from __future__ import annotations
 
@@ -60,8 +62,14 @@ def _claims(folder: pathlib.Path):
     return report.claims_table_from_bundle(folder)
 
 
-# kind → formatter of the loaded results.json (for `claims`, of the bundled report folder).
+def _extreme_claims(folder: pathlib.Path):
+    from anisotropy_jax.studies.extreme import claims
+    return claims.table(folder)
+
+
+# kind → formatter of the loaded results.json (for `claims` and `extreme_claims`, of the folder).
 _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims,
+               "extreme_claims": _extreme_claims,
                "embeddings_loss": _embeddings("format_loss_table"),
                "embeddings_isotropy": _embeddings("format_table"),
                "embeddings_unitnorm": _embeddings("format_unitnorm_table"),
