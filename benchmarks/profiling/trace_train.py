@@ -35,6 +35,26 @@ def define_flags():
     flags.DEFINE_enum("attention", "xla", ["xla", "dot_product"], "Attention core.")
     flags.DEFINE_integer("per_call", 1, "Steps per dispatch (lax.scan over stacked batches).")
     flags.DEFINE_integer("top", 20, "Kernels listed.")
+    flags.DEFINE_string("hlo_dir", None, "The --xla_dump_to folder of this run (XLA_FLAGS="
+                        "'--xla_dump_to=DIR --xla_dump_hlo_as_text'): each listed kernel is "
+                        "then shown with its HLO shape and the JAX operation it came from.")
+
+
+def hlo_sources(hlo_dir: str) -> dict[str, str]:
+    """{kernel name: 'shape ← op_name'} from the optimised HLO of the train step in `hlo_dir`
+    (an instruction `%name.N = shape fusion(...)` runs as kernel `name_N`)."""
+    import re
+
+    sources = {}
+    for path in glob.glob(os.path.join(hlo_dir, "*train_step*after_optimizations.txt")):
+        for line in open(path):
+            match = re.match(r"\s*(?:ROOT )?%?([\w.-]+) = (\S+) ", line)
+            if not match:
+                continue
+            op = re.search(r'op_name="([^"]*)"', line)
+            sources[match.group(1).replace(".", "_")] = (
+                f"{match.group(2)[:40]} <- {op.group(1)[-110:] if op else '?'}")
+    return sources
 
 
 def kernel_events(trace_dir: str) -> list[tuple[str, float, float]]:
@@ -121,8 +141,10 @@ def main(args, report):
     for name, total in by_category.most_common():
         report.row(name, total, "µs/step", share_percent=100 * total / busy,
                    kernels_per_step=counts[name])
+    sources = hlo_sources(args.hlo_dir) if args.hlo_dir else {}
     for name, total in by_name.most_common(args.top):
-        report.row(name[:90], total, "µs/step", share_percent=100 * total / busy)
+        report.row(name[:90], total, "µs/step", share_percent=100 * total / busy,
+                   **({"hlo": sources[name]} if name in sources else {}))
 
 
 if __name__ == "__main__":
