@@ -34,6 +34,8 @@ def define_flags():
                       "'default': TF32 matmuls; 'bfloat16': bf16 compute, float32 master weights.")
     flags.DEFINE_enum("attention", "xla", ["xla", "dot_product"], "Attention core.")
     flags.DEFINE_integer("per_call", 1, "Steps per dispatch (lax.scan over stacked batches).")
+    flags.DEFINE_integer("seeds", 0, "Trace the vmapped step of this many seeds "
+                         "(training.seeds.compile_seeds, XLA attention core) instead.")
     flags.DEFINE_integer("top", 20, "Kernels listed.")
     flags.DEFINE_string("hlo_dir", None, "The --xla_dump_to folder of this run (XLA_FLAGS="
                         "'--xla_dump_to=DIR --xla_dump_hlo_as_text'): each listed kernel is "
@@ -89,6 +91,23 @@ def category(name: str) -> str:
     return "other (fusions: norms, GELU, loss, optimiser, reductions)"
 
 
+def _seeds_step(config, num_seeds: int, stream):
+    """(stacked state, vmapped step, stacked batches) of `num_seeds` seeds (each seed is given
+    the same batches: the cost of a step does not depend on their values)."""
+    import jax
+    import jax.numpy as jnp
+
+    from anisotropy_jax.studies.training import seeds
+
+    fns = seeds.compile_seeds(config, num_seeds)
+    state = jax.device_put(jax.tree.map(lambda *xs: jnp.stack(xs),
+                                        *[fns.init(s) for s in range(num_seeds)]), fns.stacked)
+    batches = [jax.device_put(jax.tree.map(lambda x: jnp.stack([x] * num_seeds),
+                                           stream.batch_at(i)), fns.batch_sharded)
+               for i in range(4)]
+    return state, fns.step, batches
+
+
 def main(args, report):
     import jax
     import jax.numpy as jnp
@@ -100,14 +119,17 @@ def main(args, report):
 
     c = get_config()
     config = train_throughput.train_config(c, args.precision)
-    fns = loop.compile_run(config, args.attention)
-    step = fns.step if args.per_call == 1 else train_throughput._multi_step(fns.step,
-                                                                            args.per_call)
     stream = data_lib.BatchIterator(config.data)
-    batches = [jax.device_put(stream.batch_at(i), fns.batch_sharded) for i in range(8)]
-    if args.per_call > 1:
-        batches = [jax.tree.map(lambda *xs: jnp.stack(xs), *batches[:args.per_call])]
-    state = fns.init()
+    if args.seeds:
+        state, step, batches = _seeds_step(config, args.seeds, stream)
+    else:
+        fns = loop.compile_run(config, args.attention)
+        step = fns.step if args.per_call == 1 else train_throughput._multi_step(fns.step,
+                                                                                args.per_call)
+        batches = [jax.device_put(stream.batch_at(i), fns.batch_sharded) for i in range(8)]
+        if args.per_call > 1:
+            batches = [jax.tree.map(lambda *xs: jnp.stack(xs), *batches[:args.per_call])]
+        state = fns.init()
     calls = max(1, args.repeats // args.per_call)
     for i in range(3):  # compile and warm up
         state, _ = step(state, batches[i % len(batches)])
@@ -126,10 +148,11 @@ def main(args, report):
     first, last = min(e[1] for e in events), max(e[1] + e[2] for e in events)
     busy, span = busy_time(events) / steps, (last - first) / steps
     report.describe(
-        f"{args.precision}, {args.attention} attention, {args.per_call} step(s) per call: wall "
+        f"{args.precision}, {args.attention} attention, {args.per_call} step(s) per call, "
+        f"{args.seeds or 1} seed(s): wall "
         f"{wall / steps:.0f} µs/step (traced), kernels span {span:.0f}, busy {busy:.0f} µs/step "
         f"({100 * busy / span:.1f}% of the span), {len(events) / steps:.0f} kernels/step",
-        precision=args.precision, attention=args.attention, per_call=args.per_call,
+        precision=args.precision, attention=args.attention, per_call=args.per_call, seeds=args.seeds or 1,
         wall_us_per_step=wall / steps, span_us_per_step=span, busy_us_per_step=busy,
         kernels_per_step=len(events) / steps)
     by_category, by_name = collections.Counter(), collections.Counter()
