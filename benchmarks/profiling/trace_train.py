@@ -156,17 +156,19 @@ def main(args, report):
         wall_us_per_step=wall / steps, span_us_per_step=span, busy_us_per_step=busy,
         kernels_per_step=len(events) / steps)
     by_category, by_name = collections.Counter(), collections.Counter()
-    counts = collections.Counter()
+    counts, name_counts = collections.Counter(), collections.Counter()
     for name, _, dur in events:
         by_category[category(name)] += dur / steps
         by_name[name] += dur / steps
         counts[category(name)] += 1 / steps
+        name_counts[name] += 1 / steps
     for name, total in by_category.most_common():
         report.row(name, total, "µs/step", share_percent=100 * total / busy,
                    kernels_per_step=counts[name])
     sources = hlo_sources(args.hlo_dir) if args.hlo_dir else {}
     for name, total in by_name.most_common(args.top):
         report.row(name[:90], total, "µs/step", share_percent=100 * total / busy,
+                   launches_per_step=name_counts[name],
                    **({"hlo": sources[name]} if name in sources else {}))
 
 
