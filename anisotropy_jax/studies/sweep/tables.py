@@ -8,7 +8,9 @@ grid), `default` (the first run's key curves), `closed_forms` (each closed form'
 deviation), `closed_forms_all` (the same for every run), `controls_entropy` /
 `controls_agreement` (one column per inputs kind of a `:controls` run, rows `CONTROL_ROWS`),
 `controls_differences` (each control minus the biased inputs at the operating points, paired over
-seeds) or `controls_identities` (each control's exact identity and its largest deviation).
+seeds), `controls_identities` (each control's exact identity and its largest deviation), or
+`normalizations` / `normalizations_control` (a `:normalizations` run: per normalisation and s, the
+biased inputs or the norm-matched control, mean [95% interval over seeds]).
 docs/BIAS_SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and `<!-- end table -->`;
 tests/test_sweep.py regenerates every one of them from its file and fails when a number differs.
 """
@@ -149,11 +151,50 @@ def controls_identities_table(doc: Mapping[str, Any]) -> str:
     return _markdown(["control", "identity", "max abs deviation"], body)
 
 
+NORMALIZATION_COLUMNS = (("input cos", "input_cosine"), ("H/ln L", "attention_entropy_normalized"),
+                         ("mass", "attention_mass"), ("attn out cos", "attention_output_cosine"),
+                         ("output cos", "output_cosine"), ("sink rate", "attention_sink_rate"),
+                         ("agreement", "attention_query_agreement"))
+
+
+def _seed_interval(metric: Mapping[str, Any], i: int) -> str:
+    """mean [95% t-interval over seeds]; the mean alone with one seed."""
+    if len(metric["per_seed"]) < 2:
+        return f"{metric['mean'][i]:.3g}"
+    return f"{metric['mean'][i]:.3g} [{metric['low'][i]:.3g}, {metric['high'][i]:.3g}]"
+
+
+def _normalizations_table(doc: Mapping[str, Any], inputs: str) -> str:
+    """Per normalisation (the gate as '+ gate') and s of ROWS, runs of `inputs`: the
+    NORMALIZATION_COLUMNS, mean [95% t-interval over seeds], from a `:normalizations` run."""
+    body = []
+    for label, run in doc["runs"].items():
+        fields = dict(part.split("=", 1) for part in label.split(", "))
+        if fields.get("inputs") != inputs:
+            continue
+        name = fields["attention_normalization"]
+        name += " + gate" if fields.get("attention_output_gate") == "True" else ""
+        body += [[name, f"{run['bias_norms'][i]:g}"]
+                 + [_seed_interval(run["metrics"][key], i) for _, key in NORMALIZATION_COLUMNS]
+                 for i in _rows(run)]
+    return _markdown(["normalisation", "s"] + [n for n, _ in NORMALIZATION_COLUMNS], body)
+
+
+def normalizations_table(doc: Mapping[str, Any]) -> str:
+    return _normalizations_table(doc, "biased")
+
+
+def normalizations_control_table(doc: Mapping[str, Any]) -> str:
+    return _normalizations_table(doc, "norm_matched")
+
+
 TABLES = {"control": control_table, "default": default_table, "closed_forms": closed_forms_table,
           "closed_forms_all": closed_forms_all_table, "controls_entropy": controls_entropy_table,
           "controls_agreement": controls_agreement_table,
           "controls_differences": controls_differences_table,
-          "controls_identities": controls_identities_table}
+          "controls_identities": controls_identities_table,
+          "normalizations": normalizations_table,
+          "normalizations_control": normalizations_control_table}
 
 
 def render(kind: str, path: str | pathlib.Path) -> str:
