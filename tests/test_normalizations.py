@@ -1,4 +1,5 @@
-"""The attention normalisations (models/attention.py NORMALIZATIONS), the head-wise output gate and
+"""The attention normalisations (models/normalizations.py, the registry NORMALIZATIONS of
+models/attention.py), the head-wise output gate and
 the statistics of weights that need not sum to one (metrics/attention.py `weight_statistics`):
 each against an mpmath/float64 loop over its definition on fresh random logits, with causal,
 padding and fully masked rows and logits of ±1e4; their limits; the gate against a loop; a block
@@ -15,7 +16,7 @@ from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig, ConfigError
 from anisotropy_jax.config.model import ATTENTION_NORMALIZATIONS
 from anisotropy_jax.metrics.attention import renormalized_weights, weight_statistics
-from anisotropy_jax.models import attention, block as block_lib
+from anisotropy_jax.models import attention, block as block_lib, normalizations
 
 NEW = ("off_by_one", "sigmoid", "softpick", "clipped_softmax")
 ZETA, GAMMA, EPS = 1.02, -0.05, 1e-6
@@ -91,20 +92,20 @@ def test_each_normalization_equals_its_definition(name, kind, scale):
 def test_the_limits():
     # clipped softmax with ζ = 1, γ = 0 is the softmax, bit for bit, on rows with visible keys
     logits, mask = _masked_inputs(1, 5.0, "causal")
-    np.testing.assert_array_equal(attention.clipped_softmax(logits, mask, zeta=1.0, gamma=0.0),
+    np.testing.assert_array_equal(normalizations.clipped_softmax(logits, mask, zeta=1.0, gamma=0.0),
                                   attention.softmax(logits, mask))
     # off-by-one: one very large logit → one-hot; every logit ≪ 0 → nothing
     row = jnp.array([[0.3, -1.0, 80.0, 2.0]])
-    np.testing.assert_allclose(attention.off_by_one(row), [[0.0, 0.0, 1.0, 0.0]], atol=1e-30)
-    assert float(jnp.max(attention.off_by_one(row - 200.0))) < 1e-80
+    np.testing.assert_allclose(normalizations.off_by_one(row), [[0.0, 0.0, 1.0, 0.0]], atol=1e-30)
+    assert float(jnp.max(normalizations.off_by_one(row - 200.0))) < 1e-80
     # sigmoid: b = −ln n → −∞ as n grows: zero logits give 1/(n + 1) per key → 0, mass → 1
     for n in (4, 64, 4096):
-        w = np.asarray(attention.sigmoid(jnp.zeros((1, n))), np.float64)
+        w = np.asarray(normalizations.sigmoid(jnp.zeros((1, n))), np.float64)
         np.testing.assert_allclose(w, 1 / (n + 1), rtol=1e-6)
-    assert float(attention.sigmoid(jnp.zeros((1, 4096))).max()) < 3e-4
+    assert float(normalizations.sigmoid(jnp.zeros((1, 4096))).max()) < 3e-4
     # softpick of all-equal logits: uniform (times 1 − tiny) above 0, exactly 0 at or below 0
     for c, want in ((2.0, 0.25), (0.0, 0.0), (-3.0, 0.0), (1e4, 0.25)):
-        np.testing.assert_allclose(attention.softpick(jnp.full((1, 4), c)), want, rtol=1e-5,
+        np.testing.assert_allclose(normalizations.softpick(jnp.full((1, 4), c)), want, rtol=1e-5,
                                    err_msg=str(c))
 
 
@@ -113,7 +114,7 @@ def test_weight_statistics_against_a_loop(kind):
     """Entropy of the renormalised weights (a row of zero mass counts as uniform, a row without
     visible keys has entropy 0), raw max and first-key weight, and the mass."""
     logits, mask = _masked_inputs(5, 3.0, kind)
-    weights = attention.softpick(logits, mask)  # softpick: many rows of zero mass at scale 3
+    weights = normalizations.softpick(logits, mask)  # softpick: many rows of zero mass at scale 3
     weights = weights.at[0, 0, 2].set(0.0)  # and one made so by hand
     stats = weight_statistics(weights, mask)
     visible = np.broadcast_to(True if mask is None else np.asarray(mask), logits.shape)
@@ -237,4 +238,4 @@ def test_the_config_refuses_what_the_fused_cores_cannot_compute():
     cfg = BlockConfig(attention_normalization="clipped_softmax", clip_zeta=1.1, clip_gamma=-0.2)
     fn = attention.normalization_function(cfg)
     logits = jnp.array([[0.0, 1.0, 2.0]])
-    np.testing.assert_array_equal(fn(logits), attention.clipped_softmax(logits, None, 1.1, -0.2))
+    np.testing.assert_array_equal(fn(logits), normalizations.clipped_softmax(logits, None, 1.1, -0.2))

@@ -183,6 +183,18 @@ class BlockConfig:
         for name in ("residual_scale", "skip_scale"):
             value = getattr(self, name)
             require(math.isfinite(value), f"model.{name}", f"must be finite, got {value!r}")
+        self._check_normalization()
+        require(not self.parallel_residual or self.norm_position == "pre",
+                "model.parallel_residual", "needs norm_position='pre'")
+        require(self.attention_impl == "xla" or (
+            self.attention == "softmax" and self.attention_normalization == "softmax"
+            and self.kv_heads == self.num_heads and not self.local_chunk),
+            "model.attention_impl", "'pallas' and 'dot_product' support softmax attention "
+                                    "without QK norm, grouped key/value heads or local chunks "
+                                    "only")
+
+    def _check_normalization(self) -> None:
+        """The clipped softmax's ζ ≥ 1 and γ ≤ 0; the gate a bool; the fused cores softmax-only."""
         require(math.isfinite(self.clip_zeta) and self.clip_zeta >= 1, "model.clip_zeta",
                 f"must be finite and >= 1, got {self.clip_zeta!r}")
         require(math.isfinite(self.clip_gamma) and self.clip_gamma <= 0, "model.clip_gamma",
@@ -194,14 +206,6 @@ class BlockConfig:
                 "model.attention_impl", f"{self.attention_impl!r} computes softmax attention "
                 f"only: attention_normalization={self.attention_normalization!r} and "
                 f"attention_output_gate={self.attention_output_gate} need attention_impl='xla'")
-        require(not self.parallel_residual or self.norm_position == "pre",
-                "model.parallel_residual", "needs norm_position='pre'")
-        require(self.attention_impl == "xla" or (
-            self.attention == "softmax" and self.attention_normalization == "softmax"
-            and self.kv_heads == self.num_heads and not self.local_chunk),
-            "model.attention_impl", "'pallas' and 'dot_product' support softmax attention "
-                                    "without QK norm, grouped key/value heads or local chunks "
-                                    "only")
 
     @property
     def d_head(self) -> int:

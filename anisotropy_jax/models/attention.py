@@ -28,6 +28,8 @@ from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.models.layers import DenseParams, dense, matmul_settings, norm
+# The normalisation step's registry, name → function (models/normalizations.py).
+from anisotropy_jax.models.normalizations import NORMALIZATIONS, clipped_softmax, softmax
 from anisotropy_jax.models.rotary import apply_rotary
 
 Array = jax.Array
@@ -109,66 +111,6 @@ def split_heads(qkv_BxLxW: Array, heads: int, kv_heads: int | None = None
         parts = jnp.split(qkv_BxLxW, [heads * d_head, (heads + kv_heads) * d_head], axis=-1)
     return tuple(part.reshape(batch, seq_len, n, d_head)
                  for part, n in zip(parts, (heads, kv_heads, kv_heads)))
-
-
-def softmax(logits_BxHxLxL: Array, mask: Array | None = None) -> Array:
-    """exp(ℓ − max ℓ) / Σ exp(ℓ − max ℓ) over keys. The logits arrive masked (MASK_VALUE), so
-    masked keys get exactly 0 and a fully masked row is uniform, not NaN."""
-    del mask
-    return jax.nn.softmax(logits_BxHxLxL, axis=-1)
-
-
-def _visible(logits: Array, mask: Array | None) -> Array:
-    return jnp.broadcast_to(True if mask is None else jnp.asarray(mask, bool), logits.shape)
-
-
-def _shifted(logits: Array) -> tuple[Array, Array]:
-    """(ℓ − m, m) with m = max(max_j ℓ_j, 0) per row: the implicit zero logit of off-by-one and
-    softpick is included, so no exp overflows and e^{−m} ≤ 1."""
-    m = jax.lax.stop_gradient(jnp.maximum(jnp.max(logits, axis=-1, keepdims=True), 0.0))
-    return logits - m, m
-
-
-def off_by_one(logits: Array, mask: Array | None = None) -> Array:
-    """exp(ℓ_i) / (1 + Σ_j exp(ℓ_j)) (softmax with an extra zero logit): e^{ℓ−m}/(e^{−m} +
-    Σ e^{ℓ−m}), m = max(max ℓ, 0). Masked keys and fully masked rows get exactly 0."""
-    shifted, m = _shifted(logits)
-    e = jnp.where(_visible(logits, mask), jnp.exp(shifted), 0.0)
-    return e / (jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True))
-
-
-def sigmoid(logits: Array, mask: Array | None = None) -> Array:
-    """σ(ℓ_i + b), b = −ln n with n the query's number of visible keys (Ramapuram et al. 2024;
-    causal: n = i + 1). Masked keys and fully masked rows get exactly 0."""
-    visible = _visible(logits, mask)
-    n = jnp.maximum(jnp.sum(visible, axis=-1, keepdims=True), 1).astype(logits.dtype)
-    return jnp.where(visible, jax.nn.sigmoid(logits - jnp.log(n)), 0.0)
-
-
-def softpick(logits: Array, mask: Array | None = None, eps: float = 1e-6) -> Array:
-    """ReLU(e^ℓ − 1) / (Σ_j |e^{ℓ_j} − 1| + ε) (Zuhri et al. 2025), as ReLU(e^{ℓ−m} − e^{−m}) /
-    (Σ |e^{ℓ−m} − e^{−m}| + ε e^{−m}), m = max(max ℓ, 0); the sum runs over visible keys only.
-    Masked keys and fully masked rows get exactly 0; so does a row with every logit ≤ 0."""
-    visible = _visible(logits, mask)
-    shifted, m = _shifted(logits)
-    a = jnp.where(visible, jnp.exp(shifted) - jnp.exp(-m), 0.0)
-    return jax.nn.relu(a) / (jnp.sum(jnp.abs(a), axis=-1, keepdims=True) + eps * jnp.exp(-m))
-
-
-def clipped_softmax(logits: Array, mask: Array | None = None, zeta: float = 1.0,
-                    gamma: float = 0.0) -> Array:
-    """clip((ζ − γ)·softmax + γ, 0, 1) (Bondarenko et al. 2023; ζ ≥ 1, γ ≤ 0: exact zeros and
-    ones become reachable). ζ = 1, γ = 0 is the softmax. Masked keys and fully masked rows get
-    exactly 0."""
-    p = jax.nn.softmax(logits, axis=-1)
-    return jnp.where(_visible(logits, mask), jnp.clip((zeta - gamma) * p + gamma, 0.0, 1.0), 0.0)
-
-
-# The normalisation step: name → f(masked logits (..., Lq, Lk) float32, mask broadcastable to
-# them or None) → weights of the same shape. BlockConfig.attention_normalization picks one
-# (`normalization_function`); only softmax rows sum to one.
-NORMALIZATIONS = {"softmax": softmax, "off_by_one": off_by_one, "sigmoid": sigmoid,
-                  "softpick": softpick, "clipped_softmax": clipped_softmax}
 
 
 def normalization_function(cfg: BlockConfig) -> Callable[[Array, Array | None], Array]:
@@ -328,6 +270,15 @@ def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, logit_bias,
     return True
 
 
+def output_gate(cfg: BlockConfig, x_BxLxD: Array, mixed_BxLxHxDh: Array, probes: Probes) -> Array:
+    """Head h's mixed output × σ(x·w_h + b_h) (Bondarenko et al.'s gated attention; a Dense D → H
+    named `gate`, called inside `SelfAttention`); the gate (B, L, H) becomes the attn_gate probe."""
+    gate_BxLxH = jax.nn.sigmoid(dense(cfg, cfg.num_heads, "gate", True)(x_BxLxD)
+                                .astype(jnp.float32))
+    probes["attn_gate"] = gate_BxLxH
+    return mixed_BxLxHxDh * gate_BxLxH[..., None]
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention; returns (output (B, L, D) float32, probes)."""
 
@@ -387,11 +338,8 @@ class SelfAttention(nn.Module):
             mixed_BxLxHxDh, core_probes = _unfused_core(q, k, v, cfg, key_mask_BxL, logit_bias)
         probes.update(core_probes)
 
-        if cfg.attention_output_gate:  # head h's output × σ(x·w_h + b_h) (Bondarenko et al.)
-            gate_BxLxH = jax.nn.sigmoid(dense(cfg, heads, "gate", True)(x_BxLxD)
-                                        .astype(jnp.float32))
-            probes["attn_gate"] = gate_BxLxH
-            mixed_BxLxHxDh = mixed_BxLxHxDh * gate_BxLxH[..., None]
+        if cfg.attention_output_gate:
+            mixed_BxLxHxDh = output_gate(cfg, x_BxLxD, mixed_BxLxHxDh, probes)
 
         # output
         mixed_BxLxI = mixed_BxLxHxDh.reshape(batch, seq_len, heads * d_head)
