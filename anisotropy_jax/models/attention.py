@@ -73,11 +73,16 @@ class StoredQKV(NamedTuple):
         return None
 
 
-def attention_mask(seq_len: int, causal: bool, key_mask_BxL: Array | None) -> Array | None:
-    """Boolean (B|1, 1, Lq, Lk) mask of visible keys, or None when everything is visible."""
+def attention_mask(seq_len: int, causal: bool, key_mask_BxL: Array | None,
+                   sliding_window: int = 0) -> Array | None:
+    """Boolean (B|1, 1, Lq, Lk) mask of visible keys, or None when everything is visible.
+    `sliding_window` > 0: query i sees keys j with i − j < sliding_window only (Gemma-3)."""
     mask = None
     if causal:
         mask = jnp.tril(jnp.ones((seq_len, seq_len), dtype=bool))[None, None]
+    if sliding_window:
+        near = jnp.triu(jnp.ones((seq_len, seq_len), dtype=bool), 1 - sliding_window)[None, None]
+        mask = near if mask is None else jnp.logical_and(mask, near)
     if key_mask_BxL is not None:
         key_mask = key_mask_BxL.astype(bool)[:, None, None, :]
         mask = key_mask if mask is None else jnp.logical_and(mask, key_mask)
@@ -139,8 +144,8 @@ def mix_values(weights_BxHxLxL: Array, v_BxLxHxDh: Array, precision) -> Array:
 
 def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, scale: float,
                    precision, causal: bool = False, key_mask_BxL: Array | None = None,
-                   logit_bias: Array | None = None, normalization: str | Callable = "softmax"
-                   ) -> tuple[Array, Probes]:
+                   logit_bias: Array | None = None, normalization: str | Callable = "softmax",
+                   sliding_window: int = 0) -> tuple[Array, Probes]:
     """logits → mask → normalise → mix, and the per-query statistics: the plain core.
 
     `logit_bias` (broadcastable to (B, H, Lq, Lk), e.g. a relative-position bias) is added to the
@@ -153,7 +158,7 @@ def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, s
     logits_BxHxLxL = attention_logits(q_BxLxHxDh, k_BxLxHxDh, scale, precision)
     if logit_bias is not None:
         logits_BxHxLxL = logits_BxHxLxL + jnp.asarray(logit_bias, jnp.float32)
-    mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL)
+    mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL, sliding_window)
     if mask is not None:
         logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
     weights_BxHxLxL = normalize(logits_BxHxLxL, mask)
@@ -177,7 +182,8 @@ def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
     _, precision = matmul_settings(cfg)
     return attention_core(q, k, v, scale=block_logit_scale(cfg), precision=precision,
                           causal=cfg.causal, key_mask_BxL=key_mask_BxL, logit_bias=logit_bias,
-                          normalization=normalization_function(cfg))
+                          normalization=normalization_function(cfg),
+                          sliding_window=cfg.sliding_window)
 
 
 def local_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:

@@ -25,12 +25,14 @@ Canonical probe names of a block (contract, README "Probes"):
   resid_post    (B, L, D)      pre/none: resid_mid + α·mlp_out;   post: LN(resid_mid + α·mlp_out);
                                = resid_mid when use_mlp=False
 (α = residual_scale, s = skip_scale; both 1 in every pretrained family.) With parallel_residual
-the MLP reads norm(resid_pre), not norm(resid_mid), and resid_post = resid_mid + mlp_out.
+the MLP reads norm(resid_pre), not norm(resid_mid), and resid_post = resid_mid + mlp_out. With
+sandwich_norms (Gemma-2/3) attn_out and mlp_out are the branches after their own output norms
+(`post_attention_norm`, `post_mlp_norm`), as they are added.
 """
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Sequence
 
 import flax.linen as nn
 import jax
@@ -68,6 +70,8 @@ class Block(nn.Module):
         attn_out, attn_probes = SelfAttention(cfg, name="attention")(attn_in, key_mask_BxL,
                                                                      **attention_inputs)
         probes.update(attn_probes)
+        if cfg.sandwich_norms:
+            attn_out = norm(cfg, "post_attention_norm")(attn_out)
         probes["attn_out"] = attn_out
         resid_mid = residual_sum(x_BxLxD, cfg.skip_scale, attn_out, cfg.residual_scale)
         if post:
@@ -79,6 +83,8 @@ class Block(nn.Module):
             mlp_source = x_BxLxD if cfg.parallel_residual else resid_mid
             mlp_in = norm(cfg, "mlp_norm")(mlp_source) if pre else mlp_source
             mlp_out = Mlp(cfg, name="mlp")(mlp_in)
+            if cfg.sandwich_norms:
+                mlp_out = norm(cfg, "post_mlp_norm")(mlp_out)
             probes["mlp_out"] = mlp_out
             resid_post = residual_sum(resid_mid, 1.0, mlp_out, cfg.residual_scale)
             if post:
@@ -106,17 +112,22 @@ def init_block_params(config: BlockConfig, keys: Array, batch_size: int = 1,
     return jax.vmap(functools.partial(module.init), in_axes=(0, None))(keys, dummy_BxLxD)
 
 
-def stack_blocks(x_BxLxD: Array, config: BlockConfig, num_layers: int, probes: Probes,
-                 key_mask_BxL: Array | None = None, final_norm: nn.Module | None = None,
-                 name: str = "block_{}", **attention_inputs: Any) -> Array:
+def stack_blocks(x_BxLxD: Array, config: BlockConfig | Sequence[BlockConfig], num_layers: int,
+                 probes: Probes, key_mask_BxL: Array | None = None,
+                 final_norm: nn.Module | None = None, name: str = "block_{}",
+                 **attention_inputs: Any) -> Array:
     """`num_layers` Blocks named name.format(i), one after the other: the stack of every family.
+    `config`: one BlockConfig for all, or one per layer (Gemma-3's local and global layers).
     Called inside a parent module's compact method (the blocks become its submodules). Appends
     each block's probes to probes["blocks"] (created if absent); with a `final_norm` module,
     records its input as probes["final_norm_in"] and applies it. Sets probes["final_hidden"] and
     returns it."""
     blocks = probes.setdefault("blocks", [])
+    configs = (config,) * num_layers if isinstance(config, BlockConfig) else tuple(config)
+    if len(configs) != num_layers:
+        raise ValueError(f"{len(configs)} block configs for {num_layers} layers")
     for layer in range(num_layers):
-        x_BxLxD, block_probes = Block(config, name=name.format(layer))(
+        x_BxLxD, block_probes = Block(configs[layer], name=name.format(layer))(
             x_BxLxD, key_mask_BxL, **attention_inputs)
         blocks.append(block_probes)
     if final_norm is not None:

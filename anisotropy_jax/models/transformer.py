@@ -1,9 +1,10 @@
 """The one stack of blocks with token embeddings: the from-scratch LMs of the training study and
-the BERT, GPT-2, GPT-NeoX, Llama and Qwen2 families (each maps its checkpoint's names onto this
-module's parameters). The training clm *is* a GPT-2 decoder: a run exports by renaming.
+the BERT, GPT-2, GPT-NeoX, Llama, Qwen2 and Gemma-3 families (each maps its checkpoint's names
+onto this module's parameters). The training clm *is* a GPT-2 decoder: a run exports by renaming.
 
-  embeddings   token embedding (+ learned positions) (+ token types) (→ embedding norm)
-  blocks       `num_layers` × models/block.Block
+  embeddings   token embedding (× embedding_scale) (+ learned positions) (+ token types)
+               (→ embedding norm)
+  blocks       `num_layers` × models/block.Block (one BlockConfig, or one per layer)
   final norm   optional, of the blocks' norm kind
   head         optional: logits against the token embedding (tied) or the `output` Dense
 """
@@ -49,6 +50,8 @@ class Transformer(nn.Module):
         token_embedding = nn.Embed(cfg.vocab_size, block.d_model, embedding_init=init,
                                    name="token_embedding")
         x_BxLxD = token_embedding(tokens_BxL)
+        if cfg.embedding_scale != 1.0:  # Gemma: √D, a float32 factor as Hugging Face's
+            x_BxLxD = x_BxLxD * jnp.float32(cfg.embedding_scale)
         if cfg.learned_positions:
             x_BxLxD = x_BxLxD + nn.Embed(cfg.max_len, block.d_model, embedding_init=init,
                                          name="position_embedding")(jnp.arange(seq_len))[None]
@@ -61,7 +64,7 @@ class Transformer(nn.Module):
             x_BxLxD = norm(block, "embedding_norm")(x_BxLxD)
 
         probes: Probes = {"embeddings": x_BxLxD}
-        x_BxLxD = stack_blocks(x_BxLxD, block, cfg.num_layers, probes, key_mask_BxL,
+        x_BxLxD = stack_blocks(x_BxLxD, cfg.blocks, cfg.num_layers, probes, key_mask_BxL,
                                norm(block, "final_norm") if cfg.final_norm else None)
 
         dtype, precision = matmul_settings(block)
@@ -137,9 +140,10 @@ def summary(cfg: TransformerConfig) -> dict[str, Any]:
         tie_embeddings=cfg.tie_embeddings)
 
 
-def causal_lm_family(name: str, model_types: tuple[str, ...], config_from_hf, convert) -> Family:
+def causal_lm_family(name: str, model_types: tuple[str, ...], config_from_hf, convert,
+                     summary=summary) -> Family:
     """The `Family` of a pre-norm causal LM checkpoint format: only its config translation and
-    name table differ."""
+    name table (and, for Gemma-3, its summary) differ."""
     return Family(name=name, model_types=model_types,
                   module=lambda cfg: Transformer(cfg, with_head=False),
                   config_from_hf=config_from_hf, convert=convert,

