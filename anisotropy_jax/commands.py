@@ -132,6 +132,12 @@ COMMANDS: dict[str, Command] = {
         "anisotropy_jax.studies.extreme:STUDY", "extreme_tokens",
         "Attention sinks, massive activations and rogue dimensions per layer of every offline "
         "transformer beside its untrained seeds (docs/EXTREME_TOKENS.md)."),
+    "normalizations": Command(
+        "anisotropy_jax.studies.normalizations:STUDY", "normalization_grid",
+        "Causal LMs with each attention normalisation on Shakespeare and Bigram-Backcopy, seeds "
+        "as one program, analysed per checkpoint; the summary over seeds per cell "
+        "(docs/NORMALIZATIONS.md).", _progress("Show progress on stderr."),
+        "Output folder (resumed if it holds the same grid)."),
     "embeddings": Command(
         "anisotropy_jax.studies.embeddings:STUDY", "embedding_isotropy",
         "Partition isotropy of the embedding matrices of BPE LMs trained here "
@@ -192,7 +198,8 @@ def script(name: str, config: str | None = None) -> None:
 SIGNATURES = (("sweep", ("closed_forms", "runs")), ("depth", ("depth_config", "stacks")),
               ("embeddings", ("embeddings_config",)), ("seeds", ("quantities", "interval")),
               ("dynamics", ("objects", "heads")), ("series", ("checkpoints", "state_labels")),
-              ("extreme", ("extreme_config", "models")), ("cross-modal", ("models", "skipped")),
+              ("extreme", ("extreme_config", "models")),
+              ("normalizations", ("grid_config", "cells")), ("cross-modal", ("models", "skipped")),
               ("pretrained", ("layers", "correlations", "model")))
 
 

@@ -125,7 +125,7 @@ def test_python_m_is_the_same_command_and_lists_every_command(env, tmp_path):
 def test_every_script_and_command_has_a_config_and_a_study():
     assert set(commands.COMMANDS) == {"sweep", "depth", "train", "seeds", "dynamics",
                                       "pretrained", "cross-modal", "extreme", "embeddings",
-                                      "series", "report"}
+                                      "series", "report", "normalizations"}
     for name, command in commands.COMMANDS.items():
         assert configs.canonical(command.config.partition(":")[0]), name
         assert callable(commands.study(name).validate), name

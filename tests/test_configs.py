@@ -9,6 +9,7 @@ import pytest
 
 from anisotropy_jax import config
 from anisotropy_jax.config.extreme import ExtremeConfig
+from anisotropy_jax.config.normalizations import NormalizationGridConfig, grid_config_from_mapping
 from anisotropy_jax.config import (AnalysisConfig, BlockConfig, CrossModalConfig, DataConfig,
                                    DepthConfig, EmbeddingsConfig, ModalitiesConfig, ModelSpec,
                                    OptimConfig, PretrainedConfig, ReproduceConfig, SeriesConfig,
@@ -31,6 +32,7 @@ CONVERTERS = {
     "depth_sweep": config.depth_config_from_mapping,
     "embedding_isotropy": lambda c: from_mapping(EmbeddingsConfig, c),
     "extreme_tokens": lambda c: from_mapping(ExtremeConfig, c),
+    "normalization_grid": grid_config_from_mapping,
     "pretrained_anisotropy": lambda c: from_mapping(PretrainedConfig, c),
     "qk_dynamics": lambda c: from_mapping(AnalysisConfig, c),
     "reproduce": config.reproduce_config_from_mapping,
@@ -48,6 +50,7 @@ def _defaults(name):
         "depth_sweep": DepthConfig,
         "embedding_isotropy": EmbeddingsConfig,
         "extreme_tokens": ExtremeConfig,
+        "normalization_grid": NormalizationGridConfig,
         "pretrained_anisotropy": PretrainedConfig,
         "qk_dynamics": AnalysisConfig,
         "train_clm": lambda: (config.default_train_config("clm"), AnalysisConfig()),

@@ -21,13 +21,14 @@ from anisotropy_jax.config.docs import field_table
 FOLDER = pathlib.Path(__file__).resolve().parent
 NAMES = ("bias_sweep", "depth_sweep", "train_clm", "train_mlm", "qk_dynamics",
          "pretrained_anisotropy", "cross_modal", "embedding_isotropy", "checkpoint_series",
-         "reproduce", "extreme_tokens")
+         "reproduce", "extreme_tokens", "normalization_grid")
 # Short names: the command names of `anisotropy-jax` (anisotropy_jax/commands.py) and the objectives.
 ALIASES = {"sweep": "bias_sweep", "depth": "depth_sweep", "train": "train_clm",
            "clm": "train_clm", "mlm": "train_mlm", "dynamics": "qk_dynamics",
            "pretrained": "pretrained_anisotropy", "cross-modal": "cross_modal",
            "embeddings": "embedding_isotropy", "series": "checkpoint_series",
-           "report": "reproduce", "extreme": "extreme_tokens"}
+           "report": "reproduce", "extreme": "extreme_tokens",
+           "normalizations": "normalization_grid"}
 
 
 def canonical(name: str) -> str | None:

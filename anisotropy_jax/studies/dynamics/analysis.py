@@ -15,6 +15,10 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     attention_query_agreement, attention_row_cosine, attention_query_key_information (the
     categorical-attention statistics of each sequence's attention matrix,
     `metrics.categorical_attention_statistics`, averaged over the batch);
+    sink_score α_0 and sink_rate (Gu et al.: the share of sequences in which α_0 > ε = 0.3,
+    `metrics.sinks`), from the attention weights the model's own normalisation made (the
+    `attn_weights` probe: softmax or another `model.attention_normalization`), key 0 = the
+    first token (BOS for bigram_backcopy); the statistics above are of the softmax of the logits;
     key_term_var, query_specific_var, key_query_covariance, logit_var (the decomposition
     logit_var = key_term_var + query_specific_var + 2·key_query_covariance,
     `metrics.logit_terms.logit_variance_decomposition`);
@@ -27,7 +31,10 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
   per hidden state (arrays (S, layers + 1); index 0 = the embedding output, i = output of block
     i − 1; for clm the last one is the input of the final LayerNorm):
     average_cosine (all pairs), cross_sequence_cosine, within_sequence_cosine, drift_norm,
-    relative_drift, isoscore;
+    relative_drift, isoscore, centered_cosine (`metrics.centered_average_cosine`),
+    massive_ratio (Sun et al.: the largest |activation| of the batch over the median |activation|
+    of its sequence, `metrics.massive_activations`), kurtosis (Pearson's, of each sequence's L·D
+    activations, averaged over the batch, `metrics.activation_kurtosis`);
   embedding matrices (arrays (S,)): partition isotropy of the input embedding and of the output
     projection (the same matrix when tied), raw and centred (input_raw, input_centered,
     output_raw, output_centered), over the rows of the byte ids that occur in the corpus (plus
@@ -44,6 +51,7 @@ along the checkpoints (`trends`): the expected trends of docs/SCIENCE.md with th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 from typing import Any, Callable, Iterable
@@ -54,9 +62,11 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, data as data_lib, metrics
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, TransformerConfig
+from anisotropy_jax.metrics.extreme import activation_kurtosis, massive_activations
 from anisotropy_jax.metrics.intervention import REMOVALS, STATISTICS, key_term_intervention
 from anisotropy_jax.metrics.logit_terms import (DECOMPOSITION, logit_variance_decomposition,
                                                 mean_query_key_terms)
+from anisotropy_jax.metrics.sinks import key_attention_scores, sink_rate
 from anisotropy_jax.models.attention import attention_mask
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.protocol import SILENT, Progress
@@ -70,12 +80,14 @@ HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
                 "attention_entropy_normalized", "attention_max", "first_position_mass",
                 "attention_query_agreement", "attention_row_cosine",
                 "attention_query_key_information", *DECOMPOSITION,
-                *(f"delta_{stat}_{removal}" for removal in REMOVALS for stat in STATISTICS))
+                *(f"delta_{stat}_{removal}" for removal in REMOVALS for stat in STATISTICS),
+                "sink_score", "sink_rate")
 # The permutations of the intervention's controls: layer i uses split(key(seed), layers)[i] at
 # every checkpoint (common random numbers along training: the steps differ by the weights only).
 PERMUTATION_SEED = 0
 LAYER_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
-                 "drift_norm", "relative_drift", "isoscore")
+                 "drift_norm", "relative_drift", "isoscore", "centered_cosine", "massive_ratio",
+                 "kurtosis")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +135,18 @@ def _hidden_metrics(h_BxLxD: jax.Array) -> dict[str, jax.Array]:
         "drift_norm": metrics.drift_norm(h_BxLxD),
         "relative_drift": metrics.relative_drift(h_BxLxD),
         "isoscore": metrics.isoscore(h_BxLxD),
+        "centered_cosine": metrics.centered_average_cosine(h_BxLxD),
+        "massive_ratio": massive_activations(h_BxLxD, k=1)["top_ratio"][0],
+        "kurtosis": jnp.mean(activation_kurtosis(h_BxLxD)),
     }
+
+
+def sink_metrics(weights_BxHxLxL: jax.Array, causal: bool) -> dict[str, jax.Array]:
+    """{"sink_score": mean α_0 over the batch, "sink_rate": share of sequences with α_0 > 0.3},
+    each (H,), of one layer's attention weights (`metrics.sinks`, Gu et al.)."""
+    mask = attention_mask(weights_BxHxLxL.shape[-1], causal, None)
+    alpha0_BxH = key_attention_scores(weights_BxHxLxL, mask)[..., 0]
+    return {"sink_score": jnp.mean(alpha0_BxH, axis=0), "sink_rate": sink_rate(alpha0_BxH, axis=0)}
 
 
 def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
@@ -203,6 +226,8 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
         heads = jax.vmap(lambda q, k, logits, rng: head_metrics(
             q, k, logits, config.block.causal, rng))(
             stacked("queries"), stacked("keys"), stacked("attn_logits"), rngs)
+        heads.update(jax.vmap(lambda w: sink_metrics(w, config.block.causal))(
+            stacked("attn_weights")))
         states = jnp.stack([probes["embeddings"]] + [p["resid_post"] for p in blocks])
         out = {"heads": {name: heads[name] for name in HEAD_METRICS},
                "layers": jax.vmap(_hidden_metrics)(states),
@@ -215,6 +240,13 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
         return out
 
     return analyse
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_analysis_fn(config: TransformerConfig, used_ids: tuple[int, ...]) -> Callable:
+    """`make_analysis_fn`, compiled once for the runs that share a model (the seeds of a
+    program: the seed is not part of the TransformerConfig)."""
+    return make_analysis_fn(config, np.asarray(used_ids, np.int32))
 
 
 def analysis_tokens(stream: data_lib.BatchIterator, batch_size: int, seed: int) -> np.ndarray:
@@ -242,7 +274,8 @@ def _analyse_checkpoints(workdir: pathlib.Path, config: TrainConfig, analysis: A
     """(steps, per-checkpoint metric trees) of every readable checkpoint among `steps`."""
     stream = data_lib.BatchIterator(config.data)
     tokens = analysis_tokens(stream, analysis.batch_size, analysis.seed)
-    analyse = make_analysis_fn(config.transformer_config(), stream.used_token_ids())
+    analyse = _cached_analysis_fn(config.transformer_config(),
+                                  tuple(int(i) for i in stream.used_token_ids()))
     # One device is plenty for one batch, and a replicated multi-device program gains nothing
     # (with forced host devices it was seen to stall in the eigendecompositions).
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])

@@ -1,0 +1,108 @@
+"""Training and analysing the cells of the normalisation grid: one (dataset, normalisation) cell
+is one vmapped program of its seeds (`training.train_seeds`), then each seed's checkpoints are
+analysed (`dynamics.analysis.run`: one jitted pass per checkpoint) and reduced to the grid's
+scalars per checkpoint, written as the run's `grid_run.json` (with dynamics.npz).
+
+Layout: WORKDIR/<dataset>/<normalization>/seed_<s>/ holds one training run (config.json,
+metrics.jsonl, eval.jsonl, checkpoints/, dynamics.npz, grid_run.json). A finished run (its
+grid_run.json written for its last step) is neither trained nor analysed again; an unfinished one
+resumes from its newest checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from anisotropy_jax import data as data_lib, results
+from anisotropy_jax.config import TrainConfig
+from anisotropy_jax.config.normalizations import NormalizationGridConfig
+from anisotropy_jax.protocol import Progress
+from anisotropy_jax.studies import training
+from anisotropy_jax.studies.dynamics import analysis, report
+
+RUN_FILE = "grid_run.json"
+# The grid's scalars per checkpoint and what each is (block outputs: hidden states 1 … layers).
+METRICS = {
+    "val_loss": "validation loss (nats per token) on the run's fixed validation batch",
+    "cross_sequence_cosine": "cross-sequence average cosine of the hidden states, mean over the "
+                             "block outputs",
+    "centered_cosine": "average cosine after removing the mean vector, mean over block outputs",
+    "sink_rate": "Gu et al.'s sink rate (alpha_0 > 0.3, key 0 = first token) of the attention "
+                 "weights, mean over layers and heads",
+    "massive_ratio": "Sun et al.'s top |activation| / median |activation|, largest over the "
+                     "block outputs",
+    "kurtosis": "Pearson kurtosis of each sequence's activations, mean over sequences and "
+                "block outputs",
+    "abs_cos_qk": "|cos(mean q, mean k)|, mean over layers and heads",
+}
+
+
+def run_dir(workdir: pathlib.Path, dataset: str, normalization: str, seed: int) -> pathlib.Path:
+    return pathlib.Path(workdir) / dataset / normalization / f"seed_{seed}"
+
+
+def checkpoint_series(result: analysis.DynamicsResult) -> dict[str, list[float]]:
+    """{metric in METRICS: one value per analysed checkpoint} of one run."""
+    heads, layers = result.heads, result.layers
+    val = dict(zip(result.val_steps.tolist(), result.val_loss.tolist()))
+    blocks = slice(1, None)  # hidden state 0 is the embedding output
+    series = {
+        "val_loss": np.array([val.get(int(s), np.nan) for s in result.steps]),
+        "cross_sequence_cosine": layers["cross_sequence_cosine"][:, blocks].mean(-1),
+        "centered_cosine": layers["centered_cosine"][:, blocks].mean(-1),
+        "sink_rate": heads["sink_rate"].reshape(len(result.steps), -1).mean(-1),
+        "massive_ratio": layers["massive_ratio"][:, blocks].max(-1),
+        "kurtosis": layers["kurtosis"][:, blocks].mean(-1),
+        "abs_cos_qk": np.abs(heads["mean_query_key_cosine"]).reshape(len(result.steps),
+                                                                      -1).mean(-1),
+    }
+    return {name: [float(v) for v in values] for name, values in series.items()}
+
+
+def loss_floor(config: TrainConfig) -> float | None:
+    """The loss floor of the run's validation batch (bigram_backcopy), None for text."""
+    stream = data_lib.BatchIterator(config.data)
+    return stream.loss_floor(stream.validation_batch(config.eval_batch_size))
+
+
+def read_run(path: pathlib.Path, steps: int) -> dict[str, Any] | None:
+    """A finished run's grid_run.json (its last analysed step is `steps`), or None."""
+    file = path / RUN_FILE
+    if not file.is_file():
+        return None
+    doc = json.loads(file.read_text())
+    return doc if doc.get("steps") and doc["steps"][-1] == steps else None
+
+
+def analyse_run(config: TrainConfig, path: pathlib.Path, grid: NormalizationGridConfig,
+                progress: Progress) -> dict[str, Any]:
+    """Analyses every checkpoint of one trained run; writes dynamics.npz and, last,
+    grid_run.json; returns the latter."""
+    result = analysis.run(path, grid.analysis, progress=progress)
+    results.write_npz(path / "dynamics.npz", report.flatten_arrays(result))
+    doc = {"dataset": config.data.source,
+           "normalization": config.model.attention_normalization, "seed": config.seed,
+           "steps": [int(s) for s in result.steps], "loss_floor": loss_floor(config),
+           "final_train_loss": float(result.loss[-1]) if result.loss.size else None,
+           "series": checkpoint_series(result)}
+    results.write_json(path / RUN_FILE, doc)
+    return doc
+
+
+def run_cell(grid: NormalizationGridConfig, workdir: pathlib.Path, dataset: str,
+             normalization: str, progress: Progress) -> list[dict[str, Any]]:
+    """Trains the seeds of one cell as one program (the finished ones are left alone), analyses
+    each; returns the seeds' grid_run.json documents in seed order."""
+    configs = [grid.train_config(dataset, normalization, s) for s in grid.seeds]
+    paths = [run_dir(workdir, dataset, normalization, s) for s in grid.seeds]
+    done = [read_run(p, c.steps) for c, p in zip(configs, paths)]
+    todo = [i for i, d in enumerate(done) if d is None]
+    if todo:
+        training.train_seeds([configs[i] for i in todo], [paths[i] for i in todo],
+                             progress=progress, analyses=[grid.analysis] * len(todo))
+    for i in todo:
+        done[i] = analyse_run(configs[i], paths[i], grid, progress)
+    return done

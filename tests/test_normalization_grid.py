@@ -1,0 +1,127 @@
+"""The normalisation grid (anisotropy_jax/studies/normalizations): its :smoke run end to end, the
+summary over seeds against scipy, resume, its refusals, and the extreme-token metrics the
+dynamics analysis adds, against float64 loops."""
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from anisotropy_jax import data
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.configs import normalization_grid
+from anisotropy_jax.models.attention import NORMALIZATIONS, attention_mask
+from anisotropy_jax.protocol import SILENT
+from anisotropy_jax.results import Provenance
+from anisotropy_jax.studies.dynamics.analysis import _hidden_metrics, sink_metrics
+from anisotropy_jax.studies.normalizations import STUDY, grid as grid_lib
+
+# The grid's own list restricted to what models/attention.py has (softmax always).
+NAMES = tuple(n for n in ("softmax", "sigmoid") if n in NORMALIZATIONS)
+
+
+def _smoke(workdir):
+    config = normalization_grid.get_config("smoke")
+    config.normalizations = NAMES
+    return STUDY.validate(config, workdir)
+
+
+@pytest.fixture(scope="module")
+def smoke_grid(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("grid")
+    plan = _smoke(workdir)
+    result = STUDY.run(plan, SILENT)
+    doc = STUDY.write(result, workdir, Provenance())
+    return plan, workdir, doc
+
+
+def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
+    plan, workdir, doc = smoke_grid
+    on_disk = json.loads((workdir / "results.json").read_text())
+    assert on_disk["cells"].keys() == {"shakespeare", "bigram_backcopy"}
+    assert (workdir / "results.md").is_file() and (workdir / "figures/normalizations.png").is_file()
+    t = stats.t.ppf(0.975, 1)
+    for dataset, by_norm in on_disk["cells"].items():
+        assert tuple(by_norm) == NAMES
+        for norm, cell in by_norm.items():
+            for seed in plan.grid.seeds:
+                run = json.loads((grid_lib.run_dir(workdir, dataset, norm, seed)
+                                  / grid_lib.RUN_FILE).read_text())
+                assert run["steps"] == [0, 1, 2, 4, 8, 16, 24]
+                assert all(len(v) == len(run["steps"]) for v in run["series"].values())
+                evals = [r["val_loss"] for r in map(json.loads, (grid_lib.run_dir(
+                    workdir, dataset, norm, seed) / "eval.jsonl").read_text().splitlines())]
+                assert run["series"]["val_loss"] == pytest.approx(evals)
+            for name in grid_lib.METRICS:
+                values = np.array(cell[name]["per_seed"])
+                half = t * values.std(ddof=1) / math.sqrt(len(values))
+                assert cell[name]["mean"] == pytest.approx(values.mean())
+                assert cell[name]["low"] == pytest.approx(values.mean() - half)
+            assert 0 <= cell["sink_rate"]["mean"] <= 1 and cell["massive_ratio"]["mean"] >= 1
+    floor = on_disk["cells"]["bigram_backcopy"]["softmax"]["loss_floor"]
+    configs = [plan.grid.train_config("bigram_backcopy", "softmax", s) for s in plan.grid.seeds]
+    streams = [data.BatchIterator(c.data) for c in configs]
+    expected = np.mean([s.loss_floor(s.validation_batch(c.eval_batch_size))
+                        for s, c in zip(streams, configs)])
+    assert floor == pytest.approx(expected) and 0 < floor < math.log(64)
+    assert on_disk["cells"]["shakespeare"]["softmax"]["loss_floor"] is None
+    assert "bigram_backcopy" in STUDY.format_report(on_disk, workdir)
+
+
+def test_a_finished_grid_is_not_trained_again(smoke_grid):
+    plan, workdir, doc = smoke_grid
+    run_file = grid_lib.run_dir(workdir, "shakespeare", "softmax", 0) / grid_lib.RUN_FILE
+    before = run_file.stat().st_mtime_ns
+    again = STUDY.run(plan, SILENT)
+    assert run_file.stat().st_mtime_ns == before
+    assert again["cells"]["shakespeare"]["softmax"] == doc["cells"]["shakespeare"]["softmax"]
+
+
+def test_validate_refuses_unknown_normalisations_and_datasets(tmp_path):
+    config = normalization_grid.get_config("smoke")
+    config.normalizations = ("softmax", "no_such_normalisation")
+    with pytest.raises(ConfigError, match="normalizations"):
+        STUDY.validate(config, tmp_path)
+    config = normalization_grid.get_config("smoke")
+    config.datasets = ("wikipedia",)
+    with pytest.raises(ConfigError, match="datasets"):
+        STUDY.validate(config, tmp_path)
+    for variant in normalization_grid.VARIANTS:  # every variant is a valid grid config
+        normalization_grid.get_config(variant)
+
+
+def test_sink_metrics_match_a_float64_loop():
+    rng = np.random.default_rng(0)
+    b, h, length = 5, 3, 7
+    logits = rng.normal(size=(b, h, length, length)) * 3
+    logits[:, 0, :, 0] += 4.0  # head 0 sinks on key 0
+    mask = np.tril(np.ones((length, length), bool))
+    weights = np.where(mask, np.exp(logits), 0.0)
+    weights /= weights.sum(-1, keepdims=True)
+    got = sink_metrics(jnp.asarray(weights, jnp.float32), causal=True)
+    alpha0 = np.zeros((b, h))
+    for i in range(b):
+        for j in range(h):
+            alpha0[i, j] = np.mean([weights[i, j, q, 0] for q in range(length)])  # key 0: all
+    np.testing.assert_allclose(got["sink_score"], alpha0.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(got["sink_rate"], (alpha0 > 0.3).mean(0), rtol=1e-6)
+    assert got["sink_rate"][0] == 1.0 and attention_mask(length, True, None) is not None
+
+
+def test_hidden_state_extremes_match_a_float64_loop():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 6, 8))
+    x[1, 0, 2] = 500.0  # one massive activation on the first token
+    got = _hidden_metrics(jnp.asarray(x, jnp.float32))
+    medians = [np.median(np.abs(x[i])) for i in range(3)]
+    assert float(got["massive_ratio"]) == pytest.approx(500.0 / medians[1], rel=1e-5)
+    kurt = [np.mean((s - s.mean()) ** 4) / np.mean((s - s.mean()) ** 2) ** 2
+            for s in (x[i].ravel() for i in range(3))]
+    assert float(got["kurtosis"]) == pytest.approx(np.mean(kurt), rel=1e-4)
+    flat = x.reshape(-1, 8) - x.reshape(-1, 8).mean(0)
+    unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    n = len(unit)
+    centred = (np.sum(unit @ unit.T) - n) / (n * (n - 1))
+    assert float(got["centered_cosine"]) == pytest.approx(centred, abs=1e-5)
