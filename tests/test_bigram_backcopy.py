@@ -117,3 +117,16 @@ def test_the_training_block_takes_the_normalisation_and_refuses_fused_cores_for_
             training.abstract_state(train, attention_impl="dot_product")
     with pytest.raises(ConfigError, match="model.attention_normalization"):
         train_config_from_mapping({"model": {"attention_normalization": name + "_unknown"}})
+
+
+def test_every_block_field_of_the_model_spec_reaches_the_block():
+    model = {"attention_normalization": "clipped_softmax", "clip_zeta": 1.1, "clip_gamma": -0.05,
+             "attention_output_gate": True, "d_model": 32, "num_heads": 2}
+    train, _ = train_config_from_mapping({"model": model})
+    block = train.transformer_config().block
+    for name, value in model.items():
+        assert getattr(block, name) == value, name
+    shared = {f.name for f in dataclasses.fields(type(train.model))} & {
+        f.name for f in dataclasses.fields(type(block))}
+    assert {"attention_normalization", "clip_zeta", "clip_gamma", "attention_output_gate",
+            "precision", "init"} <= shared

@@ -115,6 +115,8 @@ class ModelSpec:
       attention_normalization: the function turning attention logits into weights
         (BlockConfig.attention_normalization; models/attention.py, NORMALIZATIONS). Every
         ModelSpec field that BlockConfig also has is passed to the block unchanged.
+      clip_zeta, clip_gamma: ζ and γ of 'clipped_softmax' (BlockConfig; its defaults).
+      attention_output_gate: the head-wise sigmoid output gate (BlockConfig).
       precision: matmul precision, 'highest' | 'default' (TF32 on GPUs; 'tf32' is accepted for
         it) | 'bfloat16'. 'bfloat16' is mixed precision: bf16 inputs to every matmul (float32
         accumulation), float32 master weights and AdamW state, and float32 attention logits and
@@ -132,6 +134,9 @@ class ModelSpec:
     tie_embeddings: bool = True
     precision: str = "highest"
     attention_normalization: str = "softmax"
+    clip_zeta: float = BlockConfig.clip_zeta
+    clip_gamma: float = BlockConfig.clip_gamma
+    attention_output_gate: bool = BlockConfig.attention_output_gate
 
     def __post_init__(self):
         canonical_precision(self)
