@@ -19,7 +19,7 @@ INTERVAL = ("95% Student-t interval over seeds of the last checkpoint's value: m
 COLUMNS = (("val_loss", "val loss", "{:.3f}"), ("cross_sequence_cosine", "cross-seq cos", "{:.3f}"),
            ("centered_cosine", "centred cos", "{:.3f}"), ("sink_rate", "sink rate", "{:.2f}"),
            ("massive_ratio", "max/median", "{:.1f}"), ("kurtosis", "kurtosis", "{:.1f}"),
-           ("abs_cos_qk", "|cos(q̄,k̄)|", "{:.3f}"))
+           ("abs_cos_qk", "abs cos(q̄,k̄)", "{:.3f}"))
 
 
 def _plain(value: float) -> float | None:
