@@ -57,8 +57,17 @@ def _max_rate(run: dict[str, Any]) -> float:
     return max(_num(r) for r in run["attention"]["sink_rate"])
 
 
-def _band(values: list[float], fmt: str = "{:.2f}") -> str:
-    return f"[{fmt.format(min(values))}, {fmt.format(max(values))}]"
+def _f(x: float) -> str:
+    """Two decimals, without a negative zero."""
+    return f"{round(x, 2) + 0.0:.2f}"
+
+
+def _band(values: list[float]) -> str:
+    return f"[{_f(min(values))}, {_f(max(values))}]"
+
+
+def _layer(i: int | None) -> str:
+    return "none" if i is None else str(i)
 
 
 def _seed_max_rates(entry: dict[str, Any]) -> str:
@@ -160,7 +169,7 @@ def _agreement(pairs: list[tuple[int, int]]) -> str:
 
 def claim_c(models: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
     """((verdict, numbers) of (c1) sink block vs top-PC jump, of (c2) vs first massive state)."""
-    pc_pairs, mass_pairs, parts = [], [], []
+    pc_pairs, mass_pairs, pc_parts, mass_parts = [], [], [], []
     for name, model in models.items():
         entry = model["inputs"]["natural"]
         sinks = sink_blocks(entry)
@@ -169,14 +178,16 @@ def claim_c(models: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
         mass = first_massive(entry["trained"]["states"])
         ratio = max(_num(v) for v in entry["trained"]["states"]["massive_top_ratio"])
         first = sinks[0] if sinks else None
-        parts.append(f"{SHORT[name]}: L_sink {first}, L_pc {jump} (rise {rise:.2f}; untrained "
-                     f"{_band(seed_rises)}), L_mass {mass} (largest top/median {ratio:.0f}×)")
+        pc_parts.append(f"{SHORT[name]}: L_sink {_layer(first)}, L_pc {_layer(jump)} (largest "
+                        f"rise {_f(rise)}; untrained {_band(seed_rises)})")
+        mass_parts.append(f"{SHORT[name]}: L_sink {_layer(first)}, L_mass {_layer(mass)} "
+                          f"(largest top/median {ratio:.0f}×)")
         if first is not None and jump is not None:
             pc_pairs.append((first, jump))
         if first is not None and mass is not None:
             mass_pairs.append((first, mass))
-    numbers = "; ".join(parts)
-    return (_agreement(pc_pairs), numbers), (_agreement(mass_pairs), numbers)
+    return ((_agreement(pc_pairs), "; ".join(pc_parts)),
+            (_agreement(mass_pairs), "; ".join(mass_parts)))
 
 
 def _collapses(states: dict[str, Any]) -> list[tuple[int, float, float, float, float]]:
@@ -208,11 +219,11 @@ def claim_d(models: dict[str, Any]) -> tuple[str, str]:
         collapse_states += len(found)
         kept += sum(cos_wo >= COSINE_KEPT * cos for _, _, _, cos, cos_wo in found)
         seeds = _band([_largest_drop(run["states"]) for run in entry["untrained"]["per_seed"]])
-        text = f"{SHORT[name]}: largest top-PC drop {_largest_drop(states):.2f} (untrained {seeds})"
+        text = f"{SHORT[name]}: largest top-PC drop {_f(_largest_drop(states))} (untrained {seeds})"
         if found:
             i, pc, pc_wo, cos, cos_wo = max(found, key=lambda f: f[1] - f[2])
-            text += (f", {len(found)} collapse state(s), e.g. state {i}: top-PC {pc:.2f} → "
-                     f"{pc_wo:.2f}, cosine {cos:.2f} → {cos_wo:.2f}")
+            text += (f", {len(found)} collapse state(s), e.g. state {i}: top-PC {_f(pc)} → "
+                     f"{_f(pc_wo)}, cosine {_f(cos)} → {_f(cos_wo)}")
         parts.append(text)
     if collapse_states == 0 or kept == 0:
         verdict = "does not hold"
@@ -241,7 +252,7 @@ def table(folder: str | pathlib.Path) -> str:
     """The markdown table of `rows` over the results under `folder`."""
     models = load(folder)
     lines = ["| claim | verdict | measured (natural inputs unless named; trained = one network; "
-             "untrained = min–max over the seeds) |", "|---|---|---|"]
+             "untrained = [min, max] over the seeds) |", "|---|---|---|"]
     lines += [f"| {claim} | **{verdict}** | {numbers} |" for claim, verdict, numbers in
               rows(models)]
     lines.append(f"\nModels: {', '.join(SHORT[n] for n in models)}.")
