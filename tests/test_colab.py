@@ -14,7 +14,7 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-ORDER = ("03_across_models", "01_untrained_block", "02_training_dynamics", "04_depth")
+ORDER = ("03_across_models", "01_untrained_block", "02_training_dynamics", "04_depth", "05_extreme_tokens")
 RUN = """
 import sys, nbformat, nbclient
 nb = nbformat.read(sys.argv[1], 4)
