@@ -30,6 +30,9 @@ HF_CONFIGS = {
     "gpt2": lambda: transformers.GPT2Config(vocab_size=64, n_embd=16, n_layer=2, n_head=2,
                                             n_positions=40, pad_token_id=0),
     "gpt_neox": lambda: transformers.GPTNeoXConfig(**SMALL, rotary_pct=0.5),
+    "gemma3_text": lambda: transformers.Gemma3TextConfig(
+        **SMALL, num_key_value_heads=1, head_dim=8, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"]),
     "llama": lambda: transformers.LlamaConfig(**SMALL, num_key_value_heads=1),
     "mpnet": lambda: transformers.MPNetConfig(**SMALL),
     "qwen2": lambda: transformers.Qwen2Config(**SMALL, num_key_value_heads=1),
