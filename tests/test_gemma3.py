@@ -6,7 +6,9 @@ padded batch included. Then the real Gemma-3-270M weights of the `gemma3-270m-q4
 package (GGUF Q4_K_M, dequantized with `gguf`) against Gemma3TextModel holding the weights
 transformers' own GGUF loader produces, on a text longer than its 512-token window; the tokenizer
 against transformers' GGUF tokenizer. Skipped, with the reason, where that package is absent
-(scripts/install.sh installs it with the `test` and `models` extras)."""
+(scripts/install.sh installs it with the `test` and `models` extras). Without the package, the GGUF
+path still runs on a tiny Gemma-3 written as llama.cpp's converter writes it (1 + w norms, no q/k
+permutation, llama.cpp's tensor names and metadata)."""
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -176,3 +178,84 @@ def test_gemma3_gguf_matches_transformers(gemma):
     weights = np.asarray(probes["blocks"][0]["attn_weights"])[0, :, last]
     assert (weights[:, :last + 1 - window] == 0).all()
     np.testing.assert_allclose(weights[:, last + 1 - window:].sum(-1), 1.0, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# The GGUF path without the package: a tiny Gemma-3 written as llama.cpp's converter writes it
+
+GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+              "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm":
+              "post_ffw_norm", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm":
+              "attn_k_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+# Specials, the characters, then pieces merged from them (a SentencePiece vocabulary, best first).
+TOKENS = (["<pad>", "<eos>", "<bos>", "<unk>", "t"] + [str(i) for i in range(10)]
+          + [f"t{i}" for i in range(VOCAB - 15)])
+
+
+def _write_gguf(lm, path):
+    """llama.cpp's convert_hf_to_gguf for Gemma-3 in miniature: its tensor names, norm weights
+    stored as 1 + w, q/k not permuted; the metadata it writes (not what it hard-codes)."""
+    import gguf as gguf_py
+
+    c = lm.config
+    writer = gguf_py.GGUFWriter(str(path), "gemma3")
+    for key, value in (("context_length", c.max_position_embeddings),
+                       ("embedding_length", c.hidden_size), ("block_count", c.num_hidden_layers),
+                       ("feed_forward_length", c.intermediate_size),
+                       ("attention.head_count", c.num_attention_heads),
+                       ("attention.head_count_kv", c.num_key_value_heads),
+                       ("attention.key_length", c.head_dim), ("attention.sliding_window",
+                                                              c.sliding_window)):
+        writer.add_uint32(f"gemma3.{key}", value)
+    writer.add_float32("gemma3.attention.layer_norm_rms_epsilon", c.rms_norm_eps)
+    writer.add_float32("gemma3.rope.freq_base", c.rope_parameters["full_attention"]["rope_theta"])
+    tokens = TOKENS
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3] * 4 + [1] * (VOCAB - 4))
+    writer.add_bos_token_id(2)
+    writer.add_add_bos_token(True)
+    for name, value in lm.model.state_dict().items():
+        value = value.numpy().astype(np.float32)
+        if name.endswith("norm.weight"):
+            value = value + np.float32(1.0)
+        parts = name.split(".")
+        if parts[0] == "layers":
+            name = f"blk.{parts[1]}.{GGUF_NAMES['.'.join(parts[2:-1])]}.{parts[-1]}"
+        else:
+            name = {"embed_tokens.weight": "token_embd.weight", "norm.weight":
+                    "output_norm.weight"}[name]
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_tiny_gemma3_gguf_matches_transformers(tmp_path):
+    """llama.cpp's fixed Gemma-3 values: every 6th layer global, local base 10k, logit scale
+    1/√head_dim; so 6 layers, the last global."""
+    from tokenizers import Tokenizer
+
+    torch.manual_seed(0)
+    config = transformers.Gemma3TextConfig(**{
+        **TINY, "num_hidden_layers": 6, "query_pre_attn_scalar": 12, "layer_types": None,
+        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                            "full_attention": {"rope_type": "default", "rope_theta": 3e5}}})
+    lm = transformers.Gemma3ForCausalLM(config)
+    _randomise(lm, seed=2)
+    _write_gguf(lm, tmp_path / "tiny.gguf")
+    loaded = registry.load(tmp_path)
+    assert loaded.family.name == "gemma3" and loaded.unused_tensors == []
+    assert [b.sliding_window for b in loaded.config.blocks] == [WINDOW] * 5 + [0]
+    ids = Tokenizer.from_str(loaded.tokenizer_json).encode("t5t17").ids
+    assert ids == [2, TOKENS.index("t5"), TOKENS.index("t17")]  # <bos> prepended, merged
+    lm.config._attn_implementation = "eager"
+    tokens, mask = _batch()
+    state_diff, attn_diff, _ = _compare(loaded, lm.model.eval(), tokens, mask)
+    print("tiny GGUF: max |diff| states", state_diff, "attention", attn_diff)
+    assert state_diff <= ATOL and attn_diff <= ATOL, (state_diff, attn_diff)
