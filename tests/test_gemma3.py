@@ -104,6 +104,7 @@ def test_config_translation_and_unsupported_settings(tiny):
     assert [b.sliding_window for b in cfg.blocks] == [9] * 5 + [0, 9]
     assert [b.rotary_base for b in cfg.blocks] == [3.0] * 5 + [7.0, 3.0]
     assert cfg.block.logit_scale == 256 ** -0.5 and cfg.tie_embeddings
+    assert gemma3.config_from_hf(hf).blocks[0].sliding_window == 4096  # transformers' default
     for bad, match in (({"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
                        ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
                        ({"rope_scaling": {"rope_type": "linear", "factor": 8.0}}, "scaled rotary"),

@@ -54,7 +54,8 @@ LAYER_NAMES = {
     ("post_mlp_norm",): "post_feedforward_layernorm",
 }
 QK_NORMS = {"query_norm": "self_attn.q_norm", "key_norm": "self_attn.k_norm"}
-# transformers' defaults (Gemma3TextConfig) for keys a config.json may leave out.
+# transformers' defaults (Gemma3TextConfig) for keys a config.json may leave out (also head_dim
+# 256, query_pre_attn_scalar 256, sliding_window 4096, tied embeddings).
 DEFAULT_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
 DEFAULT_PATTERN = 6
 
@@ -112,7 +113,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             qkv_bias=bias, out_bias=bias, mlp_bias=False, init_std=std, residual_init_std=std,
             precision=precision)
         local = block.replace(rotary_base=bases["sliding_attention"],
-                              sliding_window=int(hf_config.get("sliding_window") or 0))
+                              sliding_window=int(hf_config.get("sliding_window", 4096) or 0))
         stack = transformer.rotary_decoder_config(
             block, {"tie_word_embeddings": True, "max_position_embeddings": 131072, **hf_config})
         return stack.replace(embedding_scale=d ** 0.5, layer_blocks=tuple(
