@@ -1,6 +1,7 @@
 """The Bigram-Backcopy data source (anisotropy_jax/bigram_backcopy.py) against float64 loops over
 its definition, its place in the training data path, and the training model's normalisation."""
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -130,3 +131,19 @@ def test_every_block_field_of_the_model_spec_reaches_the_block():
         f.name for f in dataclasses.fields(type(block))}
     assert {"attention_normalization", "clip_zeta", "clip_gamma", "attention_output_gate",
             "precision", "init"} <= shared
+
+
+def test_a_run_saved_before_a_field_existed_resumes_with_its_default(tmp_path):
+    from anisotropy_jax.studies.training import logs
+
+    train, _ = train_config_from_mapping({"data": {"source": "bigram_backcopy"}})
+    logs.write_config(tmp_path, train, None)
+    path = tmp_path / logs.CONFIG_FILE
+    saved = json.loads(path.read_text())
+    del saved["train"]["model"]["attention_output_gate"]  # as written before the field existed
+    path.write_text(json.dumps(saved))
+    logs.check_same_config(tmp_path, train)
+    gated = dataclasses.replace(train, model=dataclasses.replace(train.model,
+                                                                 attention_output_gate=True))
+    with pytest.raises(ConfigError, match="model.attention_output_gate"):
+        logs.check_same_config(tmp_path, gated)

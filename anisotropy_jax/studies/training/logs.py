@@ -72,11 +72,16 @@ def _first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] 
 
 
 def check_same_config(workdir: pathlib.Path, config: TrainConfig) -> None:
-    """Refuses to resume a run whose saved training config differs (names the first field)."""
+    """Refuses to resume a run whose saved training config differs (names the first field). A
+    field the saved config lacks (added to the config since) counts as its default."""
     path = workdir / CONFIG_FILE
     if not path.exists():
         return
     saved = json.loads(path.read_text()).get("train", {})
+    try:
+        saved = results.to_jsonable(dataclasses.asdict(train_config_from_mapping(saved)[0]))
+    except ConfigError:  # a field since removed, or a value now refused: compare as saved
+        pass
     diff = _first_difference(saved, results.to_jsonable(dataclasses.asdict(config)))
     if diff:
         field, old, new = diff
