@@ -1,0 +1,127 @@
+"""Issue 22's extreme-token claims (studies/extreme/claims.py): every verdict branch of the
+pre-registered thresholds (docs/EXTREME_TOKENS.md) on hand-made results, and docs/REPORT.md's
+section "Extreme tokens (issue 22)" bound to the committed results (doc_tables kind
+`extreme_claims`)."""
+import copy
+
+import pytest
+
+from anisotropy_jax import doc_tables
+from anisotropy_jax.studies.extreme import claims
+
+REPORT = doc_tables.ROOT / "docs" / "REPORT.md"
+RESULTS = "docs/results/extreme_tokens/report"
+
+
+def _run(sink_rate, pc=(0.1, 0.1, 0.1, 0.1), pc_wo=None, cos=(0.3,) * 4, cos_wo=None,
+         massive=(0, 0, 0, 0), carried=0.9, heads=2):
+    """One forward's summary: 3 blocks, 4 states; every head of a block has the block's rate."""
+    att = {"sink_rate": list(sink_rate),
+           "head_sink_rate": [[r] * heads for r in sink_rate],
+           "head_query_carried": [[carried] * heads for _ in sink_rate],
+           "head_shared": [[1.0] * heads for _ in sink_rate],
+           "head_excess": [[2.0] * heads for _ in sink_rate]}
+    states = {"top_pc_share": list(pc), "top_pc_share_without_first": list(pc_wo or pc),
+              "average_cosine": list(cos), "average_cosine_without_first": list(cos_wo or cos),
+              "massive_count": list(massive), "massive_top_ratio": [10.0] * len(pc)}
+    return {"attention": att, "states": states}
+
+
+def _entry(trained, seeds=(0.0, 0.0, 0.0)):
+    untrained = [_run(seeds), _run(seeds)]
+    return {"trained": trained, "untrained": {"per_seed": untrained,
+                                              "max": {"attention": {"sink_rate": list(seeds)}}}}
+
+
+def _model(natural, repeated=None, causal=True):
+    inputs = {"natural": _entry(natural)}
+    if repeated is not None:
+        inputs["repeated"] = _entry(repeated)
+    return {"model": {"causal": causal}, "inputs": inputs}
+
+
+SINKS = _run((0.1, 0.9, 0.8))
+
+
+def test_sink_blocks_need_the_threshold_and_the_untrained_ceiling():
+    assert claims.sink_blocks(_entry(SINKS)) == [2, 3]
+    assert claims.sink_blocks(_entry(SINKS, seeds=(0.0, 0.95, 0.0))) == [3]
+    assert claims.sink_blocks(_entry(_run((0.5, 0.5, 0.5)))) == []
+
+
+@pytest.mark.parametrize("repeated, verdict", [
+    ((0.0, 0.0, 0.0), "holds"), ((0.0, 0.4, 0.4), "holds"),  # 0.4: not a sink block
+    ((0.0, 0.0, 0.7), "does not hold"),  # 1 of 2: not fewer than half
+    ((0.9, 0.9, 0.9), "does not hold")])
+def test_claim_a_reads_the_rotary_model(repeated, verdict):
+    models = {claims.ROTARY: _model(SINKS, _run(repeated))}
+    assert claims.claim_a(models)[0] == verdict
+    three = {claims.ROTARY: _model(_run((0.9, 0.9, 0.9)), _run((0.0, 0.0, 0.7)))}
+    assert claims.claim_a(three)[0] == "partly"  # 1 of 3
+    assert claims.claim_a({"all-MiniLM-L6-v2": _model(SINKS, _run(repeated))})[0] == (
+        "not measured")
+
+
+@pytest.mark.parametrize("carried, verdict", [
+    ((0.9, 0.6), "holds"), ((0.4, 0.2), "does not hold"), ((0.9, 0.2), "partly")])
+def test_claim_b_pools_sink_heads_per_model(carried, verdict):
+    models = {name: _model(_run((0.1, 0.9, 0.8), carried=c))
+              for name, c in zip(("all-MiniLM-L6-v2", claims.ROTARY), carried)}
+    got, numbers = claims.claim_b(models)
+    assert got == verdict, numbers
+    assert claims.claim_b({claims.ROTARY: _model(_run((0.1, 0.2, 0.2)))})[0] == (
+        "not testable with these models")
+
+
+def test_claim_b_counts_a_head_at_half_its_queries_as_carried():
+    heads = claims._sink_head_counts(_run((0.9, 0.9, 0.0), carried=0.5))
+    assert heads == (4, 4, 4.0, 8.0)
+    assert claims._sink_head_counts(_run((0.9, 0.9, 0.0), carried=0.49))[1] == 0
+
+
+def test_claim_c_markers_and_agreement():
+    jump = _run((0.1, 0.9, 0.8), pc=(0.1, 0.12, 0.5, 0.55), massive=(0, 0, 0, 3))
+    assert claims.pc_jump(jump["states"])[0] == 2 and claims.first_massive(jump["states"]) == 3
+    c1, c2 = claims.claim_c({claims.ROTARY: _model(jump)})
+    assert c1[0] == "holds" and c2[0] == "holds"  # sink block 2, jump 2, massive 3 (±1)
+    far = copy.deepcopy(jump)
+    far["attention"]["sink_rate"] = [0.9, 0.1, 0.1]
+    far["states"]["top_pc_share"] = [0.1, 0.1, 0.1, 0.6]
+    c1, _ = claims.claim_c({claims.ROTARY: _model(far), "DINOv2-S": _model(jump)})
+    assert c1[0] == "partly"
+    assert claims.claim_c({"DINOv2-S": _model(far)})[0][0] == "does not hold"
+    flat = _run((0.1, 0.9, 0.8), pc=(0.1, 0.15, 0.2, 0.25))  # rises of 0.05: no jump
+    assert claims.pc_jump(flat["states"])[0] is None
+    assert claims.claim_c({"DINOv2-S": _model(flat)})[0][0] == "not testable with these models"
+
+
+def test_claim_d_collapse_and_kept_cosine():
+    collapse = dict(pc=(0.1, 0.6, 0.6, 0.6), pc_wo=(0.1, 0.2, 0.6, 0.6))
+    kept = _run(SINKS["attention"]["sink_rate"], **collapse, cos_wo=(0.3, 0.28, 0.3, 0.3))
+    lost = _run(SINKS["attention"]["sink_rate"], **collapse, cos_wo=(0.3, 0.1, 0.3, 0.3))
+    assert claims.claim_d({"DINOv2-S": _model(kept)})[0] == "holds"
+    assert claims.claim_d({"DINOv2-S": _model(lost)})[0] == "does not hold"
+    assert claims.claim_d({"DINOv2-S": _model(kept), claims.ROTARY: _model(lost)})[0] == "partly"
+    assert claims.claim_d({"DINOv2-S": _model(SINKS)})[0] == "does not hold"  # no collapse
+    small = _run(SINKS["attention"]["sink_rate"], pc=(0.1, 0.15, 0.1, 0.1),
+                 pc_wo=(0.1, 0.01, 0.1, 0.1))  # below PC_PRESENT: not a collapse
+    assert claims._collapses(small["states"]) == []
+
+
+def test_claim_e_is_not_measured():
+    rows = claims.rows({claims.ROTARY: _model(SINKS, _run((0.0, 0.0, 0.0)))})
+    assert [r[0][:3] for r in rows] == ["(a)", "(b)", "(c1", "(c2", "(d)", "(e)"]
+    assert rows[-1][1:] == ("not measured", claims.GEMMA)
+
+
+def test_report_section_is_bound_to_the_committed_results():
+    text = REPORT.read_text()
+    section = text[text.index("## Extreme tokens (issue 22)"):]
+    bound = [(kind, path) for kind, path, _ in doc_tables.embedded(section)]
+    assert ("extreme_claims", RESULTS) in bound
+    for kind, path, written in doc_tables.embedded(section):
+        assert written == doc_tables.render(kind, path), f"{kind} {path}: run doc_tables --update"
+    models = claims.load(doc_tables.ROOT / RESULTS)
+    assert len(models) == 7, sorted(models)
+    for model in models.values():
+        assert all(len(e["untrained"]["per_seed"]) >= 5 for e in model["inputs"].values())
