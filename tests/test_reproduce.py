@@ -92,3 +92,20 @@ def test_smoke_script_writes_a_complete_report(tmp_path):
     for key in ("godey_3a", "godey_3b", "godey_4b", "depth_a"):  # measured by every smoke run
         name, claim, origin = V.CLAIMS[key]
         assert f"{name}: {claim} | {origin} | **not measured**" not in text, key
+
+
+def test_regenerating_a_bundled_report_keeps_the_hand_written_sections(tmp_path):
+    from anisotropy_jax.studies.reproduce import report
+    workdir, path = tmp_path / "run", tmp_path / "docs" / "REPORT.md"
+    workdir.mkdir()
+    path.parent.mkdir()
+    path.write_text(f"# old report\n\nold claims\n\n{report.KEPT_MARKER}\n\n## By hand\n\nkept\n")
+    report.bundle("# new report\n\nnew claims\n", workdir, path, {})
+    text = path.read_text()
+    assert text.startswith("# new report") and "old claims" not in text
+    assert text.count(report.KEPT_MARKER) == 1 and text.rstrip().endswith("kept")
+    report.bundle("# newer\n", workdir, path, {})  # and again: still once
+    assert path.read_text().count("## By hand") == 1
+    path.write_text("# no marker\n")
+    report.bundle("# plain\n", workdir, path, {})
+    assert path.read_text() == "# plain\n"

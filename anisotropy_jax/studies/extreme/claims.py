@@ -25,7 +25,8 @@ PC_PRESENT = 0.2          # (d): a top PC to collapse: share at least this
 PC_COLLAPSE = 0.5         # (d): collapsed: share without the first token ≤ this × the share
 COSINE_KEPT = 0.75        # (d): kept: cosine without the first token ≥ this × the cosine
 ROTARY = "SmolLM2-135M-Instruct"
-GEMMA = "Gemma-3 is not yet a family here, and none of the measured models has QK-norm"
+GEMMA = ("Gemma-3 (QK-norm) is a family (models/gemma3.py) but the study has not been run on it, "
+         "and none of the measured models has QK-norm")
 SHORT = {"all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
          "all-mpnet-base-v2": "MPNet", "SmolLM2-135M-Instruct": "SmolLM2",
          "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S"}
