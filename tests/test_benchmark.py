@@ -117,6 +117,15 @@ def test_trace_sweep_sums_device_kernels_by_name(tmp_path):
     assert dict(totals) == {"gemm_a": 12, "fusion": 3}
 
 
+def test_trace_train_busy_time_is_the_union_of_kernel_intervals():
+    trace_train = _load("profiling.trace_train")
+    events = [("a", 0.0, 5.0), ("b", 3.0, 5.0), ("c", 10.0, 2.0), ("d", 10.5, 1.0)]
+    assert trace_train.busy_time(events) == 10.0  # [0, 8] and [10, 12]
+    assert trace_train.category("nvjet_sm90_tst_128x192") == "GEMM"
+    assert trace_train.category("cudnn_generated_fort_native_sdpa") == "attention"
+    assert trace_train.category("loop_add_convert_fusion").startswith("other")
+
+
 def test_profilers_import_together_without_defining_flags():
     """Flags are defined only when a profiler runs (harness.run), so importing never clashes."""
     from absl import flags

@@ -35,18 +35,24 @@ def define_flags():
 GEMM_MARKERS = ("gemm", "nvjet", "cublas", "cutlass")
 
 
-def kernel_times(trace_dir: str) -> collections.Counter:
-    """{kernel name: total µs} over the device lanes of the Perfetto trace in `trace_dir`."""
+def kernel_events(trace_dir: str) -> list[tuple[str, float, float]]:
+    """(name, start µs, duration µs) of every kernel on the device lanes of the Perfetto trace
+    in `trace_dir` (also benchmarks/profiling/trace_train.py's reader)."""
     (path,) = glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"), recursive=True)
     with gzip.open(path) as f:
         trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     device_pids = {e["pid"] for e in events if e.get("ph") == "M"
                    and e.get("name") == "process_name" and "/device:" in e["args"]["name"]}
+    return [(e["name"], float(e.get("ts", 0)), float(e.get("dur", 0))) for e in events
+            if e.get("ph") == "X" and e.get("pid") in device_pids]
+
+
+def kernel_times(trace_dir: str) -> collections.Counter:
+    """{kernel name: total µs} over the device lanes of the Perfetto trace in `trace_dir`."""
     totals: collections.Counter = collections.Counter()
-    for e in events:
-        if e.get("ph") == "X" and e.get("pid") in device_pids:
-            totals[e["name"]] += e.get("dur", 0)
+    for name, _, duration in kernel_events(trace_dir):
+        totals[name] += duration
     return totals
 
 

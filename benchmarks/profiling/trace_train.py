@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import collections
 import glob
-import gzip
-import json
 import os
 import tempfile
 import time
@@ -24,7 +22,7 @@ import time
 from absl import flags
 
 from benchmarks.profiling import harness
-from benchmarks.profiling.trace_sweep import GEMM_MARKERS
+from benchmarks.profiling.trace_sweep import GEMM_MARKERS, kernel_events
 
 ATTENTION_MARKERS = ("flash", "fmha", "cudnn", "attention", "softmax")
 
@@ -57,18 +55,6 @@ def hlo_sources(hlo_dir: str) -> dict[str, str]:
             sources[match.group(1).replace(".", "_")] = (
                 f"{match.group(2)[:40]} <- {op.group(1)[-110:] if op else '?'}")
     return sources
-
-
-def kernel_events(trace_dir: str) -> list[tuple[str, float, float]]:
-    """(name, start µs, duration µs) of every kernel on the device lanes of the Perfetto trace."""
-    (path,) = glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"), recursive=True)
-    with gzip.open(path) as f:
-        trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    device_pids = {e["pid"] for e in events if e.get("ph") == "M"
-                   and e.get("name") == "process_name" and "/device:" in e["args"]["name"]}
-    return [(e["name"], float(e["ts"]), float(e.get("dur", 0))) for e in events
-            if e.get("ph") == "X" and e.get("pid") in device_pids]
 
 
 def busy_time(events) -> float:
