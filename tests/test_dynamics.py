@@ -167,6 +167,12 @@ def _naive_intervention(q, k, causal, stats):
             stats[f"delta_{stat}_key_term"][head] = (after - before) * scale
     mask = np.tril(np.ones((L, L), bool)) if causal else None
     logits = np.einsum("bihd,bjhd->bhij", q, k) * s
+    # Gu et al.'s α_0 of each (sequence, head): every query sees key 0, and each counts.
+    masked = logits if mask is None else np.where(mask, logits, -np.inf)
+    weights = np.exp(masked - masked.max(-1, keepdims=True))
+    alpha0 = (weights / weights.sum(-1, keepdims=True))[..., 0].mean(-1)  # (B, H)
+    stats["sink_score"][:] = alpha0.mean(0)
+    stats["sink_rate"][:] = (alpha0 > 0.3).mean(0)
     rng = jax.random.split(jax.random.key(dynamics.analysis.PERMUTATION_SEED), 2)[0]
     with jax.enable_x64(True):
         controls = intervention.key_term_intervention(q, k, logits, mask, rng=rng)

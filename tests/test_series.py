@@ -92,6 +92,9 @@ def test_export_equals_our_model(runs, objective):
         stack = {n: jnp.stack([b[n] for b in probes["blocks"]])
                  for n in ("queries", "keys", "attn_logits")}
         reference = per_layer(stack["queries"], stack["keys"], stack["attn_logits"])
+        reference.update(jax.vmap(functools.partial(
+            dynamics.analysis.sink_metrics, causal=tcfg.block.causal))(
+            jnp.stack([b["attn_weights"] for b in probes["blocks"]])))
         for name in dynamics.HEAD_METRICS:
             np.testing.assert_allclose(heads[name], reference[name], rtol=1e-4, atol=1e-5,
                                        err_msg=name)

@@ -116,6 +116,9 @@ def head_fn(family: Any, cfg: Any) -> Callable[..., dict[str, jax.Array]]:
         blocks = probes["blocks"]
         out = per_layer(*(jnp.stack([b[name] for b in blocks])
                           for name in ("queries", "keys", "attn_logits")))
+        out.update(jax.vmap(functools.partial(dynamics.analysis.sink_metrics,
+                                              causal=bool(family.causal)))(
+            jnp.stack([b["attn_weights"] for b in blocks])))
         return {name: out[name] for name in dynamics.HEAD_METRICS}
 
     return heads
