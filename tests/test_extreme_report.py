@@ -108,10 +108,35 @@ def test_claim_d_collapse_and_kept_cosine():
     assert claims._collapses(small["states"]) == []
 
 
-def test_claim_e_is_not_measured():
-    rows = claims.rows({claims.ROTARY: _model(SINKS, _run((0.0, 0.0, 0.0)))})
-    assert [r[0][:3] for r in rows] == ["(a)", "(b)", "(c1", "(c2", "(d)", "(e)"]
-    assert rows[-1][1:] == ("not measured", claims.GEMMA)
+def _with_ratio(run, ratio):
+    out = copy.deepcopy(run)
+    out["states"]["massive_top_ratio"] = [ratio] * len(out["states"]["massive_top_ratio"])
+    return out
+
+
+def test_claim_e_compares_gemma_with_smollm2():
+    quiet = _with_ratio(_run((0.1, 0.2, 0.9), cos=(0.3, 0.1, 0.1, 0.1)), 20.0)  # 1 sink block
+    loud = _with_ratio(_run((0.9, 0.9, 0.9), cos=(0.3, 0.5, 0.5, 0.5)), 500.0)
+    assert claims.claim_e({claims.GEMMA3: _model(quiet), claims.ROTARY: _model(loud)})[0] == (
+        "holds")
+    assert claims.claim_e({claims.GEMMA3: _model(loud), claims.ROTARY: _model(quiet)})[0] == (
+        "does not hold")
+    mixed = _with_ratio(quiet, 900.0)  # fewer sinks, lower cosine, larger activations
+    verdict, numbers = claims.claim_e({claims.GEMMA3: _model(mixed),
+                                       claims.ROTARY: _model(loud)})
+    assert verdict == "partly" and "lower on 2 of 3" in numbers
+    assert claims.claim_e({claims.ROTARY: _model(loud)})[0] == "not measured"
+    # the mean cosine leaves out state 0 (the embeddings)
+    assert claims._anisotropy(quiet) == pytest.approx(0.1)
+
+
+def test_rows_name_every_claim_and_a_prime_reads_gemma():
+    models = {claims.ROTARY: _model(SINKS, _run((0.0, 0.0, 0.0))),
+              claims.GEMMA3: _model(SINKS, _run((0.9, 0.9, 0.9)))}
+    rows = claims.rows(models)
+    assert [r[0][:3] for r in rows] == ["(a)", "(b)", "(c1", "(c2", "(d)", "(e)", "(a′"]
+    assert rows[0][1] == "holds" and rows[-1][1] == "does not hold"
+    assert claims.rows({claims.ROTARY: models[claims.ROTARY]})[-1][1] == "not measured"
 
 
 def test_report_section_is_bound_to_the_committed_results():

@@ -8,9 +8,11 @@ from anisotropy_jax.config.base import require, require_choice, require_int
 from anisotropy_jax.config.model import PRECISIONS
 from anisotropy_jax.config.pretrained import CROSS_MODAL_MODELS
 
-# The offline transformers of the cross-modal comparison: the CNN (ResNet-50) has no attention
-# and no token axis that a sink or a first token could live on, so it is not measured.
-EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untrained")
+# The offline transformers of the cross-modal comparison (the CNN, ResNet-50, has no attention
+# and no token axis that a sink or a first token could live on, so it is not measured), and
+# Gemma-3-270M: QK-norm, beside SmolLM2-135M without it (issue 22, claim (e)).
+GEMMA3 = "Gemma-3-270M"
+EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untrained") + (GEMMA3,)
 # Text inputs: Shakespeare sentences, the same token positions filled with uniformly drawn ids,
 # and with one id repeated (Gu et al.'s control). Image and audio models take their offline
 # defaults (photographs, spoken Shakespeare) as their one natural input.

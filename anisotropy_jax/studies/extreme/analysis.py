@@ -16,12 +16,19 @@ from typing import Any
 import jax
 
 from anisotropy_jax.config import PretrainedConfig
-from anisotropy_jax.config.extreme import ExtremeConfig
+from anisotropy_jax.config.extreme import GEMMA3, ExtremeConfig
+from anisotropy_jax.models import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.extreme import inputs as inputs_lib
 from anisotropy_jax.studies.extreme import layers, summary
 from anisotropy_jax.studies.pretrained import analysis as pretrained
 from anisotropy_jax.studies.pretrained import cross_modal
+
+
+# name → () → the model's folder or file, None when not installed: the cross-modal study's
+# locators, and Gemma-3's GGUF (assembled once from its package's parts into the cache).
+LOCATORS = {**{name: entry[2] for name, entry in cross_modal.MODELS.items()},
+            GEMMA3: gguf.packaged_gemma3_gguf}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +57,7 @@ def validate(config: ExtremeConfig) -> Plan:
     field on a bad setting); nothing is compiled."""
     models, skipped = {}, {}
     for name in config.models:
-        model_dir = cross_modal.MODELS[name][2]()
+        model_dir = LOCATORS[name]()
         if model_dir is None:
             skipped[name] = "not installed"
             continue

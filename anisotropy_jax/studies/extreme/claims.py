@@ -14,7 +14,9 @@ import json
 import pathlib
 from typing import Any
 
-from anisotropy_jax.config.extreme import EXTREME_MODELS
+import numpy as np
+
+from anisotropy_jax.config.extreme import EXTREME_MODELS, GEMMA3
 from anisotropy_jax.studies.extreme import summary
 
 SINK_BLOCK_RATE = 0.5     # a sink block: trained sink rate above this and above every seed's
@@ -24,10 +26,8 @@ SAME_LAYER = 1            # (c): two markers agree within this many layers
 PC_PRESENT = 0.2          # (d): a top PC to collapse: share at least this
 PC_COLLAPSE = 0.5         # (d): collapsed: share without the first token ≤ this × the share
 COSINE_KEPT = 0.75        # (d): kept: cosine without the first token ≥ this × the cosine
-ROTARY = "SmolLM2-135M-Instruct"
-GEMMA = ("Gemma-3 (QK-norm) is a family (models/gemma3.py) but the study has not been run on it, "
-         "and none of the measured models has QK-norm")
-SHORT = {"all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
+ROTARY = "SmolLM2-135M-Instruct"  # (a)'s model, and (e)'s model without QK-norm
+SHORT = {GEMMA3: "Gemma-3", "all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
          "all-mpnet-base-v2": "MPNet", "SmolLM2-135M-Instruct": "SmolLM2",
          "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S"}
 
@@ -75,8 +75,9 @@ def _seed_max_rates(entry: dict[str, Any]) -> str:
     return _band([_max_rate(run) for run in entry["untrained"]["per_seed"]])
 
 
-def claim_a(models: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, numbers) of (a): sinks on natural text vs one repeated token."""
+def claim_a(models: dict[str, Any], rotary: str = ROTARY) -> tuple[str, str]:
+    """(verdict, numbers) of (a) on the rotary model `rotary`: sinks on natural text vs one
+    repeated token."""
     parts = []
     for name, model in models.items():
         kinds = model["inputs"]
@@ -90,9 +91,9 @@ def claim_a(models: dict[str, Any]) -> tuple[str, str]:
                      f"repeated {_max_rate(kinds['repeated']['trained']):.2f} (untrained "
                      f"{_seed_max_rates(kinds['natural'])}, "
                      f"{_seed_max_rates(kinds['repeated'])})")
-    if ROTARY not in models:
-        return "not measured", "; ".join(parts) or "no text model measured"
-    kinds = models[ROTARY]["inputs"]
+    if rotary not in models:
+        return "not measured", "; ".join([f"{SHORT[rotary]} not measured"] + parts)
+    kinds = models[rotary]["inputs"]
     natural, repeated = len(sink_blocks(kinds["natural"])), len(sink_blocks(kinds["repeated"]))
     if natural >= 1 and repeated == 0:
         verdict = "holds"
@@ -233,19 +234,53 @@ def claim_d(models: dict[str, Any]) -> tuple[str, str]:
     return verdict, "; ".join(parts)
 
 
+def _anisotropy(run: dict[str, Any]) -> float:
+    """Mean over the states i ≥ 1 (every block's output, and the final norm's) of the average
+    cosine."""
+    return float(np.mean([_num(v) for v in run["states"]["average_cosine"][1:]]))
+
+
+def _largest_ratio(run: dict[str, Any]) -> float:
+    return max(_num(v) for v in run["states"]["massive_top_ratio"][1:])
+
+
+def claim_e(models: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, numbers) of (e): Gemma-3 (QK-norm) below SmolLM2 (none) in the share of sink
+    blocks, the largest top/median |activation| ratio and the mean average cosine."""
+    if GEMMA3 not in models or ROTARY not in models:
+        return "not measured", f"needs both {SHORT[GEMMA3]} and {SHORT[ROTARY]}"
+    got, parts = {}, []
+    for name in (GEMMA3, ROTARY):
+        entry = models[name]["inputs"]["natural"]
+        blocks = len(entry["trained"]["attention"]["sink_rate"])
+        seeds = entry["untrained"]["per_seed"]
+        got[name] = (len(sink_blocks(entry)) / blocks, _largest_ratio(entry["trained"]),
+                     _anisotropy(entry["trained"]))
+        parts.append(f"{SHORT[name]}: sink blocks {len(sink_blocks(entry))}/{blocks} "
+                     f"({_f(got[name][0])}), largest top/median {got[name][1]:.0f}× (untrained "
+                     f"{min(map(_largest_ratio, seeds)):.0f}–{max(map(_largest_ratio, seeds)):.0f}"
+                     f"×), mean cosine {_f(got[name][2])} (untrained "
+                     f"{_band([_anisotropy(r) for r in seeds])})")
+    lower = sum(g < s for g, s in zip(got[GEMMA3], got[ROTARY]))
+    verdict = "holds" if lower == 3 else "does not hold" if lower == 0 else "partly"
+    return verdict, "; ".join(parts) + f"; {SHORT[GEMMA3]} lower on {lower} of 3"
+
+
 CLAIMS = ("(a) sinks on natural text, none on one repeated token (Gu et al., rotary SmolLM2)",
           "(b) a sink head's logit excess is carried by the shared term q̄·(k_sink − k̄)",
           "(c1) the first sink block and the top-PC jump are the same layer (±1)",
           "(c2) the first sink block and the first massive activation are the same layer (±1)",
           "(d) removing the first (BOS/[CLS]) token collapses the top-PC share, not the cosine",
-          "(e) QK-norm against no QK-norm")
+          "(e) QK-norm (Gemma-3) has fewer sink blocks, smaller massive activations and a lower "
+          "cosine than no QK-norm (SmolLM2)",
+          "(a′) (a) on Gemma-3, the second rotary model")
 
 
 def rows(models: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(claim, verdict, numbers) of every row."""
     c1, c2 = claim_c(models)
-    got = [claim_a(models), claim_b(models), c1, c2, claim_d(models),
-           ("not measured", GEMMA)]
+    got = [claim_a(models), claim_b(models), c1, c2, claim_d(models), claim_e(models),
+           claim_a({n: m for n, m in models.items() if n == GEMMA3}, GEMMA3)]
     return [(claim, verdict, numbers) for claim, (verdict, numbers) in zip(CLAIMS, got)]
 
 

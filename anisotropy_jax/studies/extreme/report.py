@@ -26,7 +26,8 @@ COLUMNS = (("attention", "sink_rate", "sink", "{:.2f}"),
            ("states", "inf_norm", "inf", "{:.1f}"),
            ("states", "cc_top_share", "cc_top", "{:.2f}"),
            ("states", "top_pc_share", "pc1", "{:.2f}"),
-           ("states", "top_pc_share_without_first", "pc1-first", "{:.2f}"))
+           ("states", "top_pc_share_without_first", "pc1-first", "{:.2f}"),
+           ("states", "twonn", "TwoNN", "{:.1f}"))
 
 
 def summary(result: Mapping[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
