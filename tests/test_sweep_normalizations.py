@@ -13,6 +13,7 @@ import pytest
 
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import block as block_lib
+from anisotropy_jax.models import fused_attention
 from anisotropy_jax.studies.sweep import controls, grid, points, report, theory
 from tests import reference
 
@@ -47,7 +48,7 @@ def test_point_reduction_of_other_normalizations_against_a_loop(name):
     w = np.asarray(probes["attn_weights"], np.float64)
     logits = np.asarray(probes["attn_logits"], np.float64)
     values = np.asarray(probes["values"], np.float64)
-    ent, mass, mx, agreement, row_cos, info, alpha0, noop = ([] for _ in range(8))
+    ent, mass, mx, agreement, row_cos, info, alpha0, noop, free = ([] for _ in range(9))
     for b, h in itertools.product(range(3), range(4)):
         rows = _renormalised_rows(w[b, h])
         ent += [_entropy(p) / math.log(6) for p in rows]
@@ -61,12 +62,14 @@ def test_point_reduction_of_other_normalizations_against_a_loop(name):
         alpha0.append(w[b, h, :, 0].mean())
         norms = np.linalg.norm(values[b, :, h], axis=-1)
         noop.append(alpha0[-1] * norms[0] / norms.mean())
+        free.append(w[b, h].mean(0).max())  # every query sees every key: α_k, raw weights
     want = {"attention_entropy_normalized": np.mean(ent), "attention_mass": np.mean(mass),
             "attention_max": np.mean(mx), "attention_query_agreement": np.mean(agreement),
             "attention_row_cosine": np.mean(row_cos),
             "attention_query_key_information": np.mean(info),
             "attention_sink_rate": np.mean(np.array(alpha0) > 0.3),
-            "attention_noop_score": np.mean(noop)}
+            "attention_noop_score": np.mean(noop),
+            "attention_free_sink_rate": np.mean(np.array(free) > 0.3)}
     for key, value in want.items():
         np.testing.assert_allclose(got[key], value, rtol=2e-5, atol=2e-6, err_msg=key)
 
@@ -87,6 +90,48 @@ def test_softmax_points_are_unchanged_by_the_sink_metrics():
     np.testing.assert_allclose(more["attention_sink_rate"], np.mean(alpha0 > 0.3))
     np.testing.assert_allclose(more["attention_noop_score"],
                                np.mean(alpha0 * norms[:, 0] / norms.mean(1)), rtol=1e-5)
+    np.testing.assert_allclose(more["attention_free_sink_rate"],
+                               np.mean(w.mean(-2).max(-1) > 0.3))
+
+
+def _free_sink_rate64(weights_BxHxLxL, causal):
+    """The position-free rate in float64 loops: per (sequence, head), α_k = the mean weight on
+    key k over the queries with > 1 visible key that see it, over the keys seen by at least half
+    of those queries; the share of pairs whose largest α_k exceeds 0.3."""
+    b, h, length, _ = weights_BxHxLxL.shape
+    counted = [q for q in range(length) if (q + 1 if causal else length) > 1]
+    over = []
+    for i, j in itertools.product(range(b), range(h)):
+        best = -1.0
+        for k in range(length):
+            viewers = [q for q in counted if not causal or k <= q]
+            if 2 * len(viewers) >= len(counted):
+                best = max(best, np.mean([weights_BxHxLxL[i, j, q, k] for q in viewers]))
+        over.append(best > 0.3)
+    return np.mean(over)
+
+
+def test_free_sink_rate_is_the_same_from_the_kernel_key_sums_weights_and_logits():
+    """Causal softmax: the rate from the fused kernel's on-chip column sums (interpret mode),
+    from the weights probe, and recomputed from queries and keys, against a float64 loop; the
+    weights ×6 and the biased inputs make some heads sink (measured: 0, 0.33, 0.92 at s = 0, 8,
+    30), so every path is compared on rates strictly between 0 and 1 as well."""
+    block = BlockConfig(d_model=64, num_heads=4, d_ff=64, causal=True)  # L = 16, Dh = 16
+    rates = []
+    for s in (0.0, 8.0, 30.0):
+        x = (jax.random.normal(jax.random.key(1), (3, 16, 64))
+             + s * jax.random.normal(jax.random.key(2), (1, 1, 64)) / 8.0)
+        params = jax.tree.map(lambda p: 6.0 * p, block_lib.Block(block).init(jax.random.key(0), x))
+        probes = block_lib.Block(block).apply(params, x)[1]
+        _, stats = fused_attention.fused_attention(
+            probes["queries"], probes["keys"], probes["values"], causal=True, interpret=True,
+            logit_scale=fused_attention.logit_scale(16, 1.0), reduction_statistics=True)
+        bare = {n: v for n, v in probes.items() if n not in ("attn_weights", "attn_logits")}
+        want = _free_sink_rate64(np.asarray(probes["attn_weights"], np.float64), causal=True)
+        for variant in (probes, {**bare, "attn_key_mass": stats["attn_key_mass"]}, bare):
+            np.testing.assert_allclose(points._free_sink_rate(variant, block), want)
+        rates.append(want)
+    assert rates[0] == 0.0 and 0.0 < rates[1] < 1.0 and 0.0 < rates[2] < 1.0, rates
 
 
 def test_softmax_only_forms_and_the_rounding_bound_are_left_out():

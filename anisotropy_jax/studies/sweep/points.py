@@ -33,9 +33,11 @@ SCALAR_METRICS = (
 )
 # With `sink_metrics` (SweepConfig.reports_sink_metrics: on by itself for a normalisation other
 # than softmax): the attention mass Σ_k w_qk (mean over queries; 1 by definition for softmax),
-# Gu et al.'s sink rate (share of (sequence, head) pairs with α_0 > 0.3) and the no-op score
-# α_0·‖v_0‖/mean‖v‖ (metrics/sinks.py), mean over sequences and heads.
-SINK_METRICS = ("attention_mass", "attention_sink_rate", "attention_noop_score")
+# Gu et al.'s sink rate (share of (sequence, head) pairs with α_0 > 0.3), the no-op score
+# α_0·‖v_0‖/mean‖v‖ (metrics/sinks.py), mean over sequences and heads, and the position-free sink
+# rate (the same share for max_k α_k, from per-key column sums: `_free_sink_rate`).
+SINK_METRICS = ("attention_mass", "attention_sink_rate", "attention_noop_score",
+                "attention_free_sink_rate")
 # Metrics that hold for softmax weights only: absent from a run of another normalisation.
 SOFTMAX_ONLY_METRICS = ("attention_rounding_bound",)
 # Categorical attention (docs/SCIENCE.md "Categorical attention"): per (sequence, head) matrix,
@@ -174,13 +176,45 @@ def rounding_bound(probes: Mapping[str, Array], block: BlockConfig) -> Array:
     return jnp.mean(metrics.mean_over_queries(bound, counts_Lq))
 
 
-def _sink_metrics(probes: Mapping[str, Array]) -> dict[str, Array]:
+def _free_sink_rate(probes: Mapping[str, Array], block: BlockConfig) -> Array:
+    """The position-free sink rate: `metrics.sink_rate` of max_k α_k, α_k the mean weight that
+    key k receives from the counted queries (those with more than one visible key) that see it,
+    over the keys that at least half of the counted queries see (as the extreme-token study:
+    a causal head's last keys average a few queries' attention to themselves). The per-key
+    column sums are the fused kernel's on-chip `attn_key_mass` when the probes hold it (no
+    L × L array), else the sums of the weights probe (weights of another normalisation enter
+    raw, as α_0 does), else, for a fused softmax run without them, of the softmax of the logits
+    recomputed from the queries and keys probes."""
+    seq_len = probes["resid_pre"].shape[1]
+    mask = attention_mask(seq_len, block.causal, None)
+    visible_LqxLk = jnp.ones((seq_len, seq_len), bool) if mask is None else mask[0, 0]
+    counted_Lq = jnp.sum(visible_LqxLk, axis=-1) > 1
+    if "attn_key_mass" in probes:
+        sums_BxHxLk = probes["attn_key_mass"]
+    elif "attn_weights" in probes:
+        sums_BxHxLk = jnp.einsum("bhqk,q->bhk", probes["attn_weights"],
+                                 counted_Lq.astype(jnp.float32))
+    else:
+        logits = attention_logits(probes["queries"], probes["keys"],
+                                  logit_scale(block.d_head, block.logit_temperature),
+                                  matmul_settings(block)[1])
+        sums_BxHxLk = metrics.categorical_key_sums(logits, mask).mass
+    viewers_Lk = jnp.sum(visible_LqxLk & counted_Lq[:, None], axis=0)
+    scores = metrics.key_attention_scores_from_sums(sums_BxHxLk, viewers_Lk)
+    widely_seen_Lk = 2 * viewers_Lk >= jnp.sum(counted_Lq)
+    best_BxH, _ = metrics.max_key_attention(jnp.where(widely_seen_Lk, scores, jnp.nan))
+    return metrics.sink_rate(best_BxH)
+
+
+def _sink_metrics(probes: Mapping[str, Array], block: BlockConfig) -> dict[str, Array]:
     """Gu et al.'s sink rate and the no-op score from α_0 (B, H), the mean over queries of the
-    weight on key 0 (`metrics.sink_scores_from_probabilities` of the attn_sink probe)."""
+    weight on key 0 (`metrics.sink_scores_from_probabilities` of the attn_sink probe), and the
+    position-free rate (`_free_sink_rate`)."""
     alpha_0_BxH = metrics.sink_scores_from_probabilities(probes["attn_sink"])
     return {"attention_sink_rate": metrics.sink_rate(alpha_0_BxH),
             "attention_noop_score": jnp.mean(metrics.noop_head_score(alpha_0_BxH,
-                                                                     probes["values"]))}
+                                                                     probes["values"])),
+            "attention_free_sink_rate": _free_sink_rate(probes, block)}
 
 
 def scalar_metrics(block: BlockConfig, batch_size: int, sink_metrics: bool = False
@@ -230,7 +264,7 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig, sink_metrics:
     if block.attention_normalization == "softmax":
         out["attention_rounding_bound"] = rounding_bound(probes, block)
     if sink_metrics:
-        out.update(_sink_metrics(probes))
+        out.update(_sink_metrics(probes, block))
     if pair:
         out["input_cross_sequence_cosine"] = inputs["cross_sequence_cosine"]
         out["attention_output_cross_sequence_cosine"] = attention["cross_sequence_cosine"]
