@@ -4,6 +4,7 @@ the sink metrics, the softmax path left as it was, the softmax-only closed forms
 left out, the `:normalizations` config and the controls' identity for another normalisation."""
 import importlib.util
 import itertools
+import json
 import math
 import pathlib
 
@@ -14,7 +15,7 @@ import pytest
 from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import block as block_lib
 from anisotropy_jax.models import fused_attention
-from anisotropy_jax.studies.sweep import controls, grid, points, report, theory
+from anisotropy_jax.studies.sweep import controls, grid, points, report, tables, theory
 from tests import reference
 
 BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
@@ -206,3 +207,23 @@ def test_controls_identity_holds_for_another_normalization():
     assert identity["max_abs_deviation"]["attention_query_agreement"] == 0.0
     agreement = runs["biased"].per_seed["attention_query_agreement"]
     assert np.ptp(agreement.mean(0)) > 0
+
+
+def test_committed_h100_kernel_run_equals_the_xla_softmax_rows():
+    """docs/results/sink_rates_h100: the fused kernel's sweep (on-chip column sums) and the XLA
+    sweep, same block, seeds and grid, agree on the sink metrics at every s; the table kind
+    renders the seeds' range."""
+    folder = pathlib.Path(__file__).resolve().parent.parent / "docs/results/sink_rates_h100"
+    xla, fused = (json.loads((folder / f"results_{name}.json").read_text())
+                  for name in ("normalizations", "pallas"))
+    assert xla["bias_norms"] == fused["bias_norms"] and len(xla["bias_norms"]) == 30
+    for kind in ("biased", "norm_matched"):
+        a, b = (tables._softmax_run(doc, kind)["metrics"] for doc in (xla, fused))
+        for name in points.SINK_METRICS + ("attention_query_agreement", "attention_max"):
+            assert len(a[name]["per_seed"]) == len(b[name]["per_seed"]) == 5
+            np.testing.assert_allclose(b[name]["per_seed"], a[name]["per_seed"], atol=2e-4,
+                                       err_msg=f"{kind} {name}")
+    row = tables.sink_rates_table(xla).splitlines()[2 + tables.SINK_ROWS.index(4096.0)]
+    seeds = [run[-1] for run in tables._softmax_run(xla, "biased")["metrics"][
+        "attention_free_sink_rate"]["per_seed"]]
+    assert f"[{min(seeds):.3f}, {max(seeds):.3f}]" in row

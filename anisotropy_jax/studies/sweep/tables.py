@@ -188,13 +188,55 @@ def normalizations_control_table(doc: Mapping[str, Any]) -> str:
     return _normalizations_table(doc, "norm_matched")
 
 
+SINK_ROWS = (0.0, 16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0)
+
+
+def _seed_range(metric: Mapping[str, Any], i: int) -> str:
+    """mean [min, max] over the seeds: a share bounded by 0 and 1 gets the seeds' range, not a
+    t-interval that can leave [0, 1]."""
+    seeds = [run[i] for run in metric["per_seed"]]
+    return f"{metric['mean'][i]:.3f} [{min(seeds):.3f}, {max(seeds):.3f}]"
+
+
+def _softmax_run(doc: Mapping[str, Any], inputs: str) -> Mapping[str, Any]:
+    """The softmax run without the output gate on `inputs` (the labels of a `:control` or a
+    `:normalizations` results.json)."""
+    for label, run in doc["runs"].items():
+        fields = dict(part.split("=", 1) for part in label.split(", "))
+        if (fields.get("inputs") == inputs and fields.get("attention_normalization",
+                                                          "softmax") == "softmax"
+                and fields.get("attention_output_gate", "False") == "False"):
+            return run
+    raise KeyError(f"no softmax run on {inputs!r} inputs among {list(doc['runs'])}")
+
+
+def sink_rates_table(doc: Mapping[str, Any]) -> str:
+    """Is categorical attention a sink? Per s (SINK_ROWS), for softmax on the biased inputs: Gu
+    et al.'s rate on key 0, the position-free rate and the query agreement; on the norm-matched
+    control: the position-free rate and the largest weight; mean [min, max] over seeds."""
+    biased, control = _softmax_run(doc, "biased"), _softmax_run(doc, "norm_matched")
+    norms = doc["bias_norms"]
+    body = []
+    for s in SINK_ROWS:
+        if s not in norms:
+            continue
+        i = norms.index(s)
+        m, c = biased["metrics"], control["metrics"]
+        body.append([f"{s:g}"] + [_seed_range(m[k], i) for k in (
+            "attention_sink_rate", "attention_free_sink_rate", "attention_query_agreement")]
+            + [_seed_range(c[k], i) for k in ("attention_free_sink_rate", "attention_max")])
+    return _markdown(["s", "sink rate, key 0", "position-free sink rate", "query agreement",
+                      "control: position-free sink rate", "control: largest weight"], body)
+
+
 TABLES = {"control": control_table, "default": default_table, "closed_forms": closed_forms_table,
           "closed_forms_all": closed_forms_all_table, "controls_entropy": controls_entropy_table,
           "controls_agreement": controls_agreement_table,
           "controls_differences": controls_differences_table,
           "controls_identities": controls_identities_table,
           "normalizations": normalizations_table,
-          "normalizations_control": normalizations_control_table}
+          "normalizations_control": normalizations_control_table,
+          "sink_rates": sink_rates_table}
 
 
 def render(kind: str, path: str | pathlib.Path) -> str:
