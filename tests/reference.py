@@ -126,3 +126,40 @@ def categorical_attention(logits_QxK, visible_QxK=None):
     mean_p = sum(rows.values()) / len(counted)
     information = entropy(mean_p) - np.mean([entropy(rows[q]) for q in counted])
     return agreement, row_cos, information
+
+
+def _log_ratios(x_NxD, n1, n2):
+    """log(r_{n2}/r_{n1}) of every point whose n1-th neighbour is not a duplicate (r_{n1} > 0),
+    with a loop over the points (float64)."""
+    x = np.asarray(x_NxD, np.float64)
+    logs = []
+    for i in range(len(x)):
+        r = np.sort(np.linalg.norm(np.delete(x, i, axis=0) - x[i], axis=1))
+        if r[n1 - 1] > 0:
+            logs.append(np.log(r[n2 - 1] / r[n1 - 1]))
+    return np.asarray(logs)
+
+
+def twonn(x_NxD, fraction=0.9):
+    """Facco et al.'s TwoNN: μ_i = r2/r1 of the N points with r1 > 0, sorted, F(μ_(i)) = i/N,
+    least-squares fit of −log(1 − F) = d log μ through the origin on the smallest ⌊fraction·N⌋."""
+    logs = np.sort(_log_ratios(x_NxD, 1, 2))
+    n = len(logs)
+    kept = int(np.floor(n * fraction))
+    xs = logs[:kept]
+    ys = -np.log(1.0 - np.arange(1, kept + 1) / n)
+    return float(xs @ ys / (xs @ xs))
+
+
+def gride(x_NxD, n1, n2):
+    """Denti et al.'s GRIDE: the root in d of the likelihood's score
+    N/d + Σ_i [(n2 − n1 − 1) ℓ_i / (1 − e^{−d ℓ_i}) − (n2 − 1) ℓ_i], ℓ_i = log(r_{n2}/r_{n1})."""
+    from scipy import optimize
+
+    ell = _log_ratios(x_NxD, n1, n2)
+
+    def score(d):
+        ratio = np.where(ell > 0, ell / -np.expm1(-d * np.maximum(ell, 1e-300)), 1.0 / d)
+        return len(ell) / d + np.sum((n2 - n1 - 1) * ratio - (n2 - 1) * ell)
+
+    return float(optimize.brentq(score, 1e-3, 1e5, xtol=1e-12, rtol=1e-12))

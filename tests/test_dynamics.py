@@ -202,6 +202,11 @@ def test_analysis_matches_a_naive_float64_extraction(objective):
                                atol=2e-5)
     np.testing.assert_allclose(out["layers"]["drift_norm"][0],
                                np.linalg.norm(embeddings.reshape(-1, 128).mean(0)), rtol=1e-4)
+    # Intrinsic dimension of state 0 against the float64 loops (Facco et al., Denti et al.).
+    np.testing.assert_allclose(out["layers"]["twonn_dimension"][0],
+                               reference.twonn(embeddings.reshape(-1, 128)), rtol=1e-3)
+    np.testing.assert_allclose(out["layers"]["gride_dimension"][0],
+                               reference.gride(embeddings.reshape(-1, 128), 8, 16), rtol=1e-3)
     w_in = np.asarray(variables["params"]["token_embedding"]["embedding"], np.float64)
     np.testing.assert_allclose(out["embeddings"]["input_raw"],
                                reference.partition_isotropy(w_in[used]), rtol=1e-3)
@@ -216,6 +221,29 @@ def test_analysis_matches_a_naive_float64_extraction(objective):
                                    out["layers"]["cross_sequence_cosine"][-1], rtol=1e-6)
     else:
         assert "final_norm" not in out
+
+
+@pytest.mark.parametrize("objective", ["mlm", "clm"])
+def test_intrinsic_dimension_of_every_state_is_that_of_its_tokens(objective):
+    """TwoNN and GRIDE (8, 16) per hidden state: metrics.twonn_dimension / gride_dimension of the
+    model's own B·L tokens of that state, and the float64 loops of tests/reference.py."""
+    from anisotropy_jax import metrics
+
+    tcfg = _config(objective).transformer_config()
+    variables = _perturbed_params(tcfg, seed=1)
+    tokens = np.random.default_rng(1).integers(0, 256, size=(B, L)).astype(np.int32)
+    out = jax.device_get(_analyse(objective)(variables, tokens))["layers"]
+    _, probes = Transformer(tcfg, with_head=False).apply(variables, tokens)
+    hidden = [probes["embeddings"]] + [p["resid_post"] for p in probes["blocks"]]
+    assert out["twonn_dimension"].shape == out["gride_dimension"].shape == (len(hidden),)
+    for s, h in enumerate(hidden):
+        x = np.asarray(h, np.float32).reshape(B * L, -1)
+        assert out["twonn_dimension"][s] == pytest.approx(
+            float(metrics.twonn_dimension(x)), rel=1e-5), s
+        assert out["gride_dimension"][s] == pytest.approx(
+            float(metrics.gride_dimension(x, 8, 16).dimension), rel=1e-5), s
+        assert out["twonn_dimension"][s] == pytest.approx(reference.twonn(x), rel=1e-4), s
+        assert out["gride_dimension"][s] == pytest.approx(reference.gride(x, 8, 16), rel=1e-4), s
 
 
 def _analyse(objective):

@@ -231,6 +231,22 @@ def test_mask_equals_subset_and_duplicates_drop_out():
                                                                     rel=1e-10)
 
 
+def test_layer_dimensions_equal_the_two_estimators_with_masks_and_small_clouds():
+    rng = np.random.default_rng(8)
+    x = _subspace(rng, N, 4, D, offset=3.0)
+    mask = rng.uniform(size=N) > 0.2
+    both = jax.jit(metrics.layer_dimensions)
+    for m in (None, mask):
+        got = both(x, m)
+        assert float(got["twonn_dimension"]) == pytest.approx(float(twonn(x, m)), rel=1e-12)
+        assert float(got["gride_dimension"]) == pytest.approx(
+            float(gride(x, n1=8, n2=16, mask=m).dimension), rel=1e-12)
+    small = both(x[:10])  # GRIDE (8, 16) needs 17 points, TwoNN 3
+    assert np.isnan(small["gride_dimension"]) and float(small["twonn_dimension"]) == pytest.approx(
+        float(twonn(x[:10])), rel=1e-12)
+    assert all(np.isnan(v) for v in both(x[:2]).values())
+
+
 def test_gride_bisection_edges():
     # every ratio 1 (no information about d): the root lies above the range → +inf
     d, _ = metrics.gride_from_ratios(jnp.zeros(10), 1, 2)

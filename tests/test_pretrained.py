@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from anisotropy_jax import corpus
+from anisotropy_jax import corpus, metrics
 from anisotropy_jax.config import BlockConfig, ConfigError, PretrainedConfig, from_mapping
 from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.models.transformer import Transformer
@@ -641,3 +641,58 @@ def test_validate_names_the_field(tmp_path, minilm_dir):
     assert inputs.config.model_dir == str(minilm_dir) and inputs.config.max_length == 128
     assert inputs.sentences == corpus.split_sentences(good.read_text())
     assert inputs.num_candidate_sentences == 3 and inputs.text_source == str(good)
+
+
+def test_intrinsic_dimension_per_state_is_that_of_the_masked_forward_states(tmp_path):
+    """TwoNN and GRIDE (8, 16) of every hidden state, trained and per untrained seed, equal
+    metrics.twonn_dimension / gride_dimension of the model's own forward states with the padding
+    masked out by hand and the batches pooled, and a float64 loop of the papers' estimators."""
+    toy_tokenizer(tmp_path)
+    cfg = bert.config_from_hf(TOY_HF)
+    loaded = analysis.PretrainedModel(tmp_path, TOY_HF, cfg, _random_params(cfg, seed=2), [],
+                                      text.load_tokenizer(tmp_path, 32))
+    sentences = ["to be or not to be", "that is the question", "whether tis nobler",
+                 "in the mind to suffer", "the slings and arrows"]
+    kwargs = dict(batch_size=4, length_multiple=16, num_pairs=500)
+    got = analysis.analyze(loaded, sentences, PretrainedConfig(untrained_seeds=2, **kwargs))
+    batches = text.make_batches(text.encode(loaded.tokenizer, sentences), 4, 16, loaded.pad_id,
+                                32)
+    forward = bert.FAMILY.hidden_states_fn(cfg)
+    runs = {"trained": (loaded.params, got.metrics["trained"])}
+    for k, seed in enumerate(got.untrained_seeds["seeds"]):
+        params = bert.FAMILY.init_params(cfg, jax.random.split(jax.random.key(seed))[0])
+        runs[f"seed {seed}"] = (params, {name: got.untrained_seeds["metrics"][name][k]
+                                         for name in states.UNDEFINED_AS_NONE})
+    for run, (params, values) in runs.items():
+        pooled = np.concatenate([np.asarray(forward(params, b.tokens, b.token_types, b.mask))
+                                 [:, b.mask] for b in batches], axis=1)  # (S, N real tokens, D)
+        # in (sentence, position) order, as the study's: the same centring sums, the same ranks
+        # of near-tied neighbours (an untrained cloud has them)
+        sentence = np.concatenate([b.sentence_index[np.nonzero(b.mask)[0]] for b in batches])
+        position = np.concatenate([np.nonzero(b.mask)[1] for b in batches])
+        pooled = pooled[:, np.lexsort((position, sentence))]
+        assert pooled.shape[:2] == (3, got.data["num_tokens"]) and pooled.shape[1] >= 17
+        for s, x in enumerate(pooled):
+            want = float(metrics.twonn_dimension(jnp.asarray(x)))
+            assert values["twonn_dimension"][s] == pytest.approx(want, rel=1e-5), (run, s)
+            # float32 against float64: 1e-6 on the trained states; 8e-4 on an untrained state
+            # whose tokens nearly coincide (TwoNN 0.44: near-tied neighbours rank differently)
+            assert values["twonn_dimension"][s] == pytest.approx(reference.twonn(x), rel=2e-3)
+            want = float(metrics.gride_dimension(jnp.asarray(x), 8, 16).dimension)
+            assert values["gride_dimension"][s] == pytest.approx(want, rel=1e-5), (run, s)
+            assert values["gride_dimension"][s] == pytest.approx(reference.gride(x, 8, 16),
+                                                                 rel=2e-4)
+    # The untrained run is the mean over the seeds; the report prints both columns.
+    np.testing.assert_allclose(got.metrics["untrained"]["twonn_dimension"], np.mean(
+        got.untrained_seeds["metrics"]["twonn_dimension"], axis=0), rtol=1e-12)
+    printed = report.format_report(report.summary(got))
+    assert "twonn" in printed and "gride_8_16" in printed
+
+
+def test_intrinsic_dimension_is_none_where_undefined():
+    # 12 tokens without the special ones: GRIDE (8, 16) needs 17; TwoNN is defined.
+    out = states.state_metrics(_toy_hidden(), jax.random.key(0), 100, include_special_tokens=False)
+    assert out["gride_dimension"] == [None] * 3
+    assert all(v is not None and v > 0 for v in out["twonn_dimension"])
+    dup = metrics.layer_dimensions(jnp.repeat(jnp.eye(2, 4), 10, axis=0))  # only duplicates
+    assert np.isnan(dup["twonn_dimension"]) and np.isnan(dup["gride_dimension"])

@@ -47,8 +47,8 @@ from anisotropy_jax.metrics.geometry import (average_cosine_similarity, centered
                                              within_sequence_cosine_similarity)
 from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, gride_dimension,
                                                         gride_from_ratios, gride_scaling,
-                                                        neighbor_distances, twonn_dimension,
-                                                        twonn_from_ratios)
+                                                        layer_dimensions, neighbor_distances,
+                                                        twonn_dimension, twonn_from_ratios)
 from anisotropy_jax.metrics.norms import mean_norm, unit_vectors, vector_norms
 from anisotropy_jax.metrics.sinks import (SINK_EPSILON, attention_output_norms,
                                           attention_sink_rate, key_attention_scores,
@@ -77,6 +77,6 @@ __all__ = [
     "key_attention_scores_from_sums", "max_key_attention", "noop_head_score", "sink_logit_split",
     "sink_rate", "sink_scores_from_probabilities",
     # intrinsic dimension (metrics.intrinsic_dimension)
-    "IDEstimate", "gride_dimension", "gride_from_ratios", "gride_scaling", "neighbor_distances",
-    "twonn_dimension", "twonn_from_ratios",
+    "IDEstimate", "gride_dimension", "gride_from_ratios", "gride_scaling", "layer_dimensions",
+    "neighbor_distances", "twonn_dimension", "twonn_from_ratios",
 ]

@@ -34,7 +34,10 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     relative_drift, isoscore, centered_cosine (`metrics.centered_average_cosine`),
     massive_ratio (Sun et al.: the largest |activation| of the batch over the median |activation|
     of its sequence, `metrics.massive_activations`), kurtosis (Pearson's, of each sequence's L·D
-    activations, averaged over the batch, `metrics.activation_kurtosis`);
+    activations, averaged over the batch, `metrics.activation_kurtosis`), twonn_dimension and
+    gride_dimension (the intrinsic dimension of the B·L tokens pooled: TwoNN and GRIDE at
+    (n1, n2) = (8, 16), `metrics.layer_dimensions`; exact duplicates drop out, NaN if undefined;
+    neighbours ranked in blocks of 512 rows, so memory is O(512·B·L) per state);
   embedding matrices (arrays (S,)): partition isotropy of the input embedding and of the output
     projection (the same matrix when tied), raw and centred (input_raw, input_centered,
     output_raw, output_centered), over the rows of the byte ids that occur in the corpus (plus
@@ -87,7 +90,7 @@ HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
 PERMUTATION_SEED = 0
 LAYER_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
                  "drift_norm", "relative_drift", "isoscore", "centered_cosine", "massive_ratio",
-                 "kurtosis")
+                 "kurtosis", "twonn_dimension", "gride_dimension")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +141,7 @@ def _hidden_metrics(h_BxLxD: jax.Array) -> dict[str, jax.Array]:
         "centered_cosine": metrics.centered_average_cosine(h_BxLxD),
         "massive_ratio": massive_activations(h_BxLxD, k=1)["top_ratio"][0],
         "kurtosis": jnp.mean(activation_kurtosis(h_BxLxD)),
+        **metrics.layer_dimensions(h_BxLxD),  # TwoNN and GRIDE (8, 16) of the B·L tokens
     }
 
 

@@ -29,13 +29,15 @@ from anisotropy_jax.studies.pretrained.states import TokenStates
 
 TABLE_METRICS = ("average_cosine", "centered_average_cosine", "centering_removed_share",
                  "cross_sequence_cosine", "within_sequence_cosine", "sampled_pair_cosine",
-                 "drift_norm", "relative_drift", "isoscore", "effective_rank")
+                 "drift_norm", "relative_drift", "isoscore", "effective_rank", "twonn_dimension",
+                 "gride_dimension")
 SHORT_NAMES = {"average_cosine": "avg_cos", "centered_average_cosine": "centred_cos",
                "centering_removed_share": "removed", "cross_sequence_cosine": "cross_cos",
                "within_sequence_cosine": "within_cos", "sampled_pair_cosine": "sampled_cos",
                "drift_norm": "drift", "relative_drift": "rel_drift", "isoscore": "isoscore",
                "effective_rank": "eff_rank", "effective_rank_centered": "eff_rank_c",
-               "top_pc_variance_ratio": "top_pc", "mean_norm": "mean_norm"}
+               "top_pc_variance_ratio": "top_pc", "mean_norm": "mean_norm",
+               "twonn_dimension": "twonn", "gride_dimension": "gride_8_16"}
 
 
 def summary(result: PretrainedResult, provenance: dict[str, Any] | None = None

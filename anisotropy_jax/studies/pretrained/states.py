@@ -37,7 +37,16 @@ METRIC_NAMES = (
     "effective_rank",        # Roy & Vetterli, of the raw (uncentred) token matrix
     "effective_rank_centered",  # of the centred matrix
     "top_pc_variance_ratio",  # σ₁²/Σσ² of the centred matrix
+    # Intrinsic dimension of the pooled tokens (metrics.layer_dimensions, one neighbour pass):
+    # TwoNN (Facco et al.) and GRIDE at (n1, n2) = metrics.intrinsic_dimension.LAYER_GRIDE_RANKS
+    # = (8, 16) (Denti et al.; why that scale: its comment). Exact duplicates (e.g. [CLS] at
+    # position 0 of every sentence in state 0) drop out; None where undefined (fewer than 3
+    # tokens, 17 for GRIDE; every token a duplicate).
+    "twonn_dimension",
+    "gride_dimension",
 )
+# Metrics that may be undefined on a cloud (None in results.json) instead of an error.
+UNDEFINED_AS_NONE = ("twonn_dimension", "gride_dimension")
 # Anisotropy measures correlated with drift_norm and relative_drift across layers.
 CORRELATED_COSINES = ("average_cosine", "cross_sequence_cosine", "sampled_pair_cosine",
                       "centered_average_cosine")
@@ -139,6 +148,7 @@ def _within_sequence(x_SxLxD: jax.Array, mask_SxL: jax.Array) -> jax.Array:
 
 
 _sampled_pairs = jax.jit(metrics.sampled_pair_cosine_similarity, static_argnames="num_pairs")
+_dimensions = jax.jit(metrics.layer_dimensions)
 
 
 def sequence_layout(sentence_N: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,7 +168,8 @@ def sequence_layout(sentence_N: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 def cloud_metrics(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
                   num_pairs: int = 10_000) -> dict[str, float | None]:
     """Every metric of METRIC_NAMES for one state. within_sequence_cosine is None when every
-    input has a single token (pooled features). FloatingPointError naming a non-finite metric."""
+    input has a single token (pooled features), an intrinsic dimension (UNDEFINED_AS_NONE) when
+    it is undefined or infinite. FloatingPointError naming another non-finite metric."""
     if len(x_NxD) < 2:
         raise ValueError("fewer than 2 tokens to measure")
     slot, position, mask_SxL = sequence_layout(sentence_N)
@@ -169,12 +180,15 @@ def cloud_metrics(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
     values["within_sequence_cosine"] = (_within_sequence(x_SxLxD, mask_SxL)
                                         if mask_SxL.shape[1] >= 2 else None)
     values["sampled_pair_cosine"] = _sampled_pairs(x_NxD, key, num_pairs=num_pairs)
+    values.update(_dimensions(x_NxD))
     values = jax.device_get(values)
     values["centering_removed_share"] = centering_removed_share(
         float(values["average_cosine"]), float(values["centered_average_cosine"]))
     out: dict[str, float | None] = {}
     for name in METRIC_NAMES:
         out[name] = None if values[name] is None else float(values[name])
+        if name in UNDEFINED_AS_NONE and out[name] is not None and not math.isfinite(out[name]):
+            out[name] = None
         if out[name] is not None and not math.isfinite(out[name]):
             raise FloatingPointError(f"metric {name} is not finite ({out[name]})")
     return out
