@@ -147,6 +147,6 @@ def test_report_section_is_bound_to_the_committed_results():
     for kind, path, written in doc_tables.embedded(section):
         assert written == doc_tables.render(kind, path), f"{kind} {path}: run doc_tables --update"
     models = claims.load(doc_tables.ROOT / RESULTS)
-    assert len(models) == 7, sorted(models)
+    assert len(models) == 8, sorted(models)
     for model in models.values():
         assert all(len(e["untrained"]["per_seed"]) >= 5 for e in model["inputs"].values())
