@@ -19,6 +19,8 @@ KINDS (each a study's formatter, imported when used):
                (`studies.reproduce.report.claims_table_from_bundle`)
   extreme_claims  issue 22's extreme-token claims recomputed from a folder of extreme-token
                results.json files (`studies.extreme.claims.table`)
+  extreme_storage  the bytes and wall times per model of the same folder
+               (`studies.extreme.report.storage_table`)
   normalization_grid  the normalisation grid's table per dataset
                (`studies.normalizations.summary.markdown_table`)
 """
@@ -69,14 +71,20 @@ def _extreme_claims(folder: pathlib.Path):
     return claims.table(folder)
 
 
+def _extreme_storage(folder: pathlib.Path):
+    from anisotropy_jax.studies.extreme import report
+    return report.storage_table(folder)
+
+
 def _normalization_grid(doc):
     from anisotropy_jax.studies.normalizations import summary
     return summary.markdown_table(doc["cells"])
 
 
-# kind → formatter of the loaded results.json (for `claims` and `extreme_claims`, of the folder).
+# kind → formatter of the loaded results.json (for `claims` and `extreme_*`, of the folder).
 _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims,
-               "extreme_claims": _extreme_claims, "normalization_grid": _normalization_grid,
+               "extreme_claims": _extreme_claims, "extreme_storage": _extreme_storage,
+               "normalization_grid": _normalization_grid,
                "embeddings_loss": _embeddings("format_loss_table"),
                "embeddings_isotropy": _embeddings("format_table"),
                "embeddings_unitnorm": _embeddings("format_unitnorm_table"),

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 from typing import Any, Mapping
 
@@ -88,3 +89,26 @@ def write(result: Mapping[str, Any], workdir: Any, provenance: results_lib.Prove
     results_lib.write_text(workdir / "summary.md", format_report(doc) + "\n")
     results_lib.write_json(workdir / "results.json", doc)
     return doc
+
+
+def storage_table(folder: Any) -> str:
+    """Per model of the results under `folder` (`claims.load`): layers, the bytes of per-layer
+    statistics per forward and per model (`storage_bytes`), the size of its results.json on
+    disk, and the wall time of the trained forward and of each untrained seed (s, compilation
+    included). The table of docs/EXTREME_TOKENS.md "Storage" (doc_tables kind
+    `extreme_storage`)."""
+    from anisotropy_jax.studies.extreme import claims
+
+    sizes = {}
+    for path in sorted(pathlib.Path(folder).rglob("results.json")):
+        for name in json.loads(path.read_text())["models"]:
+            sizes[name] = path.stat().st_size
+    lines = ["| model | layers | per forward (bytes) | per model (bytes) | results.json (bytes) "
+             "| wall (s): trained; untrained seeds |", "|---|---|---|---|---|---|"]
+    for name, model in claims.load(folder).items():
+        timing, stored = model["timing"], model["storage_bytes"]
+        seeds = ", ".join(f"{timing[f'untrained_seed_{s}_seconds']:.0f}" for s in model["seeds"])
+        lines.append(f"| {name} | {model['model']['num_layers']} | {stored['per_forward']:,} | "
+                     f"{stored['per_model']:,} | {sizes[name]:,} | "
+                     f"{timing['trained_seconds']:.0f}; {seeds} |")
+    return "\n".join(lines) + "\n"
