@@ -191,19 +191,24 @@ def smollm2():
     return registry.load(path.parent)
 
 
-def _transformers_llama_from_gguf(path):
-    """transformers.LlamaModel with the weights transformers' own GGUF loader gives (its config
-    mapping and its q/k un-permutation; dequantization by the same gguf package)."""
+def transformers_from_gguf(path, config_class, lm_class):
+    """The transformers model (`lm_class(config_class(...)).model`, float32, eager attention) with
+    the weights transformers' own GGUF loader gives: its config mapping, its q/k un-permutation
+    for llama and 1 + w → w for Gemma's norms; dequantization by the same gguf package."""
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    config = transformers.LlamaConfig(**load_gguf_checkpoint(str(path))["config"])
-    lm = transformers.LlamaForCausalLM(config)
+    config = config_class(**load_gguf_checkpoint(str(path))["config"])
+    lm = lm_class(config)
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=lm)["tensors"]
     missing, unexpected = lm.load_state_dict(tensors, strict=False)
     lm.tie_weights()
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     lm.config._attn_implementation = "eager"
     return lm.model.float().eval()
+
+
+def _transformers_llama_from_gguf(path):
+    return transformers_from_gguf(path, transformers.LlamaConfig, transformers.LlamaForCausalLM)
 
 
 def test_smollm2_gguf_matches_transformers(smollm2):

@@ -23,7 +23,7 @@ import transformers  # noqa: E402
 from anisotropy_jax.models import gemma3, gguf, registry  # noqa: E402
 from anisotropy_jax.models.checkpoint import PretrainedError  # noqa: E402
 from tests.test_families_causal import (ATOL, SENTENCES, VOCAB, _batch, _compare,  # noqa: E402
-                                        _hf_outputs, _randomise)
+                                        _hf_outputs, _randomise, transformers_from_gguf)
 
 WINDOW = 4
 TINY = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
@@ -127,18 +127,8 @@ def gemma():
 
 
 def _transformers_gemma3_from_gguf(path):
-    """transformers.Gemma3TextModel with the weights transformers' own GGUF loader gives (its
-    config mapping, its 1 + w → w for the norms; dequantization by the same gguf package)."""
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    config = transformers.Gemma3TextConfig(**load_gguf_checkpoint(str(path))["config"])
-    lm = transformers.Gemma3ForCausalLM(config)
-    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=lm)["tensors"]
-    missing, unexpected = lm.load_state_dict(tensors, strict=False)
-    lm.tie_weights()
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-    lm.config._attn_implementation = "eager"
-    return lm.model.float().eval()
+    return transformers_from_gguf(path, transformers.Gemma3TextConfig,
+                                  transformers.Gemma3ForCausalLM)
 
 
 def test_gemma3_gguf_matches_transformers(gemma):

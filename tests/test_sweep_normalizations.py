@@ -2,7 +2,6 @@
 init"): a point's reduction of non-softmax weights against a float64 loop over the block's probes,
 the sink metrics, the softmax path left as it was, the softmax-only closed forms and rounding bound
 left out, the `:normalizations` config and the controls' identity for another normalisation."""
-import importlib.util
 import itertools
 import json
 import math
@@ -17,6 +16,7 @@ from anisotropy_jax.models import block as block_lib
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.studies.sweep import controls, grid, points, report, tables, theory
 from tests import reference
+from tests.test_sweep import _experiment_config
 
 BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
 
@@ -153,14 +153,6 @@ def test_softmax_only_forms_and_the_rounding_bound_are_left_out():
     softmax = grid.SweepResult(SweepConfig(), s, {"input_cosine": np.zeros((1, 2))}, {}, None, 1,
                                0.0, 0.0)
     assert report.reliable_points(softmax) == [True, True]  # a run without metrics, as before
-
-
-def _experiment_config(arg=None):
-    path = pathlib.Path(__file__).parent.parent / "experiments" / "configs" / "bias_sweep.py"
-    spec = importlib.util.spec_from_file_location("bias_sweep_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(arg)
 
 
 def test_normalizations_variant_and_several_compared_fields():
