@@ -19,8 +19,9 @@ KINDS (each a study's formatter, imported when used):
                (`studies.reproduce.report.claims_table_from_bundle`)
   extreme_claims  issue 22's extreme-token claims recomputed from a folder of extreme-token
                results.json files (`studies.extreme.claims.table`)
-  extreme_storage  the bytes and wall times per model of the same folder
-               (`studies.extreme.report.storage_table`)
+  extreme_storage, extreme_dimensions  the bytes and wall times, and the intrinsic dimensions,
+               per model of the same folder (`studies.extreme.report.storage_table`,
+               `dimension_table`)
   normalization_grid  the normalisation grid's table per dataset
                (`studies.normalizations.summary.markdown_table`)
 """
@@ -76,6 +77,11 @@ def _extreme_storage(folder: pathlib.Path):
     return report.storage_table(folder)
 
 
+def _extreme_dimensions(folder: pathlib.Path):
+    from anisotropy_jax.studies.extreme import report
+    return report.dimension_table(folder)
+
+
 def _normalization_grid(doc):
     from anisotropy_jax.studies.normalizations import summary
     return summary.markdown_table(doc["cells"])
@@ -84,6 +90,7 @@ def _normalization_grid(doc):
 # kind → formatter of the loaded results.json (for `claims` and `extreme_*`, of the folder).
 _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims,
                "extreme_claims": _extreme_claims, "extreme_storage": _extreme_storage,
+               "extreme_dimensions": _extreme_dimensions,
                "normalization_grid": _normalization_grid,
                "embeddings_loss": _embeddings("format_loss_table"),
                "embeddings_isotropy": _embeddings("format_table"),

@@ -150,3 +150,10 @@ def test_report_section_is_bound_to_the_committed_results():
     assert len(models) == 8, sorted(models)
     for model in models.values():
         assert all(len(e["untrained"]["per_seed"]) >= 5 for e in model["inputs"].values())
+
+
+def test_dimension_cells_skip_undefined_states_and_the_embeddings_for_the_peak():
+    from anisotropy_jax.studies.extreme import report
+    assert report._dimension_cells([50.0, 3.0, None, 7.5, 6.0]) == "50.0 → 7.5 (state 3) → 6.0"
+    assert report._dimension_cells([None, None, 2.0]) == "– → 2.0 (state 2) → 2.0"
+    assert report._dimension_cells([None, None]) == "–"

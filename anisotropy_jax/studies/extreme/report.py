@@ -112,3 +112,33 @@ def storage_table(folder: Any) -> str:
                      f"{stored['per_model']:,} | {sizes[name]:,} | "
                      f"{timing['trained_seconds']:.0f}; {seeds} |")
     return "\n".join(lines) + "\n"
+
+
+def _dimension_cells(values: list[Any]) -> str:
+    """'embeddings → largest over the states i ≥ 1 (state i) → last' of one run's per-state
+    estimates; '–' where undefined."""
+    found = [(i, v) for i, v in enumerate(values) if v is not None and i > 0]
+    if not found:
+        return "–"
+    peak = max(found, key=lambda iv: iv[1])
+    first = "–" if values[0] is None else f"{values[0]:.1f}"
+    last = "–" if values[-1] is None else f"{values[-1]:.1f}"
+    return f"{first} → {peak[1]:.1f} (state {peak[0]}) → {last}"
+
+
+def dimension_table(folder: Any) -> str:
+    """Per model of the results under `folder`, natural inputs: TwoNN and GRIDE (8, 16) of the
+    embeddings, their largest value over the later states (and where), and the last state; trained,
+    and the mean over the untrained seeds (doc_tables kind `extreme_dimensions`)."""
+    from anisotropy_jax.studies.extreme import claims
+
+    lines = ["| model | TwoNN, trained | TwoNN, untrained mean | GRIDE (8, 16), trained | "
+             "GRIDE (8, 16), untrained mean |", "|---|---|---|---|---|"]
+    for name, model in claims.load(folder).items():
+        entry = model["inputs"]["natural"]
+        trained, mean = entry["trained"]["states"], entry["untrained"]["mean"]["states"]
+        if "twonn" not in trained:
+            continue
+        lines.append(f"| {name} | " + " | ".join(_dimension_cells(run[key]) for key in (
+            "twonn", "gride") for run in (trained, mean)) + " |")
+    return "\n".join(lines) + "\n"
