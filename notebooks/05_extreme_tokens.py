@@ -115,9 +115,14 @@ def band(entry, part, key):
             arr(entry["untrained"]["max"][part][key]))
 
 
-def panels(n):
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
-    return fig, axes[0]
+def panels(n, per_row=4):
+    """n panels, per_row to a row (the spare ones of the last row hidden)."""
+    rows = -(-n // per_row)
+    fig, axes = plt.subplots(rows, min(n, per_row), figsize=(4.2 * min(n, per_row), 3.4 * rows),
+                             squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes.flat[:n]
 
 # %% [markdown]
 # ## Sink rate per block, per input kind, against the untrained band
@@ -177,6 +182,29 @@ for ax, (name, model) in zip(axes, MODELS.items()):
             label="average cosine, first token removed")
     ax.set(title=claims.SHORT.get(name, name), xlabel="state", ylim=(0, 1))
 axes[0].legend(fontsize=6)
+fig.tight_layout()
+
+# %% [markdown]
+# ## Intrinsic dimension beside the average cosine
+# TwoNN (Facco et al.) of each state's measured tokens, natural inputs, against the untrained band.
+# It ignores any common translation of the tokens, so it cannot see Godey's common-bias
+# anisotropy (docs/results/intrinsic_dimension/README.md); Razzhigaev et al. report it per layer.
+# Undefined (absent) where tokens coincide, as on one repeated id in a causal model.
+
+# %%
+fig, axes = panels(len(MODELS))
+for ax, (name, model) in zip(axes, MODELS.items()):
+    entry = model["inputs"]["natural"]
+    twonn, low, high = band(entry, "states", "twonn")
+    states = np.arange(len(twonn))
+    ax.plot(states, twonn, marker="o", ms=3, label="TwoNN, trained")
+    ax.fill_between(states, low, high, color="gray", alpha=0.3, label="untrained")
+    ax.set(title=claims.SHORT.get(name, name), xlabel="state", yscale="log")
+    cosine = ax.twinx()
+    cosine.plot(states, band(entry, "states", "average_cosine")[0], ":", color="C3")
+    cosine.set(ylim=(0, 1))
+axes[0].set_ylabel("intrinsic dimension (TwoNN)")
+axes[0].legend(fontsize=7)
 fig.tight_layout()
 
 # %% [markdown]
