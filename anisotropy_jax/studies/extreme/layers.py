@@ -50,10 +50,9 @@ STATE_KEYS = ("top_values", "top_batch", "top_token", "top_dim", "top_ratio", "m
               "massive_count", "relative_count", "kurtosis", "inf_norm", "cc_top_share",
               "cc_top_dims", "average_cosine", "standardized_cosine", "top_pc_share",
               "top_pc_share_without_first", "average_cosine_without_first", "twonn", "gride")
-# GRIDE at neighbours 8 and 16: Razzhigaev et al. read the ID at a scale past the nearest pair,
-# where TwoNN's (1, 2) is most sensitive to noise; 16 neighbours stay well inside the smallest
-# batch measured (a text batch of 8 sentences has ~300 tokens).
-GRIDE_RANKS = (8, 16)
+# GRIDE at neighbours 8 and 16, the scale every study reports (`LAYER_GRIDE_RANKS`, which says
+# why); 16 neighbours stay well inside the smallest batch measured (8 sentences, ~300 tokens).
+GRIDE_RANKS = intrinsic_dimension.LAYER_GRIDE_RANKS
 
 
 def query_split(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array, visible_BxHxLxL: Array,
