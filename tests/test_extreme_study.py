@@ -19,6 +19,7 @@ from anisotropy_jax.models import bert, gpt2
 from anisotropy_jax.results import Provenance
 from anisotropy_jax.studies.extreme import analysis, inputs, layers, report, summary
 from anisotropy_jax.studies.pretrained import analysis as pretrained
+from tests import reference
 from tests.test_pretrained import TOY_HF, _random_params, _to_hf, _write_checkpoint, toy_tokenizer
 
 TINY_GPT2 = {"model_type": "gpt2", "n_embd": 16, "n_head": 4, "n_layer": 2, "vocab_size": 40,
@@ -114,37 +115,10 @@ def test_layer_statistics_match_float64_references(name):
         n = len(without)
         assert got["average_cosine_without_first"] == pytest.approx(
             ((units @ units.T).sum() - n) / (n * (n - 1)), abs=1e-5)
-        twonn, gride = _intrinsic_dimensions64(tokens, layers.GRIDE_RANKS)
-        assert got["twonn"] == pytest.approx(twonn, rel=1e-4)
-        assert got["gride"] == pytest.approx(gride, rel=1e-4)
-
-
-def _intrinsic_dimensions64(points, ranks):
-    """TwoNN (Facco et al.'s fit through the origin on the smallest 90 % of log μ, F̂ = i/N) and
-    GRIDE's maximum likelihood at (n1, n2) = ranks (bisection on its score), in float64 loops over
-    the pooled tokens. A point whose n1-th neighbour is a duplicate (distance 0: the same token
-    at the same position, in an embedding state) has no ratio and is left out."""
-    dist = np.array([[np.linalg.norm(a - b) for b in points] for a in points])
-    np.fill_diagonal(dist, np.inf)
-    r_all = np.sort(dist, axis=1)
-    r = r_all[r_all[:, 0] > 0]
-    n = len(r)
-    log_mu = np.sort(np.log(r[:, 1] / r[:, 0]))
-    kept = int(np.floor(0.9 * n))
-    x, y = log_mu[:kept], -np.log(1 - np.arange(1, kept + 1) / n)
-    n1, n2 = ranks
-    r = r_all[r_all[:, n1 - 1] > 0]
-    n = len(r)
-    ell = np.log(r[:, n2 - 1] / r[:, n1 - 1])
-
-    def score(d):
-        return n / d + np.sum((n2 - n1 - 1) * ell / -np.expm1(-d * ell) - (n2 - 1) * ell)
-
-    lo, hi = 1e-3, 1e5
-    for _ in range(200):
-        mid = np.sqrt(lo * hi)
-        lo, hi = (mid, hi) if score(mid) > 0 else (lo, mid)
-    return np.sum(x * y) / np.sum(x * x), np.sqrt(lo * hi)
+        # float64 loops over the pooled tokens (duplicates, e.g. one token at one position of two
+        # sequences in the embeddings, have no ratio and drop out, as in the metric)
+        assert got["twonn"] == pytest.approx(reference.twonn(tokens), rel=1e-4)
+        assert got["gride"] == pytest.approx(reference.gride(tokens, *layers.GRIDE_RANKS), rel=1e-4)
 
 
 def test_storage_does_not_grow_with_length():
