@@ -72,23 +72,29 @@ def _report_flags() -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """One study on the command line.
+    """One command of `anisotropy-jax`, and the study it runs. A study has one name, used for
+    its command, its settings `anisotropy_jax/configs/<study>.py`, its package
+    `anisotropy_jax/studies/<study>/`, its doc `docs/<STUDY>.md` and its committed results
+    `docs/results/<study>/` (tests/test_layout.py checks them). The training study has three
+    commands (train, seeds, dynamics) over one package, config and doc.
 
-      study      'module:attribute' of its `protocol.Study` value
-      config     its config in `anisotropy_jax.configs` ('name[:variant]'), the default
       summary    what it does and writes, for --help
+      study      the study's name (default: the command's)
+      attribute  the `protocol.Study` value in the study's package
+      variant    the default variant of the study's config ('' = its defaults)
       flags      defines its own flags (absl), returns {name: holder} for `cli.main`
       workdir    the --workdir help
       claims     whether its workdir is its run's alone (`protocol.workdir_conflict`: a run of
                  another command or config into it is refused); False where the folder is
                  shared by design: dynamics analyses a training run's workdir, and a
-                 reproduction resumes study by study, each refused on its own config
-                 (`studies.reproduce.runner`), e.g. parts run on different machines
+                 report resumes study by study, each refused on its own config
+                 (`studies.report.runner`), e.g. parts run on different machines
     """
 
-    study: str
-    config: str
     summary: str
+    study: str = ""
+    attribute: str = "STUDY"
+    variant: str = ""
     flags: Callable[[], dict[str, Any]] = dict
     workdir: str = "Output folder (created if missing)."
     claims: bool = True
@@ -96,67 +102,67 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "sweep": Command(
-        "anisotropy_jax.studies.sweep:STUDY", "bias_sweep",
-        "The untrained-block bias sweep, the main job (docs/BIAS_SWEEP.md): writes config.json, "
-        "results.json, results.npz and figures/*.png into the workdir.", _sweep_flags),
+        "The untrained-block bias sweep, the main job (docs/SWEEP.md): writes config.json, "
+        "results.json, results.npz and figures/*.png into the workdir.", flags=_sweep_flags),
     "depth": Command(
-        "anisotropy_jax.studies.depth:STUDY", "depth_sweep",
         "Untrained stacks against depth and width (docs/DEPTH.md): chunks/ as it goes (a rerun "
-        "resumes), then results.npz, figures/*.png and results.json.", _depth_flags),
+        "resumes), then results.npz, figures/*.png and results.json.", flags=_depth_flags),
     "train": Command(
-        "anisotropy_jax.studies.dynamics:TRAINING_STUDY", "train_clm",
-        "Trains a byte-level LM with log-spaced orbax checkpoints (--config=clm or mlm; a rerun "
-        "resumes), then analyses every checkpoint (docs/TRAINING.md).",
-        _progress("Show a progress bar on stderr."), "Output folder (resumed if it holds a run)."),
+        "Trains a byte-level LM with log-spaced orbax checkpoints (--config=train:mlm for the "
+        "masked LM; a rerun resumes), then analyses every checkpoint (docs/TRAIN.md).",
+        attribute="TRAINING_STUDY", flags=_progress("Show a progress bar on stderr."),
+        workdir="Output folder (resumed if it holds a run)."),
     "seeds": Command(
-        "anisotropy_jax.studies.dynamics:SEEDS_STUDY", "train_clm:small",
         "Trains and analyses one training config with several seeds (WORKDIR/seed_<s>), then the "
-        "per-checkpoint mean and 95% t-interval over the seeds (docs/TRAINING.md).", _seeds_flags,
-        "Output folder; seed s goes to WORKDIR/seed_s."),
+        "per-checkpoint mean and 95% t-interval over the seeds (docs/TRAIN.md).", study="train",
+        attribute="SEEDS_STUDY", variant="small", flags=_seeds_flags,
+        workdir="Output folder; seed s goes to WORKDIR/seed_s."),
     "dynamics": Command(
-        "anisotropy_jax.studies.dynamics:STUDY", "qk_dynamics",
-        "Reruns the per-checkpoint query/key analysis of a training run: results.json, "
-        "dynamics.npz and figures/ in its workdir.",
-        _progress("Print one line per analysed checkpoint."),
-        "Workdir of a training run (anisotropy-jax train).", claims=False),
+        "Reruns the per-checkpoint query/key analysis of a training run (--config.analysis.*): "
+        "results.json, dynamics.npz and figures/ in its workdir (docs/TRAIN.md).", study="train",
+        flags=_progress("Print one line per analysed checkpoint."),
+        workdir="Workdir of a training run (anisotropy-jax train).", claims=False),
     "pretrained": Command(
-        "anisotropy_jax.studies.pretrained:STUDY", "pretrained_anisotropy",
         "Layer-wise anisotropy and drift of a pretrained checkpoint of any registered family, "
         "text, image or audio (docs/PRETRAINED.md).",
-        _progress("Show a progress bar over batches (stderr).")),
-    "cross-modal": Command(
-        "anisotropy_jax.studies.pretrained.cross_modal:STUDY", "cross_modal",
+        flags=_progress("Show a progress bar over batches (stderr).")),
+    "cross_modal": Command(
         "The pretrained study on every offline model of every modality, on one plot "
-        "(docs/MODALITIES.md)."),
+        "(docs/CROSS_MODAL.md)."),
     "extreme": Command(
-        "anisotropy_jax.studies.extreme:STUDY", "extreme_tokens",
         "Attention sinks, massive activations and rogue dimensions per layer of every offline "
-        "transformer beside its untrained seeds (docs/EXTREME_TOKENS.md)."),
+        "transformer beside its untrained seeds (docs/EXTREME.md)."),
     "normalizations": Command(
-        "anisotropy_jax.studies.normalizations:STUDY", "normalization_grid",
         "Causal LMs with each attention normalisation on Shakespeare and Bigram-Backcopy, seeds "
         "as one program, analysed per checkpoint; the summary over seeds per cell "
-        "(docs/NORMALIZATIONS.md).", _progress("Show progress on stderr."),
-        "Output folder (resumed if it holds the same grid)."),
+        "(docs/NORMALIZATIONS.md).", flags=_progress("Show progress on stderr."),
+        workdir="Output folder (resumed if it holds the same grid)."),
     "embeddings": Command(
-        "anisotropy_jax.studies.embeddings:STUDY", "embedding_isotropy",
         "Partition isotropy of the embedding matrices of BPE LMs trained here "
         "(docs/EMBEDDINGS.md)."),
     "series": Command(
-        "anisotropy_jax.studies.series:STUDY", "checkpoint_series",
         "Per-layer and per-head metrics over a series of checkpoints of one model "
-        "(--config.series_dir=DIR; docs/PRETRAINED.md)."),
+        "(--config.series_dir=DIR; docs/SERIES.md)."),
     "report": Command(
-        "anisotropy_jax.studies.reproduce:STUDY", "reproduce",
         "Every study and a verdict on each claim of docs/SCIENCE.md: WORKDIR/REPORT.md "
-        "(docs/REPORT.md).", _report_flags, claims=False),
+        "(docs/REPORT.md).", flags=_report_flags, claims=False),
 }
+
+
+def study_name(name: str) -> str:
+    """The study a command runs (its package, config and doc are named after it)."""
+    return COMMANDS[name].study or name
+
+
+def command_name(name: str) -> str:
+    """A command's name as typed: '-' and '_' are the same ('cross-modal' is `cross_modal`)."""
+    return name.replace("-", "_")
 
 
 def study(name: str) -> Any:
     """The `Study` value of a command."""
-    module, _, attribute = COMMANDS[name].study.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    module = importlib.import_module(f"anisotropy_jax.studies.{study_name(name)}")
+    return getattr(module, COMMANDS[name].attribute)
 
 
 def _claim(name: str) -> str | None:
@@ -165,28 +171,27 @@ def _claim(name: str) -> str | None:
     return name if COMMANDS[name].claims else None
 
 
-def _config_path(command: Command) -> str:
-    name, sep, variant = command.config.partition(":")
-    return f"{configs.path(name)}{sep}{variant}"
+def _config_path(name: str) -> str:
+    variant = COMMANDS[name].variant
+    return f"{configs.path(study_name(name))}{':' + variant if variant else ''}"
 
 
 def run(name: str, argv: list[str]) -> None:
     """`anisotropy-jax NAME ...`: command `name` (`cli.main`) on `argv`, --config optional (the
     command's own config by default)."""
     command = COMMANDS[name]
-    cli.main(study(name), config_default=_config_path(command), workdir_help=command.workdir,
+    cli.main(study(name), config_default=_config_path(name), workdir_help=command.workdir,
              prog=f"{PROG} {name}", usage=command.summary, argv=argv, claim=_claim(name),
              **command.flags())
 
 
-def script(name: str, config: str | None = None) -> None:
+def script(name: str) -> None:
     """The whole of an experiments/ script: command `name` on sys.argv, with the script's name
-    and docstring; --config is required with `config` the example its error names (without it,
-    optional: the command's own config)."""
+    and docstring; --config optional (the command's own config by default)."""
     command = COMMANDS[name]
     try:
-        cli.main(study(name), config, config_default=None if config else _config_path(command),
-                 workdir_help=command.workdir, claim=_claim(name), **command.flags())
+        cli.main(study(name), config_default=_config_path(name), workdir_help=command.workdir,
+                 claim=_claim(name), **command.flags())
     except KeyboardInterrupt:  # while the study is imported; a running study says more
         cli.fail("interrupted; rerun the same command to resume", status=cli.INTERRUPTED_STATUS)
 
@@ -194,18 +199,26 @@ def script(name: str, config: str | None = None) -> None:
 # --------------------------------------------------------------------------------------------
 # show DIR: the table of a finished workdir
 
-# The keys that tell which study wrote a results.json, checked in this order.
-SIGNATURES = (("sweep", ("closed_forms", "runs")), ("depth", ("depth_config", "stacks")),
-              ("embeddings", ("embeddings_config",)), ("seeds", ("quantities", "interval")),
-              ("dynamics", ("objects", "heads")), ("series", ("checkpoints", "state_labels")),
-              ("extreme", ("extreme_config", "models")),
-              ("normalizations", ("grid_config", "cells")), ("cross-modal", ("models", "skipped")),
-              ("pretrained", ("layers", "correlations", "model")))
+# How results.json files of schema 1, written before provenance named the study, are told apart:
+# the keys that only one study's document has, checked in this order. Newer files name their
+# study (`provenance["study"]`) and are never guessed.
+SCHEMA_1_KEYS = (("sweep", ("closed_forms", "runs")), ("depth", ("depth_config", "stacks")),
+                 ("embeddings", ("embeddings_config",)), ("seeds", ("quantities", "interval")),
+                 ("dynamics", ("objects", "heads")), ("series", ("checkpoints", "state_labels")),
+                 ("extreme", ("extreme_config", "models")),
+                 ("normalizations", ("grid_config", "cells")),
+                 ("cross_modal", ("models", "skipped")),
+                 ("pretrained", ("layers", "correlations", "model")))
 
 
 def identify(doc: dict[str, Any]) -> str | None:
-    """The command whose study wrote the results document `doc`, or None."""
-    return next((name for name, keys in SIGNATURES if all(k in doc for k in keys)), None)
+    """The command whose report reads the results document `doc` (`provenance["study"]`; for a
+    file of schema 1, told by its keys), or None."""
+    provenance = doc.get("provenance")
+    if isinstance(provenance, dict) and "study" in provenance:
+        name = provenance["study"]
+        return name if isinstance(name, str) and name in COMMANDS else None
+    return next((name for name, keys in SCHEMA_1_KEYS if all(k in doc for k in keys)), None)
 
 
 def show(folder: str) -> str:
@@ -261,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
         if len(argv) < 2 or argv[1] in cli.HELP_FLAGS + ("help",):
             print(overview())
             sys.exit(0 if len(argv) >= 2 else 2)
-        name, rest = argv[1], argv[2:]
+        name, rest = command_name(argv[1]), argv[2:]
         if name == "show":
             if len(rest) != 1 or rest[0].startswith("-"):
                 cli.fail(f"usage: {PROG} show DIR")

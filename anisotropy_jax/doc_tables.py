@@ -10,13 +10,13 @@ exits 1 (tests/test_doc_tables.py runs the check over every doc).
 
 KINDS (each a study's formatter, imported when used):
   control, default, closed_forms, ...  the bias sweep's (`studies.sweep.tables.TABLES`)
-  seeds        a training objective's summary over seeds (`studies.dynamics.seeds.format_table`)
+  seeds        a training objective's summary over seeds (`studies.train.seeds.format_table`)
   depth        the depth study's table (`studies.depth.report.markdown_table`)
-  modalities   the vision/speech comparison (`studies.pretrained.cross_modal.table`)
+  modalities   the vision/speech comparison (`studies.cross_modal.table`)
   embeddings_loss, embeddings_isotropy, embeddings_unitnorm, embeddings_gain
                the embedding study's tables (`studies.embeddings.report.format_*`)
   claims       the reproduction's verdicts recomputed from a bundled report folder
-               (`studies.reproduce.report.claims_table_from_bundle`)
+               (`studies.report.report.claims_table_from_bundle`)
   extreme_claims  issue 22's extreme-token claims recomputed from a folder of extreme-token
                results.json files (`studies.extreme.claims.table`)
   extreme_storage, extreme_dimensions  the bytes and wall times, and the intrinsic dimensions,
@@ -41,7 +41,7 @@ MARKER = re.compile(r"<!-- table: (\w+) (\S+) -->\n(.*?)<!-- end table -->", re.
 
 
 def _seeds(doc):
-    from anisotropy_jax.studies.dynamics import seeds
+    from anisotropy_jax.studies.train import seeds
     return seeds.format_table(doc)
 
 
@@ -51,7 +51,7 @@ def _depth(doc):
 
 
 def _modalities(doc):
-    from anisotropy_jax.studies.pretrained import cross_modal
+    from anisotropy_jax.studies import cross_modal
     return cross_modal.table(doc["models"])
 
 
@@ -63,7 +63,7 @@ def _embeddings(name: str):
 
 
 def _claims(folder: pathlib.Path):
-    from anisotropy_jax.studies.reproduce import report
+    from anisotropy_jax.studies.report import report
     return report.claims_table_from_bundle(folder)
 
 

@@ -248,7 +248,7 @@ GIT_COMMIT_ENV = "ANISOTROPY_JAX_GIT_COMMIT"
 # so that an older reader would misread it (a key renamed, moved, removed or given another
 # meaning; adding a key needs no new version). `anisotropy-jax show` refuses a newer version.
 # A document without it predates versioning: version 0, read as version 1.
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 
 
 def _git_commit() -> str | None:
@@ -278,12 +278,15 @@ class Provenance:
         self._start_wall = time.time()
         self._start = time.perf_counter()
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, study: str) -> dict[str, Any]:
+        """The provenance of a results document of `study`: the command whose report reads it
+        (`anisotropy-jax show` reads it from here), or the name of the benchmark that wrote it."""
         import flax
         import jax
 
         return {
             "schema_version": RESULTS_SCHEMA_VERSION,
+            "study": study,
             "package": "anisotropy_jax",
             "package_version": anisotropy_jax.__version__,
             "git_commit": _git_commit(),

@@ -172,7 +172,7 @@ def jax_state(c, block, mesh):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from anisotropy_jax.config import SweepConfig
+    from anisotropy_jax.configs.sweep import SweepConfig
     from anisotropy_jax.studies.sweep import grid
 
     cfg = SweepConfig(block=block, batch_size=c.batch_size, seq_len=c.seq_len,
@@ -485,7 +485,7 @@ def main(argv):
     result = run_benchmark(c)
     result["agreement"] = agreement(result["variants"])
     result["config"] = results.to_jsonable(c)
-    result["provenance"] = provenance.finish()
+    result["provenance"] = provenance.finish("benchmarks.benchmark")
     path = results.write_json(os.path.join(_WORKDIR.value, "benchmark.json"), result)
     print_table(result)
     print(f"wrote {path}")

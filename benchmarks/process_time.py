@@ -8,7 +8,7 @@ Each round runs, one process at a time, alternating so that all sides share the 
 for each cache mode (cold: an empty compilation-cache folder; warm: the same folder again; off:
 --compilation_cache=off), our main job in each `--script_flags` variant (extra flags; default none), then the
 `--baseline` checkout's main job if given, each followed by the torch script.
-"ours" is experiments/bias_sweep.py; `--workload=target4` (the default) is the CPU workload of
+"ours" is experiments/sweep.py; `--workload=target4` (the default) is the CPU workload of
 target 4 (B = 8, L = 128, one seed, 64 bias norms: s = 0 and 63 log-spaced in [2^-2, 2^12]),
 `--workload=default` the README's main job unchanged (target 3, GPU). "torch" is
 benchmarks/torch_loop_process.py on the target-4 shapes (`--notorch` skips it, e.g. on a GPU).
@@ -66,8 +66,8 @@ def target4_bias_norms() -> list[float]:
 
 def ours_command(workdir: pathlib.Path, cache: str, phase_file: pathlib.Path,
                  variant: str = "", repo: pathlib.Path = REPO) -> list[str]:
-    cmd = [_PYTHON.value, str(repo / "experiments" / "bias_sweep.py"),
-           f"--config={repo / 'experiments' / 'configs' / 'bias_sweep.py'}",
+    cmd = [_PYTHON.value, str(repo / "experiments" / "sweep.py"),
+           "--config=sweep",
            f"--workdir={workdir}", f"--compilation_cache={cache}", f"--phase_times={phase_file}"]
     if _WORKLOAD.value == "target4":
         norms = ",".join(repr(s) for s in target4_bias_norms())

@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLM = str(ROOT / "experiments" / "configs" / "train_clm.py")
+CLM = str(ROOT / "anisotropy_jax" / "configs" / "train.py")
 
 
 def _config(precision: str = "highest", seed: int = 0):
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> None:
     env = {k: os.environ.get(k) for k in ("XLA_FLAGS", "JAX_DISABLE_MOST_OPTIMIZATIONS")}
     with tempfile.TemporaryDirectory() as tmp:
         out = measure(pathlib.Path(tmp))
-    results.write_json(argv[1], dict(out, environment=env, provenance=provenance.finish()))
+    results.write_json(argv[1], dict(out, environment=env, provenance=provenance.finish("benchmarks.train_agreement")))
     for name in ("bfloat16", "devices"):
         print(f"{name}: max |dloss| {out[name]['max_abs_loss_diff']:.3g}")
     for seed, row in out["seeds"].items():

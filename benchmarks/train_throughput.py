@@ -302,7 +302,7 @@ def main(argv):
 
     def write(result):
         results.write_json(path, dict(result, config=results.to_jsonable(c),
-                                      provenance=provenance.finish()))
+                                      provenance=provenance.finish("benchmarks.train_throughput")))
 
     run_benchmark(c, write=write)
     print(f"wrote {path}")

@@ -1,16 +1,10 @@
-"""Cross-modal comparison: the pretrained study on every offline model of every modality, then one
-figure of per-layer average cosine against relative depth (trained solid, untrained dashed) and a
-table (anisotropy_jax/studies/pretrained/cross_modal.py; docs/MODALITIES.md).
+"""The pretrained study on every offline model of every modality, on one plot (docs/CROSS_MODAL.md).
 
-  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py[:smoke] \
-      --workdir=DIR [--config.models="('DINOv2-S',)"] [--config.reuse=False] \
-      [--config.pretrained.FIELD=V]
+  python experiments/cross_modal.py --workdir=DIR [--config=cross_modal:VARIANT] [--config.FIELD=VALUE ...]
 
-Writes DIR/<model>/ (the pretrained study's outputs, results.json last), DIR/figures/
-cross_modal.png, DIR/cross_modal.md and DIR/results.json (last). Models not installed are skipped
-and listed. A bad field or input exits with status 2 and one line naming it.
+The same as `anisotropy-jax cross_modal ...`; `--help` lists its flags, variants and config fields.
 """
 from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    commands.script("cross-modal", "experiments/configs/cross_modal.py")
+    commands.script("cross_modal")

@@ -1,13 +1,10 @@
-"""Trains a small byte-level LM from scratch with log-spaced orbax checkpoints, then (by default)
-analyses every checkpoint (experiments/qk_dynamics.py).
+"""Trains a byte-level LM with log-spaced checkpoints, then analyses every checkpoint (docs/TRAIN.md).
 
-  python experiments/train.py --config=experiments/configs/train_clm.py --workdir=runs/clm
-  python experiments/train.py --config=experiments/configs/train_mlm.py:smoke --workdir=/tmp/mlm
+  python experiments/train.py --workdir=DIR [--config=train:VARIANT] [--config.FIELD=VALUE ...]
 
-Killed and started again with the same command, it resumes from the newest readable checkpoint and
-ends with the same parameters and loss curve as an uninterrupted run.
+The same as `anisotropy-jax train ...`; `--help` lists its flags, variants and config fields.
 """
 from anisotropy_jax import commands
 
 if __name__ == "__main__":
-    commands.script("train", "experiments/configs/train_clm.py")
+    commands.script("train")

@@ -76,7 +76,8 @@ import treescope
 from IPython.display import Markdown
 
 from anisotropy_jax import cli
-from anisotropy_jax.config import BlockConfig, SweepConfig, sweep_configs_from_mapping
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.sweep import SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.models.block import Block
 from anisotropy_jax.plotting import attention as attention_plots, sweep as sweep_plots
@@ -91,7 +92,7 @@ print(jax.default_backend(), jax.devices())
 # %% [markdown]
 # ## The block, the grid and the control
 # BERT-base post-LN, N(0, 0.02²) weights (smoke: a 64-wide block). The two sweeps are the
-# `:control` variant of experiments/configs/bias_sweep.py: `compare_field='inputs'` over
+# `:control` variant of anisotropy_jax/configs/sweep.py: `compare_field='inputs'` over
 # 'biased' and 'norm_matched'. The attention core is the platform's default: the fused Pallas
 # kernel on GPUs, XLA einsums on CPUs and TPUs.
 

@@ -23,13 +23,13 @@
 # geometry that *can* sharpen attention is the key-dependent term q̄·(k_j − k̄)/√d_head
 # (`anisotropy_jax.metrics.logit_terms`; docs/SCIENCE.md, "The training-dynamics experiment").
 # This notebook trains small byte-level causal LMs on Shakespeare with several seeds
-# (`anisotropy_jax.studies.training`), analyses every checkpoint (`anisotropy_jax.studies.dynamics`)
+# (`anisotropy_jax.studies.training`), analyses every checkpoint (`anisotropy_jax.studies.train`)
 # and shows, per checkpoint, the q/k geometry, the key-dependent term, the attention entropy and
 # their correlation across heads, then means with 95% Student-t intervals over the seeds
-# (`studies.dynamics.seeds`: the seeds are the independent units, never the heads).
+# (`studies.train.seeds`: the seeds are the independent units, never the heads).
 #
 # Full mode reads the committed seeded `:small` runs (docs/results/training/clm_small, made by
-# `python experiments/train_seeds.py --config=experiments/configs/train_clm.py:small
+# `python experiments/seeds.py --config=train:small
 # --workdir=runs/seeds/clm_small --seeds=0,1,2`), or trains them when that folder is absent (a
 # few minutes per seed on a CPU). Set `ANISOTROPY_JAX_SMOKE=1` for two tiny 20-step runs in a
 # temporary folder (CI executes it that way).
@@ -86,8 +86,8 @@ import treescope
 from anisotropy_jax import cli, results
 from anisotropy_jax.config import AnalysisConfig, DataConfig, ModelSpec, OptimConfig, TrainConfig
 from anisotropy_jax.plotting import dynamics as dynamics_plots
-from anisotropy_jax.studies import dynamics, training
-from anisotropy_jax.studies.dynamics import seeds
+from anisotropy_jax.studies import train as dynamics, training
+from anisotropy_jax.studies.train import seeds
 
 # %matplotlib inline
 SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
@@ -98,7 +98,7 @@ print(jax.default_backend(), jax.devices())
 # %% [markdown]
 # ## The runs
 # GPT-style pre-LN causal LM with a final LayerNorm, next-byte loss. Full mode: the `:small`
-# configuration of experiments/configs/train_clm.py (d = 128, 4 layers × 4 heads, 300 steps,
+# configuration of anisotropy_jax/configs/train.py (d = 128, 4 layers × 4 heads, 300 steps,
 # seeds 0, 1, 2). Smoke: d = 64, 2 layers, 20 steps, seeds 0, 1. Each seed changes the
 # initialisation, the train/validation split, the batch order; checkpoints at steps 0, 1, 2, 4, …
 

@@ -78,7 +78,7 @@ import numpy as np
 import treescope
 
 from anisotropy_jax import cli
-from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models import bert, gguf, mpnet, onnx_bert, vit, whisper
 from anisotropy_jax.plotting import across_models, pretrained as pretrained_plots
 from anisotropy_jax.studies import pretrained

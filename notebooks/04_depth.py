@@ -25,7 +25,7 @@
 # seeds. Beside the data: the closed forms of anisotropy_jax/studies/depth/theory.py (pre-LN
 # norm growth, linear in depth within a band; pure attention's cubic collapse r_{l+1} = κ·r_l³).
 #
-# Full mode runs the `:cpu` configuration of experiments/configs/depth_sweep.py (D = 128, 256,
+# Full mode runs the `:cpu` configuration of anisotropy_jax/configs/depth.py (D = 128, 256,
 # 512; 16 layers; B = 4, L = 32; s ∈ {0, 4, 16, 64, 256}; 3 seeds; committed as
 # docs/results/depth/cpu). Set `ANISOTROPY_JAX_SMOKE=1` for the `:smoke` sizes (D = 32, 3 layers;
 # CI executes it that way).
@@ -78,7 +78,8 @@ import numpy as np
 import treescope
 
 from anisotropy_jax import cli, results
-from anisotropy_jax.config import BlockConfig, DepthConfig
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.depth import DepthConfig
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.plotting import depth as depth_plots
 from anisotropy_jax.protocol import Progress

@@ -77,8 +77,8 @@ import numpy as np
 
 from anisotropy_jax import cli
 from anisotropy_jax.config import from_mapping
-from anisotropy_jax.config.extreme import ExtremeConfig
-from anisotropy_jax.configs import extreme_tokens
+from anisotropy_jax.configs.extreme import ExtremeConfig
+from anisotropy_jax.configs import extreme as extreme_settings
 from anisotropy_jax.results import Provenance
 from anisotropy_jax.studies.extreme import analysis, claims, report
 
@@ -98,7 +98,7 @@ if COMMITTED.exists() and not SMOKE:
     MODELS = claims.load(COMMITTED)
     print(f"read {COMMITTED}: {', '.join(MODELS)}")
 else:
-    config = from_mapping(ExtremeConfig, extreme_tokens.get_config("smoke" if SMOKE else "report"))
+    config = from_mapping(ExtremeConfig, extreme_settings.get_config("smoke" if SMOKE else "report"))
     plan = analysis.validate(config)
     for name, why in plan.skipped.items():
         print(f"skipping {name}: {why}")

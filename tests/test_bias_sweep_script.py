@@ -1,4 +1,4 @@
-"""experiments/bias_sweep.py end to end, as a user runs it (subprocesses): the smoke variant writes
+"""experiments/sweep.py end to end, as a user runs it (subprocesses): the smoke variant writes
 the results contract, figures and table; an overflowing bias norm exits non-zero naming the
 overflow and leaves no results.json; bad flags and configs are one line, exit 2, nothing
 written (every other bad input is checked in-process by tests/test_sweep.py, through the same validation).
@@ -19,8 +19,8 @@ from anisotropy_jax import results
 from anisotropy_jax.studies.sweep import report
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "experiments" / "bias_sweep.py"
-CONFIG = REPO / "experiments" / "configs" / "bias_sweep.py"
+SCRIPT = REPO / "experiments" / "sweep.py"
+CONFIG = REPO / "anisotropy_jax" / "configs" / "sweep.py"
 CONTRACT_METRICS = (
     "input_cosine", "output_cosine", "output_cross_sequence_cosine", "attention_output_cosine",
     "input_norm", "output_norm", "attention_entropy", "attention_entropy_normalized",

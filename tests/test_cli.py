@@ -40,8 +40,8 @@ def test_second_run_reads_the_cache_and_a_bad_folder_is_one_line(tmp_path):
            if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
     env["MPLBACKEND"] = "Agg"
     cache = tmp_path / "cache"
-    args = [sys.executable, str(ROOT / "experiments" / "bias_sweep.py"),
-            f"--config={ROOT / 'experiments' / 'configs' / 'bias_sweep.py'}:smoke",
+    args = [sys.executable, str(ROOT / "experiments" / "sweep.py"),
+            "--config=sweep:smoke",
             f"--compilation_cache={cache}", "--config.num_seeds=1"]
     first = subprocess.run(args + [f"--workdir={tmp_path / 'a'}"], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=300)

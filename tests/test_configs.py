@@ -1,22 +1,30 @@
-"""The experiment config files: each builds every named variant, each variant converts to the typed
-configs the scripts run, and each file's defaults are its dataclasses' defaults (they are written
-once, in anisotropy_jax/config; a file holds only its variants and its command)."""
+"""The studies' settings files (anisotropy_jax/configs/<study>.py): each builds every named variant,
+each variant converts to the typed configs the study runs, and each file's defaults are its
+dataclasses' defaults (written once, in the dataclass)."""
 import dataclasses
 import importlib.util
 import pathlib
 
 import pytest
 
-from anisotropy_jax import config
-from anisotropy_jax.config.extreme import ExtremeConfig
-from anisotropy_jax.config.normalizations import NormalizationGridConfig, grid_config_from_mapping
-from anisotropy_jax.config import (AnalysisConfig, BlockConfig, CrossModalConfig, DataConfig,
-                                   DepthConfig, EmbeddingsConfig, ModalitiesConfig, ModelSpec,
-                                   OptimConfig, PretrainedConfig, ReproduceConfig, SeriesConfig,
-                                   SweepConfig, TrainConfig, config_dict, field_names,
-                                   from_mapping)
+import sys
 
-CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
+from anisotropy_jax import config
+from anisotropy_jax.configs.depth import depth_config_from_mapping
+from anisotropy_jax.configs.extreme import ExtremeConfig
+from anisotropy_jax.configs.report import reproduce_config_from_mapping
+from anisotropy_jax.configs.sweep import DEFAULT_BIAS_NORMS, default_label, sweep_configs_from_mapping
+from anisotropy_jax.configs.normalizations import NormalizationGridConfig, grid_config_from_mapping
+from anisotropy_jax.config import (AnalysisConfig, BlockConfig, DataConfig, ModelSpec, OptimConfig,
+                                   TrainConfig, config_dict, field_names, from_mapping)
+from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
+from anisotropy_jax.configs.depth import DepthConfig
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
+from anisotropy_jax.configs.report import ModalitiesConfig, ReproduceConfig
+from anisotropy_jax.configs.series import SeriesConfig
+from anisotropy_jax.configs.sweep import SweepConfig
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "anisotropy_jax" / "configs"
 SERIES_DIR = "runs/series"  # SeriesConfig.series_dir is required (its default '' is refused)
 
 
@@ -26,35 +34,31 @@ def _series(c):
 
 # The converter each script applies to its config (experiments/<name>.py).
 CONVERTERS = {
-    "bias_sweep": config.sweep_configs_from_mapping,
-    "checkpoint_series": _series,
+    "sweep": sweep_configs_from_mapping,
+    "series": _series,
     "cross_modal": lambda c: from_mapping(CrossModalConfig, c),
-    "depth_sweep": config.depth_config_from_mapping,
-    "embedding_isotropy": lambda c: from_mapping(EmbeddingsConfig, c),
-    "extreme_tokens": lambda c: from_mapping(ExtremeConfig, c),
-    "normalization_grid": grid_config_from_mapping,
-    "pretrained_anisotropy": lambda c: from_mapping(PretrainedConfig, c),
-    "qk_dynamics": lambda c: from_mapping(AnalysisConfig, c),
-    "reproduce": config.reproduce_config_from_mapping,
-    "train_clm": config.train_config_from_mapping,
-    "train_mlm": config.train_config_from_mapping,
+    "depth": depth_config_from_mapping,
+    "embeddings": lambda c: from_mapping(EmbeddingsConfig, c),
+    "extreme": lambda c: from_mapping(ExtremeConfig, c),
+    "normalizations": grid_config_from_mapping,
+    "pretrained": lambda c: from_mapping(PretrainedConfig, c),
+    "report": reproduce_config_from_mapping,
+    "train": config.train_config_from_mapping,
 }
 
 
 def _defaults(name):
     """What the converter must give for the file's default config: its dataclasses' defaults."""
     return {
-        "bias_sweep": lambda: [(config.default_label(BlockConfig()), SweepConfig())],
-        "checkpoint_series": lambda: SeriesConfig(series_dir=SERIES_DIR),
+        "sweep": lambda: [(default_label(BlockConfig()), SweepConfig())],
+        "series": lambda: SeriesConfig(series_dir=SERIES_DIR),
         "cross_modal": CrossModalConfig,
-        "depth_sweep": DepthConfig,
-        "embedding_isotropy": EmbeddingsConfig,
-        "extreme_tokens": ExtremeConfig,
-        "normalization_grid": NormalizationGridConfig,
-        "pretrained_anisotropy": PretrainedConfig,
-        "qk_dynamics": AnalysisConfig,
-        "train_clm": lambda: (config.default_train_config("clm"), AnalysisConfig()),
-        "train_mlm": lambda: (config.default_train_config("mlm"), AnalysisConfig()),
+        "depth": DepthConfig,
+        "embeddings": EmbeddingsConfig,
+        "extreme": ExtremeConfig,
+        "normalizations": NormalizationGridConfig,
+        "pretrained": PretrainedConfig,
+        "train": lambda: (config.default_train_config("clm"), AnalysisConfig()),
     }[name]()
 
 
@@ -62,6 +66,7 @@ def _module(name):
     """The config file, loaded by path as ml_collections loads it."""
     spec = importlib.util.spec_from_file_location(f"config_{name}", CONFIGS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module
 
@@ -77,7 +82,7 @@ def _variants():
 
 
 def test_every_config_file_is_checked_here():
-    assert sorted(p.stem for p in CONFIGS.glob("*.py")) == sorted(CONVERTERS)
+    assert sorted(p.stem for p in CONFIGS.glob("[!_]*.py")) == sorted(CONVERTERS)
 
 
 @pytest.mark.parametrize("name, variant", _variants())
@@ -85,15 +90,15 @@ def test_every_variant_builds_and_converts(name, variant):
     CONVERTERS[name](_module(name).get_config(variant))
 
 
-@pytest.mark.parametrize("name", sorted(set(CONVERTERS) - {"reproduce"}))
+@pytest.mark.parametrize("name", sorted(set(CONVERTERS) - {"report"}))
 def test_the_default_config_is_the_dataclass_defaults(name):
     assert CONVERTERS[name](_module(name).get_config(None)) == _defaults(name)
 
 
 def test_reproduce_starts_from_its_dataclass_defaults():
-    """reproduce.py's default variant is CPU-sized; `:full` keeps the defaults of every field it
+    """The report's default variant is CPU-sized; `:full` keeps the defaults of every field it
     does not take from another config file's variant."""
-    full = CONVERTERS["reproduce"](_module("reproduce").get_config("full"))
+    full = CONVERTERS["report"](_module("report").get_config("full"))
     default = {f.name: f.default for f in dataclasses.fields(ReproduceConfig)}  # no sweeps: refused
     for field in ("studies", "seeds", "pretrained_models", "pretrained", "modalities"):
         assert getattr(full, field) == default[field], field
@@ -109,14 +114,14 @@ def test_reproduce_starts_from_its_dataclass_defaults():
 def test_bias_sweep_defaults_are_the_design_contract():
     """The bias-sweep config fields of the design contract (docs/BIAS_SWEEP.md): the main job's
     defaults. They come from BlockConfig and SweepConfig; changing one changes the main job's results."""
-    c = _module("bias_sweep").get_config(None)
+    c = _module("sweep").get_config(None)
     assert c.model.to_dict() == {
         "d_model": 768, "num_heads": 12, "d_ff": 3072, "norm_position": "post", "init": "bert",
         "init_std": 0.02, "layer_norm_eps": 1e-12, "attention": "softmax",
         "logit_temperature": 1.0, "causal": False, "use_mlp": True, "use_bias": True,
         "attention_impl": "xla"}
     assert (c.batch_size, c.seq_len, c.num_seeds, c.seed, c.precision) == (16, 128, 3, 0, "highest")
-    assert c.bias_norms == config.DEFAULT_BIAS_NORMS and len(c.bias_norms) == 30
+    assert c.bias_norms == DEFAULT_BIAS_NORMS and len(c.bias_norms) == 30
 
 
 def test_train_defaults_differ_by_objective_only_where_the_family_does():
@@ -172,10 +177,21 @@ def test_one_precision_vocabulary_with_aliases():
         assert EmbeddingsConfig(precision=alias).precision == name
         assert PretrainedConfig(precision=alias).precision == name
         assert SeriesConfig(series_dir=SERIES_DIR, precision=alias).precision == name
-    (_, sweep), = config.sweep_configs_from_mapping({"precision": "tf32"})
+    (_, sweep), = sweep_configs_from_mapping({"precision": "tf32"})
     assert sweep.block.precision == "default"
-    assert config.depth_config_from_mapping({"precision": "tf32"}).block.precision == "default"
+    assert depth_config_from_mapping({"precision": "tf32"}).block.precision == "default"
     train, _ = config.train_config_from_mapping({"model": {"precision": "tf32"}})
     assert train.model.precision == "default"
     with pytest.raises(config.ConfigError, match=r"^model.precision: unknown precision 'fp8'"):
         BlockConfig(precision="fp8")
+
+
+def test_the_training_config_names_its_objective_as_a_variant():
+    train = _module("train")
+    assert train.get_config("mlm+smoke").to_dict() == config.train_config_dict("smoke", "mlm").to_dict()
+    assert train.get_config("smoke").to_dict() == config.train_config_dict("smoke", "clm").to_dict()
+    assert train.get_config("clm").to_dict() == config.train_config_dict(None, "clm").to_dict()
+    with pytest.raises(ValueError, match="more than one"):
+        train.get_config("mlm+clm")
+    with pytest.raises(ValueError, match="more than one"):
+        train.get_config("smoke+small")

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from anisotropy_jax import results
-from anisotropy_jax.studies.pretrained import cross_modal
+from anisotropy_jax.studies import cross_modal
 from tests.test_pretrained_modalities import _tones
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)
     args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
-            f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
+            "--config=cross_modal:smoke",
             f"--workdir={tmp_path / 'out'}", "--config.models=('Whisper-tiny.en',)",
             f"--config.pretrained.inputs={folder}", "--config.pretrained.untrained_seeds=2"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
@@ -137,7 +137,7 @@ def test_smoke_runs_to_the_end_without_espeak_ng(tmp_path):
     """The README's cross-modal smoke row needs nothing outside pip: without espeak-ng the
     default speech is the formant synthesiser, and results.json says so."""
     args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
-            f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
+            "--config=cross_modal:smoke",
             f"--workdir={tmp_path / 'out'}", "--config.pretrained.untrained_seeds=2"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=REPO,
                           env=_without_espeak_ng())
@@ -159,7 +159,7 @@ def test_every_model_is_checked_before_the_first_runs(tmp_path):
     line before the first model (Whisper, which takes the folder) writes anything."""
     folder = _tones(tmp_path / "wavs", [0.6, 0.9], rate=16000)
     args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
-            f"--config={REPO / 'experiments' / 'configs' / 'cross_modal.py'}:smoke",
+            "--config=cross_modal:smoke",
             f"--workdir={tmp_path / 'out'}", f"--config.pretrained.inputs={folder}",
             "--config.models=('Whisper-tiny.en', 'all-MiniLM-L6-v2')"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO,
@@ -173,9 +173,9 @@ def test_run_modalities_measures_speech_without_espeak_ng(tmp_path, monkeypatch)
     """The reproduction's vision/speech study asks for Whisper on the cross-modal study's own
     speech source when espeak-ng is absent (the formant synthesiser), instead of skipping it."""
     from anisotropy_jax import media
-    from anisotropy_jax.config import ReproduceConfig
+    from anisotropy_jax.configs.report import ReproduceConfig
     from anisotropy_jax.protocol import SILENT
-    from anisotropy_jax.studies.reproduce import runner
+    from anisotropy_jax.studies.report import runner
 
     asked = []
     monkeypatch.setattr(media.shutil, "which", lambda name: None)

@@ -17,7 +17,7 @@ from anisotropy_jax.studies import training
 from anisotropy_jax.studies.training import loop
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLM = str(ROOT / "experiments" / "configs" / "train_clm.py")
+CLM = str(ROOT / "anisotropy_jax" / "configs" / "train.py")
 # tiny and short: compilation dominates on 2 cores
 OVERRIDES = {"model.num_layers": 1, "model.d_model": 32, "model.d_ff": 64, "steps": 10,
              "checkpoint_every": 0, "optim.warmup_steps": 3}

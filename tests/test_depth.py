@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import special
 
-from anisotropy_jax.config import (BlockConfig, ConfigError, DepthConfig,
-                                   depth_config_from_mapping)
+from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax.configs.depth import DepthConfig, depth_config_from_mapping
 from anisotropy_jax.studies import depth
 from anisotropy_jax.studies.depth import grid, report, stack, theory
 from tests import reference

@@ -1,4 +1,4 @@
-"""experiments/depth_sweep.py end to end: a SIGKILLed run restarted with the same command computes
+"""experiments/depth.py end to end: a SIGKILLed run restarted with the same command computes
 only the missing chunks and ends identical to an uninterrupted run; two processes under
 jax.distributed (local coordinator, gloo CPU collectives, 2 fake devices each) give the numbers of
 one process; a bad config is one line and exit 2 before compiling.
@@ -18,7 +18,7 @@ import pytest
 from anisotropy_jax.studies.depth import grid
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SMOKE = ROOT / "experiments" / "configs" / "depth_sweep.py"
+SMOKE = ROOT / "anisotropy_jax" / "configs" / "depth.py"
 # 2 seeds × 3 bias norms on 2 devices, 2 points per chunk: 4 chunks of (1 seed × 2 s).
 ARGS = [f"--config={SMOKE}:smoke", "--config.architectures=('pre',)", "--config.chunk_size=2"]
 
@@ -27,7 +27,7 @@ def _script(args, cache, env_extra=None):
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1",
                JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", **(env_extra or {}))
-    return subprocess.Popen([sys.executable, str(ROOT / "experiments" / "depth_sweep.py"), *args],
+    return subprocess.Popen([sys.executable, str(ROOT / "experiments" / "depth.py"), *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 
@@ -95,7 +95,7 @@ def test_two_processes_under_jax_distributed_give_the_one_process_numbers(runs, 
 
 
 def test_bad_config_is_one_line_before_compiling(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "depth_sweep.py"),
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "depth.py"),
                            f"--config={SMOKE}:smoke", "--config.widths=(20,)",
                            f"--workdir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

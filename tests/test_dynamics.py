@@ -1,4 +1,4 @@
-"""Per-checkpoint analysis (anisotropy_jax.studies.dynamics) against a naive float64 extraction,
+"""Per-checkpoint analysis (anisotropy_jax.studies.train) against a naive float64 extraction,
 the step-0 claim of docs/SCIENCE.md F5, and a planted alignment the metric must detect."""
 import math
 
@@ -10,7 +10,7 @@ import pytest
 from anisotropy_jax import data
 from anisotropy_jax.config import train_config_from_mapping
 from anisotropy_jax.models.transformer import Transformer
-from anisotropy_jax.studies import dynamics
+from anisotropy_jax.studies import train as dynamics
 from tests import reference
 
 B, L = 8, 10

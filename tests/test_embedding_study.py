@@ -20,8 +20,8 @@ from anisotropy_jax.studies import embeddings
 from anisotropy_jax.studies.embeddings import report, tokens
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "experiments" / "embedding_isotropy.py"
-CONFIG = ROOT / "experiments" / "configs" / "embedding_isotropy.py"
+SCRIPT = ROOT / "experiments" / "embeddings.py"
+CONFIG = ROOT / "anisotropy_jax" / "configs" / "embeddings.py"
 # Smaller than :smoke (one width, 6 steps): the in-process run.
 TINY = dict(vocab_size=300, corpus_chars=120_000, chunk_len=2048, widths=(16,), head_dim=8,
             num_layers=1, seq_len=16, batch_size=4, steps=6, checkpoint_steps=(0, 6),

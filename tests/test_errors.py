@@ -20,8 +20,8 @@ from anisotropy_jax import cli, media
 from anisotropy_jax.protocol import Interrupted
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SWEEP = [sys.executable, str(ROOT / "experiments" / "bias_sweep.py"),
-         f"--config={ROOT / 'experiments' / 'configs' / 'bias_sweep.py'}:smoke",
+SWEEP = [sys.executable, str(ROOT / "experiments" / "sweep.py"),
+         "--config=sweep:smoke",
          "--config.num_seeds=1"]
 FAULTS = '''
 import builtins, errno, io, os
@@ -246,7 +246,7 @@ def test_empty_training_corpus_is_one_line(env, tmp_path):
     empty.write_text("")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "train.py"),
-         f"--config={ROOT / 'experiments' / 'configs' / 'train_clm.py'}:smoke",
+         "--config=train:smoke",
          f"--workdir={tmp_path / 'run'}", f"--config.data.source={empty}"],
         env=env, capture_output=True, text=True, timeout=300)
     assert _one_line(proc, 2) == f"error: data.source: {empty} is empty; give a text file to " \

@@ -13,8 +13,8 @@ import pytest
 
 from anisotropy_jax import commands
 from anisotropy_jax.config import ConfigError, from_mapping
-from anisotropy_jax.config.extreme import ExtremeConfig
-from anisotropy_jax.configs import extreme_tokens
+from anisotropy_jax.configs.extreme import ExtremeConfig
+from anisotropy_jax.configs import extreme as extreme_settings
 from anisotropy_jax.models import bert, gpt2
 from anisotropy_jax.results import Provenance
 from anisotropy_jax.studies.extreme import analysis, inputs, layers, report, summary
@@ -208,6 +208,6 @@ def test_config_checks_and_variants():
         from_mapping(ExtremeConfig, {"models": ["GPT-5"]})
     with pytest.raises(ConfigError, match="epsilon"):
         from_mapping(ExtremeConfig, {"epsilon": 1.5})
-    smoke = from_mapping(ExtremeConfig, extreme_tokens.get_config("smoke"))
+    smoke = from_mapping(ExtremeConfig, extreme_settings.get_config("smoke"))
     assert smoke.models == ("all-MiniLM-L6-v2",) and smoke.untrained_seeds == 2
-    assert from_mapping(ExtremeConfig, extreme_tokens.get_config(None)).untrained_seeds >= 5
+    assert from_mapping(ExtremeConfig, extreme_settings.get_config(None)).untrained_seeds >= 5

@@ -1,4 +1,4 @@
-"""experiments/extreme_tokens.py as CI runs it: the `:smoke` variant (the packaged
+"""experiments/extreme.py as CI runs it: the `:smoke` variant (the packaged
 all-MiniLM-L6-v2, 2 untrained seeds) with 4 sentences, end to end in a subprocess; and a bad
 flag fails in one line before anything is loaded."""
 import json
@@ -9,8 +9,8 @@ import sys
 from anisotropy_jax import commands
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "experiments" / "extreme_tokens.py"
-CONFIG = REPO / "experiments" / "configs" / "extreme_tokens.py"
+SCRIPT = REPO / "experiments" / "extreme.py"
+CONFIG = REPO / "anisotropy_jax" / "configs" / "extreme.py"
 
 
 def _run(*args, timeout=900):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from anisotropy_jax import metrics
-from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig
+from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax.configs.sweep import SweepConfig
 from anisotropy_jax.models import block as block_lib, fused_attention
 from anisotropy_jax.studies.sweep import affine, grid
 

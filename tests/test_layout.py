@@ -55,34 +55,69 @@ def test_library_modules_and_functions_stay_small():
     assert not too_long, too_long
 
 
-def test_experiment_scripts_are_thin_and_every_config_has_a_smoke_variant():
+def test_experiment_scripts_are_one_call_of_their_command():
+    from anisotropy_jax import commands
+
     scripts = sorted((ROOT / "experiments").glob("*.py"))
     assert len(scripts) >= 4
+    assert not (ROOT / "experiments" / "configs").exists()  # one settings file per study
     for script in scripts:
-        assert script.read_text().count("\n") <= MAX_SCRIPT_LINES, script.name
-        assert "sys.path" not in script.read_text(), script.name
-    configs = [c for c in sorted((ROOT / "anisotropy_jax" / "configs").glob("*.py"))
-               if re.search(r"^def get_config\(arg[^,]*\)", c.read_text(), re.M)]
-    assert {c.stem for c in configs} >= {"bias_sweep", "train_clm", "train_mlm", "qk_dynamics",
-                                         "pretrained_anisotropy"}
-    for config in configs:  # loaded as ml_collections loads them: by path
-        module = _load_by_path(config)
-        assert module.__doc__ and "--config=" in module.__doc__, config.name
+        text = script.read_text()
+        assert text.count("\n") <= MAX_SCRIPT_LINES, script.name
+        assert "sys.path" not in text, script.name
+        assert script.stem in commands.COMMANDS, script.name
+        assert re.search(rf'^    commands\.script\("{script.stem}"\)$', text, re.M), script.name
+
+
+def test_every_config_has_a_smoke_variant():
+    from anisotropy_jax import configs
+
+    for name in configs.names():  # loaded as ml_collections loads them: by path
+        module = _load_by_path(configs.path(name))
+        assert module.__doc__ and f"--config={name}" in module.__doc__, name
         smoke, default = module.get_config("smoke"), module.get_config(None)
-        assert smoke.to_dict() != default.to_dict(), config.name
+        assert smoke.to_dict() != default.to_dict(), name
         with pytest.raises(ValueError, match="variant"):
             module.get_config("no_such_variant")
-        # experiments/configs/ re-exports it: the same configs, so old --config paths still work
-        old = _load_by_path(ROOT / "experiments" / "configs" / config.name)
-        assert old.get_config("smoke").to_dict() == smoke.to_dict(), config.name
-        assert old.VARIANTS == module.VARIANTS and "--config=" in old.__doc__, config.name
-    assert sorted(p.name for p in (ROOT / "experiments" / "configs").glob("*.py")) == \
-        sorted(c.name for c in configs)
+
+
+def _study_places():
+    """The places EXTENDING.md's "Add a study" lists, as path templates of NAME."""
+    text = (ROOT / "docs" / "EXTENDING.md").read_text()
+    listed = text.split("<!-- study places: the layout test reads this list -->")[1]
+    listed = listed.split("\n\n")[0]
+    items = re.findall(r"^\d+\. `([^`]+)`", listed, re.M)
+    return items
+
+
+def test_a_study_has_one_name_in_five_places():
+    """Every study's command, settings, package, doc and test carry its name, and adding one
+    touches at most the five places EXTENDING.md lists."""
+    from anisotropy_jax import commands, configs
+
+    places = _study_places()
+    assert 1 <= len(places) <= 5, places
+    studies = {commands.study_name(name) for name in commands.COMMANDS}
+    for study in sorted(studies):
+        for template in places:
+            if template.endswith(".py") and "#" not in template and "NAME" not in template:
+                continue  # a shared file (the table of commands), not one per study
+            path = template.replace("NAME_IN_CAPITALS", study.upper()).replace("NAME", study)
+            assert (ROOT / path).exists(), f"study {study}: {path} is missing"
+    # Nothing else lists the studies: the configs are the studies' own, and so are the packages
+    # (besides the training loop that several studies share).
+    assert set(configs.names()) == studies
+    packages = {p.parent.name for p in (ROOT / "anisotropy_jax" / "studies").glob("*/__init__.py")}
+    assert packages - {"training"} == studies
+    for name in commands.COMMANDS:
+        assert commands.study(name) is not None
 
 
 def _load_by_path(path):
-    spec = importlib.util.spec_from_file_location(f"config_{path.parent.name}_{path.stem}", path)
+    name = f"config_{path.parent.name}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module
 
@@ -107,6 +142,8 @@ def test_docs_and_docstrings_cite_only_files_of_this_repository():
         cited, loose = _cited_files(text)
         base = path.parent if path.suffix == ".md" else ROOT
         for ref in cited:
+            if "NAME" in ref:  # a template of EXTENDING.md's recipes, not a file
+                continue
             if not ((ROOT / ref).exists() or (base / ref).exists()):
                 missing.append(f"{path.relative_to(ROOT)} cites {ref}")
         bare += [f"{path.relative_to(ROOT)}: {name} (cite docs/SCIENCE.md)" for name in loose

@@ -11,11 +11,11 @@ from scipy import stats
 
 from anisotropy_jax import data
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.configs import normalization_grid
+from anisotropy_jax.configs import normalizations as normalization_settings
 from anisotropy_jax.models.attention import NORMALIZATIONS, attention_mask
 from anisotropy_jax.protocol import SILENT
 from anisotropy_jax.results import Provenance
-from anisotropy_jax.studies.dynamics.analysis import _hidden_metrics, sink_metrics
+from anisotropy_jax.studies.train.analysis import _hidden_metrics, sink_metrics
 from anisotropy_jax.studies.normalizations import STUDY, grid as grid_lib
 
 # The grid's own list restricted to what models/attention.py has (softmax always).
@@ -23,7 +23,7 @@ NAMES = tuple(n for n in ("softmax", "sigmoid") if n in NORMALIZATIONS)
 
 
 def _smoke(workdir):
-    config = normalization_grid.get_config("smoke")
+    config = normalization_settings.get_config("smoke")
     config.normalizations = NAMES
     return STUDY.validate(config, workdir)
 
@@ -80,16 +80,16 @@ def test_a_finished_grid_is_not_trained_again(smoke_grid):
 
 
 def test_validate_refuses_unknown_normalisations_and_datasets(tmp_path):
-    config = normalization_grid.get_config("smoke")
+    config = normalization_settings.get_config("smoke")
     config.normalizations = ("softmax", "no_such_normalisation")
     with pytest.raises(ConfigError, match="normalizations"):
         STUDY.validate(config, tmp_path)
-    config = normalization_grid.get_config("smoke")
+    config = normalization_settings.get_config("smoke")
     config.datasets = ("wikipedia",)
     with pytest.raises(ConfigError, match="datasets"):
         STUDY.validate(config, tmp_path)
-    for variant in normalization_grid.VARIANTS:  # every variant is a valid grid config
-        normalization_grid.get_config(variant)
+    for variant in normalization_settings.VARIANTS:  # every variant is a valid grid config
+        normalization_settings.get_config(variant)
 
 
 def test_sink_metrics_match_a_float64_loop():

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.sweep import SweepConfig
 from anisotropy_jax.studies.sweep import grid
 
 NORMS = (0.0, 1.0, 8.0, 32.0, 64.0, 256.0, 4096.0)

@@ -18,7 +18,7 @@ from transformers.models.convnext.image_processing_pil_convnext import (  # noqa
     ConvNextImageProcessorPil)
 
 from anisotropy_jax import media  # noqa: E402
-from anisotropy_jax.config import PretrainedConfig  # noqa: E402
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models import registry  # noqa: E402
 from anisotropy_jax.studies.pretrained import media_inputs  # noqa: E402
 from tests.test_families_vision import randomise  # noqa: E402

@@ -16,7 +16,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from anisotropy_jax import corpus, metrics
-from anisotropy_jax.config import BlockConfig, ConfigError, PretrainedConfig, from_mapping
+from anisotropy_jax.config import BlockConfig, ConfigError, from_mapping
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies.pretrained import analysis, report, states, text

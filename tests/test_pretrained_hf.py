@@ -25,8 +25,8 @@ from tests.test_pretrained import toy_tokenizer  # noqa: E402
 
 ATOL = 1e-4
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "experiments" / "pretrained_anisotropy.py"
-CONFIG = REPO / "experiments" / "configs" / "pretrained_anisotropy.py"
+SCRIPT = REPO / "experiments" / "pretrained.py"
+CONFIG = REPO / "anisotropy_jax" / "configs" / "pretrained.py"
 TEXT = """Now is the winter of our discontent made glorious summer by this sun of York.
 
 And all the clouds that lour'd upon our house in the deep bosom of the ocean buried.
@@ -314,7 +314,7 @@ def tiny_llama_dir(tmp_path_factory):
 
 
 def test_causal_model_runs_through_the_study(tiny_llama_dir, tmp_path):
-    from anisotropy_jax.config import PretrainedConfig
+    from anisotropy_jax.configs.pretrained import PretrainedConfig
     from anisotropy_jax.metrics import partition_isotropy
     from anisotropy_jax.studies.pretrained import report
 

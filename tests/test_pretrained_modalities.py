@@ -18,15 +18,16 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from anisotropy_jax import metrics  # noqa: E402
-from anisotropy_jax.config import ConfigError, PretrainedConfig  # noqa: E402
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models import registry, t5, whisper  # noqa: E402
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, states, text  # noqa: E402
 from tests.test_families_vision import save  # noqa: E402
 from tests.test_media import _png, _wav  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "experiments" / "pretrained_anisotropy.py"
-CONFIG = REPO / "experiments" / "configs" / "pretrained_anisotropy.py"
+SCRIPT = REPO / "experiments" / "pretrained.py"
+CONFIG = REPO / "anisotropy_jax" / "configs" / "pretrained.py"
 TEXT = ("Now is the winter of our discontent made glorious summer. Was ever woman in this humour "
         "wooed? Was ever woman in this humour won? A horse, a horse, my kingdom for a horse! "
         "Friends, Romans, countrymen — lend me your ears; 日本 too. Alas, poor Yorick, I knew "

@@ -1,5 +1,5 @@
 """The reproduction report: each verdict function on synthetic results (both outcomes and the
-not-measured case), the config's validation, and experiments/reproduce.py `:smoke` end to end
+not-measured case), the config's validation, and experiments/report.py `:smoke` end to end
 (REPORT.md's structure: every claim row, every verdict one of three, every linked file exists)."""
 import importlib.util
 import os
@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from anisotropy_jax.config import ConfigError, reproduce_config_from_mapping
-from anisotropy_jax.studies.reproduce import verdicts as V
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.configs.report import reproduce_config_from_mapping
+from anisotropy_jax.studies.report import verdicts as V
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,7 +24,7 @@ def test_all_verdicts_cover_every_claim():
 
 
 def _config(variant):
-    path = ROOT / "experiments" / "configs" / "reproduce.py"
+    path = ROOT / "anisotropy_jax" / "configs" / "report.py"
     spec = importlib.util.spec_from_file_location("reproduce_config", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -55,8 +56,8 @@ def test_config_variants_validate_and_errors_name_the_field():
 def test_smoke_script_writes_a_complete_report(tmp_path):
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "reproduce.py"),
-         "--config=" + str(ROOT / "experiments" / "configs" / "reproduce.py") + ":smoke",
+        [sys.executable, str(ROOT / "experiments" / "report.py"),
+         "--config=" + str(ROOT / "anisotropy_jax" / "configs" / "report.py") + ":smoke",
          f"--workdir={tmp_path / 'w'}", f"--report={tmp_path / 'docs' / 'REPORT.md'}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -95,7 +96,7 @@ def test_smoke_script_writes_a_complete_report(tmp_path):
 
 
 def test_regenerating_a_bundled_report_keeps_the_hand_written_sections(tmp_path):
-    from anisotropy_jax.studies.reproduce import report
+    from anisotropy_jax.studies.report import report
     workdir, path = tmp_path / "run", tmp_path / "docs" / "REPORT.md"
     workdir.mkdir()
     path.parent.mkdir()

@@ -35,7 +35,8 @@ def test_npz_and_figure(tmp_path):
 
 
 def test_provenance_fields():
-    prov = results.Provenance().finish()
+    prov = results.Provenance().finish("sweep")
+    assert prov["study"] == "sweep"  # `anisotropy-jax show` reads it
     for key in ("package_version", "jax_version", "flax_version", "devices", "start_time",
                 "end_time", "wall_seconds"):
         assert key in prov

@@ -9,7 +9,7 @@ from scipy import stats
 
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.metrics import correlation
-from anisotropy_jax.studies.dynamics import seeds
+from anisotropy_jax.studies.train import seeds
 
 
 def test_spearman_exact_p_at_rho_one_equals_the_permutation_count():

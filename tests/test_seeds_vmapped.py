@@ -27,7 +27,7 @@ LOSS_RTOL = 1e-5
 
 def _config(seed, **overrides):
     spec = importlib.util.spec_from_file_location(
-        "cfg", ROOT / "experiments" / "configs" / "train_clm.py")
+        "cfg", ROOT / "anisotropy_jax" / "configs" / "train.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cfg = module.get_config("smoke")

@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 from anisotropy_jax import checkpointing
-from anisotropy_jax.config import SeriesConfig, train_config_from_mapping
+from anisotropy_jax.config import train_config_from_mapping
+from anisotropy_jax.configs.series import SeriesConfig
 from anisotropy_jax.models import registry
 from anisotropy_jax.models.transformer import Transformer
-from anisotropy_jax.studies import dynamics, series, training
+from anisotropy_jax.studies import series, training
+from anisotropy_jax.studies import train as dynamics
 from anisotropy_jax.studies.pretrained import text as text_lib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -141,8 +143,8 @@ def test_series_analysis_mlm(runs):
 def test_script_on_exported_clm(runs, tmp_path):
     series_dir = runs("clm")[2]
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "checkpoint_series.py"),
-         f"--config={ROOT / 'experiments' / 'configs' / 'checkpoint_series.py'}:smoke",
+        [sys.executable, str(ROOT / "experiments" / "series.py"),
+         "--config=series:smoke",
          f"--config.series_dir={series_dir}", f"--workdir={tmp_path / 'out'}",
          "--config.num_sentences=6", "--config.batch_size=3", "--config.max_words=12"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -154,8 +156,8 @@ def test_script_on_exported_clm(runs, tmp_path):
     assert all(np.asarray(v).shape == (4, 2, 2) for v in out["heads"].values())
     assert (tmp_path / "out" / "figures" / "heads_vs_step.png").stat().st_size > 0
     bad = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "checkpoint_series.py"),
-         f"--config={ROOT / 'experiments' / 'configs' / 'checkpoint_series.py'}:smoke",
+        [sys.executable, str(ROOT / "experiments" / "series.py"),
+         "--config=series:smoke",
          f"--config.series_dir={tmp_path / 'missing'}", f"--workdir={tmp_path / 'bad'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2

@@ -18,7 +18,8 @@ import pytest
 from scipy import special
 
 from anisotropy_jax import inputs
-from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
+from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax.configs.sweep import SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import block as block_lib, layers
 from anisotropy_jax.models.attention import StoredQKV
 from anisotropy_jax.protocol import Progress
@@ -439,7 +440,7 @@ def _experiment_config(arg=None):
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).parent.parent / "experiments" / "configs" / "bias_sweep.py"
+    path = pathlib.Path(__file__).parent.parent / "anisotropy_jax" / "configs" / "sweep.py"
     spec = importlib.util.spec_from_file_location("bias_sweep_config", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -13,7 +13,8 @@ import pytest
 from scipy import stats
 
 from anisotropy_jax import inputs
-from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.sweep import SweepConfig
 from anisotropy_jax.studies.sweep import affine, controls, grid, theory
 from tests import reference
 

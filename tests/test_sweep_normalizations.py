@@ -11,7 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig, sweep_configs_from_mapping
+from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax.configs.sweep import SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.models import block as block_lib
 from anisotropy_jax.models import fused_attention
 from anisotropy_jax.studies.sweep import controls, grid, points, report, tables, theory

@@ -33,7 +33,8 @@ import math
 import numpy as np
 import pytest
 
-from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.sweep import SweepConfig
 from anisotropy_jax.studies.sweep import grid, report, theory
 
 NORMS = (0.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 1e4, 1e6)

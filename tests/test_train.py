@@ -20,7 +20,7 @@ from anisotropy_jax.config import ConfigError, train_config_from_mapping
 from anisotropy_jax.studies import training
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLM_SMOKE = str(ROOT / "experiments" / "configs" / "train_clm.py") + ":smoke"
+CLM_SMOKE = str(ROOT / "anisotropy_jax" / "configs" / "train.py") + ":smoke"
 HANG_AT = 13  # between the checkpoints of steps 8 and 16
 
 
@@ -218,7 +218,7 @@ def test_script_smoke_path_writes_the_analysis(runs):
 
 
 def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
-    """experiments/train_seeds.py: seed 0 is the finished uninterrupted smoke run (copied, not
+    """experiments/seeds.py: seed 0 is the finished uninterrupted smoke run (copied, not
     trained again), seed 1 trains; the summary has per-checkpoint intervals over both."""
     workdir = tmp_path / "seeds"
     shutil.copytree(runs["clean"], workdir / "seed_0")
@@ -307,7 +307,7 @@ def test_script_rejects_a_bad_config_in_one_line_before_compiling(tmp_path):
     proc = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/run", "--config.model.foo=1"])
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2 and out.strip() == "error: --config.model.foo: unknown config field"
-    qk = subprocess.run([sys.executable, str(ROOT / "experiments" / "qk_dynamics.py"),
+    qk = subprocess.run([sys.executable, str(ROOT / "experiments" / "dynamics.py"),
                          f"--workdir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
                         timeout=120)
     assert qk.returncode != 0 and qk.stderr.strip().splitlines()[-1].startswith(

@@ -24,7 +24,7 @@ LOSS_ATOL = 1e-2
 
 def _config(precision, **overrides):
     spec = importlib.util.spec_from_file_location(
-        "cfg", ROOT / "experiments" / "configs" / "train_clm.py")
+        "cfg", ROOT / "anisotropy_jax" / "configs" / "train.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cfg = module.get_config("smoke")

@@ -1,11 +1,10 @@
-"""Nothing changes in the numbers (issue 24): experiments/train.py on `train_clm.py:smoke`, run as a
+r"""Nothing changes in the numbers (issue 24): experiments/train.py on `train_clm.py:smoke`, run as a
 user runs it on the CPU (one device, XLA's default optimisations), reproduces the losses, gradient
 norms, learning rates and validation losses recorded at commit d21c390, before the issue's loop
 changes, bit for bit.
 
 The reference (docs/benchmarks/issue24_cpu/smoke_{metrics,eval}_d21c390.jsonl) was written by
-  python experiments/train.py --config=experiments/configs/train_clm.py:smoke \
-      --workdir=DIR --progress=false --config.analysis.run=false
+  python experiments/train.py --config=train:smoke --workdir=DIR --progress=false --config.analysis.run=false
 on this project's 2-core x86-64 CPU machine. XLA compiles for the host's vector instructions, so a
 CPU with other ones may sum in another order and miss the last bits: this test then fails on that
 machine, not on a change of the code."""
@@ -28,7 +27,7 @@ def test_smoke_run_is_bit_identical_to_the_recorded_one(tmp_path):
            if k not in ("XLA_FLAGS", "JAX_DISABLE_MOST_OPTIMIZATIONS")}  # conftest.py's
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "train.py"),
-         f"--config={ROOT / 'experiments' / 'configs' / 'train_clm.py'}:smoke",
+         "--config=train:smoke",
          f"--workdir={tmp_path}", "--progress=false", "--config.analysis.run=false"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,9 +1,9 @@
 """Each verdict of the reproduction on synthetic results: every outcome it can give, decided by
-the causal or scale-controlled criterion of issue 21 (anisotropy_jax/studies/reproduce/)."""
+the causal or scale-controlled criterion of issue 21 (anisotropy_jax/studies/report/)."""
 import numpy as np
 
-from anisotropy_jax.studies.reproduce import verdict as verdict_lib
-from anisotropy_jax.studies.reproduce import verdicts as V
+from anisotropy_jax.studies.report import verdict as verdict_lib
+from anisotropy_jax.studies.report import verdicts as V
 
 NORMS = [0.0, 4.0, 16.0, 64.0]  # operating point: index 2 (input cosine 0.3)
 SEED_NOISE = np.array([[-1.0], [0.0], [1.0], [0.5], [-0.5]])  # 5 seeds, mean 0

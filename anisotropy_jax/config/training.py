@@ -190,7 +190,7 @@ class OptimConfig:
 
 @dataclasses.dataclass(frozen=True)
 class AnalysisConfig:
-    """The per-checkpoint analysis of a training run (experiments/qk_dynamics.py).
+    """The per-checkpoint analysis of a training run (experiments/dynamics.py).
 
     Attributes:
       run: run it right after training (experiments/train.py; qk_dynamics.py reruns it).

@@ -1,12 +1,13 @@
-"""The experiment configs, inside the package so that an installed `anisotropy-jax` finds them
-from any folder: one module per config, each `get_config(variant)` → an ml_collections
-ConfigDict (the dataclasses' defaults of anisotropy_jax/config, then the named variant), its
-`VARIANTS`, a docstring with the command and a description of every variant, and `FIELD_DOCS`
-(where each field's meaning is written: anisotropy_jax/config/docs.py). experiments/configs/
-re-exports them, so `--config=experiments/configs/<name>.py:VARIANT` works as before.
+"""Each study's settings, one file per study named as the study and its command
+(`anisotropy_jax/configs/<study>.py`, inside the package so that an installed `anisotropy-jax`
+finds them from any folder): the settings dataclass with its validation and field docs, its named
+variants (`SETTINGS`, `VARIANTS`), `get_config(variant)` → an ml_collections ConfigDict (the
+dataclass's defaults, then the variant), `FIELD_DOCS` (where each field's meaning is written:
+anisotropy_jax/config/docs.py) and a docstring with the command and every variant. What several
+studies share (the block, the transformer, training) lives in anisotropy_jax/config.
 
-`--config` takes a file (`PATH[:VARIANT]`) or a name (`NAME[:VARIANT]`, a module here or one of
-its ALIASES: `sweep:control`), or `:VARIANT` for the command's own config (`resolve`).
+`--config` takes a study's name (`NAME[:VARIANT]`, e.g. `sweep:control`), a config file
+(`PATH[:VARIANT]`), or `:VARIANT` for the command's own config (`resolve`).
 """
 from __future__ import annotations
 
@@ -19,57 +20,40 @@ from types import ModuleType
 from anisotropy_jax.config.docs import field_table
 
 FOLDER = pathlib.Path(__file__).resolve().parent
-NAMES = ("bias_sweep", "depth_sweep", "train_clm", "train_mlm", "qk_dynamics",
-         "pretrained_anisotropy", "cross_modal", "embedding_isotropy", "checkpoint_series",
-         "reproduce", "extreme_tokens", "normalization_grid")
-# Short names: the command names of `anisotropy-jax` (anisotropy_jax/commands.py) and the objectives.
-ALIASES = {"sweep": "bias_sweep", "depth": "depth_sweep", "train": "train_clm",
-           "clm": "train_clm", "mlm": "train_mlm", "dynamics": "qk_dynamics",
-           "pretrained": "pretrained_anisotropy", "cross-modal": "cross_modal",
-           "embeddings": "embedding_isotropy", "series": "checkpoint_series",
-           "report": "reproduce", "extreme": "extreme_tokens",
-           "normalizations": "normalization_grid"}
 
 
-def canonical(name: str) -> str | None:
-    """The module name of a config name or alias, or None."""
-    name = ALIASES.get(name, name)
-    return name if name in NAMES else None
+def names() -> tuple[str, ...]:
+    """The named configs: one per study, by the file's name."""
+    return tuple(sorted(p.stem for p in FOLDER.glob("*.py") if not p.stem.startswith("_")))
 
 
 def path(name: str) -> pathlib.Path:
     """The file of a named config (KeyError if there is none)."""
-    found = canonical(name)
-    if found is None:
+    if name not in names():
         raise KeyError(name)
-    return FOLDER / f"{found}.py"
+    return FOLDER / f"{name}.py"
 
 
 def module(name: str) -> ModuleType:
-    return importlib.import_module(f"anisotropy_jax.configs.{canonical(name) or name}")
+    """The module of a named config (KeyError if there is none)."""
+    return importlib.import_module(f"anisotropy_jax.configs.{path(name).stem}")
 
 
 def known() -> str:
     """The names --config accepts, for error messages and --help."""
-    return ", ".join(sorted(ALIASES) + [n for n in NAMES if n not in ALIASES.values()])
+    return ", ".join(names())
 
 
 def resolve(spec: str, own: str | None = None) -> str:
     """The `--config` value as ml_collections reads it: 'PATH[:VARIANT]'. An existing file stays
-    as it is; otherwise 'NAME[:VARIANT]' names a config of this package (an alias or a module
-    name; also experiments/configs/<name>.py from a folder without that file), and ':VARIANT' the
+    as it is; otherwise 'NAME[:VARIANT]' names a config of this package, and ':VARIANT' the
     command's own config `own` (a path). Raises KeyError naming what is not found."""
     file, sep, variant = spec.partition(":")
     if not file and own is not None:
         return own.partition(":")[0] + sep + variant
     if pathlib.Path(file).expanduser().is_file():
         return spec
-    stem = pathlib.Path(file)
-    name = file if canonical(file) else (
-        stem.stem if stem.suffix == ".py" and stem.parent.name == "configs" else None)
-    if name is None or canonical(name) is None:
-        raise KeyError(file)
-    return f"{path(name)}{sep}{variant}"
+    return f"{path(file)}{sep}{variant}"
 
 
 def variants(config: ModuleType) -> list[tuple[str, str]]:
@@ -123,15 +107,16 @@ def describe(spec: str, width: int = 100) -> str:
 
 
 def _load(file: str) -> ModuleType:
-    """A config module: this package's own where `file` is one of its files (or re-exports one),
-    else the file loaded by path (as ml_collections loads it)."""
-    stem = pathlib.Path(file).stem
-    if canonical(stem) and (pathlib.Path(file).resolve().parent in (FOLDER,)
-                            or f"anisotropy_jax.configs.{stem}" in pathlib.Path(file).read_text()):
-        return module(stem)
+    """A config module: this package's own where `file` is one of its files, else the file
+    loaded by path (as ml_collections loads it)."""
+    resolved = pathlib.Path(file).resolve()
+    if resolved.parent == FOLDER and resolved.stem in names():
+        return module(resolved.stem)
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location(f"config_{stem}", file)
+    spec = importlib.util.spec_from_file_location(f"config_{resolved.stem}", file)
     loaded = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = loaded  # dataclasses look their module up while they are made
     spec.loader.exec_module(loaded)
     return loaded

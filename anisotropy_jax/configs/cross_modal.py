@@ -2,25 +2,25 @@
 modality (MiniLM-L6/L3, MPNet, SmolLM2; DINOv2-S; Whisper tiny.en and base; an untrained
 ResNet-50) beside its untrained baseline, on one plot, and a table (docs/MODALITIES.md).
 
-  anisotropy-jax cross-modal --workdir=docs/results/modalities/cross_modal
-  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py \
+  anisotropy-jax cross_modal --workdir=docs/results/modalities/cross_modal
+  python experiments/cross_modal.py --config=cross_modal \\
       --workdir=docs/results/modalities/cross_modal
 
 Smoke run (MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances; seconds):
 
-  python experiments/cross_modal.py --config=experiments/configs/cross_modal.py:smoke \
-      --workdir=/tmp/cross_modal_smoke
+  python experiments/cross_modal.py --config=cross_modal:smoke --workdir=/tmp/cross_modal_smoke
 
-Variants (`--config=cross-modal:VARIANT`):
+Variants (`--config=cross_modal:VARIANT`):
   default  every offline model; 200 sentences, 16 images or utterances
   smoke    MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances, 2 untrained seeds (CI)
-Fields, defaults and their meaning are CrossModalConfig's (anisotropy_jax/config/pretrained.py;
-`anisotropy-jax cross-modal --help` lists them); `pretrained.*` are the PretrainedConfig fields
+Fields, defaults and their meaning are CrossModalConfig's (anisotropy_jax/configs/pretrained.py;
+`anisotropy-jax cross_modal --help` lists them); `pretrained.*` are the PretrainedConfig fields
 of every per-model run (CROSS_MODAL_PRETRAINED_FIELDS).
 """
 import ml_collections
 
-from anisotropy_jax.config import CrossModalConfig, cross_modal_config_dict, with_variants
+from anisotropy_jax.config import with_variants
+from anisotropy_jax.configs.pretrained import CrossModalConfig, cross_modal_config_dict
 
 VARIANTS = ("default", "smoke")
 SETTINGS = {"smoke": {"models": ("all-MiniLM-L6-v2", "Whisper-tiny.en"),

@@ -14,7 +14,7 @@ MARKERS = {"text": "o", "image": "s", "audio": "^"}
 
 def cross_modal_figure(models: Mapping[str, Mapping[str, Any]], title: str = ""):
     """`models`: {name: {"modality", "architecture", "depth", "trained"? , "untrained"}} (the
-    output of studies.pretrained.cross_modal.collect)."""
+    output of studies.cross_modal.collect)."""
     if not models:
         raise ValueError("cross_modal_figure: no models")
     fig, axes = new_figure(width=8.0, height=5.0)

@@ -1,4 +1,4 @@
-"""Figures of the training-dynamics analysis (anisotropy_jax.studies.dynamics). The trajectory,
+"""Figures of the training-dynamics analysis (anisotropy_jax.studies.train). The trajectory,
 scatter and heatmap figures take a mapping with "steps", "heads", "layers" and optionally
 "correlation" and "objective"; the loss figure takes the loss curves as arrays.
 
@@ -179,7 +179,7 @@ def metric_range(name: str) -> tuple[float, float]:
 
 
 def seeds_figure(summary: dict[str, Any]):
-    """Every quantity of a seeds summary (`studies.dynamics.seeds.aggregate`) against the step:
+    """Every quantity of a seeds summary (`studies.train.seeds.aggregate`) against the step:
     thin lines the seeds, thick the mean, band the 95% t-interval over seeds, clipped to the
     quantity's range (`metric_range`)."""
     steps = np.asarray(summary["steps"])

@@ -1,6 +1,6 @@
 """Layer-wise curves of a pretrained model against its untrained re-initialisation.
 
-Input is the results.json dict of experiments/pretrained_anisotropy.py (in process,
+Input is the results.json dict of experiments/pretrained.py (in process,
 `studies.pretrained.report.summary(result)`): {"layers": [...], "metrics": {"trained":
 {name: [...]}, "untrained": {...}}, "correlations": {...}}. Every function returns a matplotlib
 Figure; save it with `results.save_figure`.

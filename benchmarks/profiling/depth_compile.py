@@ -31,7 +31,7 @@ def compile_seconds(width: int, num_layers: int, weights: str,
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     from anisotropy_jax import inputs
-    from anisotropy_jax.config import DepthConfig
+    from anisotropy_jax.configs.depth import DepthConfig
     from anisotropy_jax.studies.depth import grid, stack
 
     cfg = DepthConfig(widths=(width,), num_layers=num_layers, batch_size=4, seq_len=32,

@@ -112,7 +112,7 @@ class Report:
         return results.write_json(path, {
             "profiler": f"benchmarks.profiling.{self.profiler}", "command": " ".join(sys.argv),
             "repeats": self.repeats, "setup": self.setup, "rows": self.rows,
-            "provenance": self._provenance.finish()})
+            "provenance": self._provenance.finish("benchmarks.profiling")})
 
 
 def _text(value: Any) -> str:

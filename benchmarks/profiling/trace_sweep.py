@@ -64,7 +64,7 @@ def main(args, report):
     from benchmarks import benchmark
 
     from anisotropy_jax import flops
-    from anisotropy_jax.config import SweepConfig
+    from anisotropy_jax.configs.sweep import SweepConfig
     from anisotropy_jax.studies.sweep import grid
     from anisotropy_jax.config import BlockConfig, precision_name
 

@@ -7,7 +7,7 @@ x = z + s·u, metrics after every layer, over architectures × widths × bias no
   grid     `run(config) -> DepthResult`: chunked, sharded over devices and processes, resumable
   theory   closed forms beside the data: pre-LN norm growth, pure-attention collapse order
   report   chunk store, results.json/npz, figures, the printed table
-  study    the study protocol (`STUDY`: experiments/depth_sweep.py)
+  study    the study protocol (`STUDY`: experiments/depth.py)
 """
 from anisotropy_jax.protocol import Study
 from anisotropy_jax.studies.depth import study as _study

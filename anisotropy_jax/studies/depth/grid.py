@@ -27,8 +27,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
-from anisotropy_jax.config import DepthConfig
-from anisotropy_jax.config.depth import STACKED_WEIGHTS_BYTES
+from anisotropy_jax.configs.depth import DepthConfig
+from anisotropy_jax.configs.depth import STACKED_WEIGHTS_BYTES
 from anisotropy_jax.models import layers
 from anisotropy_jax.models.block import Block
 from anisotropy_jax.protocol import SILENT, Progress

@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from anisotropy_jax import results
-from anisotropy_jax.config import ConfigError, DepthConfig
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.configs.depth import DepthConfig
 from anisotropy_jax.plotting import depth as depth_plots
 from anisotropy_jax.studies.depth import theory
 from anisotropy_jax.studies.depth.grid import DepthResult, StackResult
@@ -125,7 +126,7 @@ def write(result: DepthResult, workdir: pathlib.Path, provenance: results.Proven
     cfg = result.config
     stacks = {name: stack_summary(cfg, stack) for name, stack in result.stacks.items()}
     doc = results.to_jsonable({
-        "provenance": provenance.finish(), "config": config, "depth_config": cfg,
+        "provenance": provenance.finish("depth"), "config": config, "depth_config": cfg,
         "bias_norms": list(cfg.bias_norms), "num_layers": cfg.num_layers,
         "stacks": stacks, "chunk_layout": result.layout, "num_devices": result.num_devices,
         "num_processes": result.num_processes, "chunks_computed": result.chunks_computed,

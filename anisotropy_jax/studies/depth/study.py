@@ -1,5 +1,5 @@
 """The depth sweep as a study of the protocol (`anisotropy_jax.protocol`;
-experiments/depth_sweep.py).
+experiments/depth.py).
 
   validate  the DepthConfig and the process options (jax.distributed)
   run       every chunk, one line each; the first process keeps them in workdir/chunks/
@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import jax
 
 from anisotropy_jax import results
-from anisotropy_jax.config import DepthConfig, depth_config_from_mapping
+from anisotropy_jax.configs.depth import DepthConfig, depth_config_from_mapping
 from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies.depth import grid, report
 

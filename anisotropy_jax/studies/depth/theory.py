@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.config import BlockConfig, DepthConfig
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.depth import DepthConfig
 
 
 def kernel_variance(block: BlockConfig, fan_in: int, fan_out: int) -> float:

@@ -6,7 +6,7 @@ training (docs/EMBEDDINGS.md; docs/SCIENCE.md, "Claims and where they stand").
   train   the model (`models.transformer.Transformer` as GPT-NeoX, untied LM head), its
           training with the training study's step, and the per-checkpoint measurement
   study   `run(config) -> EmbeddingsResult` (numpy; no writes), and the study protocol
-          (`STUDY`: experiments/embedding_isotropy.py)
+          (`STUDY`: experiments/embeddings.py)
   report  `write(result, workdir, provenance)`, `format_report`, `format_table`
 """
 from anisotropy_jax.protocol import Study

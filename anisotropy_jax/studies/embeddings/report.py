@@ -93,7 +93,7 @@ def write(result: EmbeddingsResult, workdir: str | pathlib.Path, provenance: res
         "steps": result.steps, "train_loss": result.train_loss,
         "token_counts": result.token_counts,
         **{f"proj__{k}": v for k, v in result.projections.items()}})
-    doc = document(result, provenance.finish(), config)
+    doc = document(result, provenance.finish("embeddings"), config)
     write_figures(doc, {f"proj__{k}": v for k, v in result.projections.items()},
                   result.token_counts, workdir / "figures")
     results.write_json(workdir / "results.json", doc)

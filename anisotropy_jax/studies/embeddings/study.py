@@ -1,6 +1,6 @@
 """`run(config) -> EmbeddingsResult`: tokenizer, then one model per (width, seed), measured at
 every checkpoint step. Numpy results, no file writes (report.write writes them). The study
-protocol (`anisotropy_jax.protocol`; experiments/embedding_isotropy.py): `validate`,
+protocol (`anisotropy_jax.protocol`; experiments/embeddings.py): `validate`,
 `run_study`, `write`, `format_study`."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from anisotropy_jax import results
 from anisotropy_jax.config import from_mapping
-from anisotropy_jax.config.embeddings import EmbeddingsConfig
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.embeddings import report, tokens
 from anisotropy_jax.studies.embeddings.train import Checkpoint, train_and_measure

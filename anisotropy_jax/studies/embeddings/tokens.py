@@ -21,7 +21,7 @@ import numpy as np
 
 from anisotropy_jax import corpus, data as data_lib
 from anisotropy_jax.config import ConfigError, DataConfig
-from anisotropy_jax.config.embeddings import EmbeddingsConfig
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 
 INSTALL_HINT = "pip install tokenizers==0.23.3 (setup.py extras 'pretrained' or 'test')"
 

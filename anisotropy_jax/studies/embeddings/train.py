@@ -26,7 +26,7 @@ import numpy as np
 
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig, OptimConfig, TransformerConfig
-from anisotropy_jax.config.embeddings import EmbeddingsConfig
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.metrics.embedding_isotropy import (GAIN_CONTROLS, embedding_isotropy,
                                                       gain_controls,
                                                       partition_isotropy_conventions,

@@ -8,7 +8,7 @@ re-initialisations (issue 22, item 2; docs/EXTREME_TOKENS.md).
   summary   per-layer numbers of one forward and of the untrained seeds
   analysis  `validate(config) -> Plan`, `run(plan) -> result`
   report    `write` (config.json, summary.md, results.json last) and `format_report`
-  STUDY     the study protocol (experiments/extreme_tokens.py; `anisotropy-jax extreme`)
+  STUDY     the study protocol (experiments/extreme.py; `anisotropy-jax extreme`)
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pathlib
 from typing import Any
 
 from anisotropy_jax.config import from_mapping
-from anisotropy_jax.config.extreme import ExtremeConfig
+from anisotropy_jax.configs.extreme import ExtremeConfig
 from anisotropy_jax.protocol import Progress, Study
 from anisotropy_jax.studies.extreme import analysis, report
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import jax
 
-from anisotropy_jax.config import PretrainedConfig
-from anisotropy_jax.config.extreme import GEMMA3, ExtremeConfig
+from anisotropy_jax.configs.pretrained import PretrainedConfig
+from anisotropy_jax.configs.extreme import GEMMA3, ExtremeConfig
 from anisotropy_jax.models import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.extreme import inputs as inputs_lib
 from anisotropy_jax.studies.extreme import layers, summary
 from anisotropy_jax.studies.pretrained import analysis as pretrained
-from anisotropy_jax.studies.pretrained import cross_modal
+from anisotropy_jax.studies import cross_modal
 
 
 # name → () → the model's folder or file, None when not installed: the cross-modal study's

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.config.extreme import EXTREME_MODELS, GEMMA3
+from anisotropy_jax.configs.extreme import EXTREME_MODELS, GEMMA3
 from anisotropy_jax.studies.extreme import summary
 
 SINK_BLOCK_RATE = 0.5     # a sink block: trained sink rate above this and above every seed's

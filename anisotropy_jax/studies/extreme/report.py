@@ -85,7 +85,7 @@ def write(result: Mapping[str, Any], workdir: Any, provenance: results_lib.Prove
     """config.json, summary.md, results.json (last); returns the results.json dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result["config"])
-    doc = results_lib.to_jsonable(summary(result, provenance.finish()))
+    doc = results_lib.to_jsonable(summary(result, provenance.finish("extreme")))
     results_lib.write_text(workdir / "summary.md", format_report(doc) + "\n")
     results_lib.write_json(workdir / "results.json", doc)
     return doc

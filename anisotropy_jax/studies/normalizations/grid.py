@@ -18,10 +18,10 @@ import numpy as np
 
 from anisotropy_jax import data as data_lib, results
 from anisotropy_jax.config import TrainConfig
-from anisotropy_jax.config.normalizations import NormalizationGridConfig
+from anisotropy_jax.configs.normalizations import NormalizationGridConfig
 from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies import training
-from anisotropy_jax.studies.dynamics import analysis, report
+from anisotropy_jax.studies.train import analysis, report
 
 RUN_FILE = "grid_run.json"
 # The grid's scalars per checkpoint and what each is (block outputs: hidden states 1 … layers).

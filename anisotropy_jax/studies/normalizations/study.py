@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from anisotropy_jax import data as data_lib, results
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.config.normalizations import NormalizationGridConfig, grid_config_from_mapping
+from anisotropy_jax.configs.normalizations import NormalizationGridConfig, grid_config_from_mapping
 from anisotropy_jax.models.attention import NORMALIZATIONS
 from anisotropy_jax.protocol import Progress, Study
 from anisotropy_jax.studies import training
@@ -63,7 +63,7 @@ def run(plan: Plan, progress: Progress) -> dict[str, Any]:
 def write(result: Mapping[str, Any], workdir: pathlib.Path, provenance: results.Provenance
           ) -> dict[str, Any]:
     workdir = pathlib.Path(workdir)
-    doc = {"provenance": provenance.finish(),
+    doc = {"provenance": provenance.finish("normalizations"),
            "grid_config": dataclasses.asdict(result["grid"]),
            "units": summary.UNITS, "interval": summary.INTERVAL, "metrics": grid_lib.METRICS,
            "layout": "<dataset>/<normalization>/seed_<s>/ (training run, dynamics.npz, "

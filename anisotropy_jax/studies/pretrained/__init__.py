@@ -15,7 +15,7 @@ against their untrained re-initialisation (docs/SCIENCE.md, "Pretrained models";
   cross_modal   every offline model of every modality on one plot, and a table
   report    `write(result, workdir, provenance)` (config.json, sentences.txt, report.txt,
             figures, npz, results.json last) and `format_report(doc)`
-  study     the study protocol (`STUDY`: experiments/pretrained_anisotropy.py)
+  study     the study protocol (`STUDY`: experiments/pretrained.py)
 
 The checkpoint itself (config mapping, weights, forward) is `anisotropy_jax.models.registry` and
 the family modules it finds.

@@ -27,7 +27,8 @@ import jax
 import numpy as np
 
 from anisotropy_jax import corpus
-from anisotropy_jax.config import PretrainedConfig, require
+from anisotropy_jax.config import require
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models import bert, checkpoint, registry
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.pretrained import embeddings, media_inputs

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from anisotropy_jax import corpus, media
-from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models import whisper
 from anisotropy_jax.studies.pretrained.states import ForwardBatch, TokenStates
 

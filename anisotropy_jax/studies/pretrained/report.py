@@ -1,4 +1,4 @@
-"""Files and the printed table of a pretrained-model run (experiments/pretrained_anisotropy.py).
+"""Files and the printed table of a pretrained-model run (experiments/pretrained.py).
 
 `write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
   config.json        the resolved PretrainedConfig
@@ -101,13 +101,15 @@ def _hidden_arrays(states: TokenStates) -> dict[str, Any]:
 
 
 def write_measured(result: Any, workdir: str | os.PathLike, provenance: results_lib.Provenance,
+                   study: str,
                    summary: Callable[..., dict[str, Any]], format_report: Callable[..., str],
                    own_files: Callable[[Any, pathlib.Path], None]) -> dict[str, Any]:
     """Writes a run measured on sampled sentences (this study's, the checkpoint series'):
     config.json (`result.config`), sentences.txt (`result.sentences`; inputs.txt where the
     result's data has an image or audio modality: those are not sentences) and report.txt
     (`format_report(summary(result))`), then `own_files(result, workdir)` (its figures and
-    arrays), and results.json (`summary(result, provenance)`) LAST; returns that dict."""
+    arrays), and results.json (`summary(result, provenance)`, its provenance naming `study`) LAST;
+    returns that dict."""
     workdir = pathlib.Path(workdir)
     media = (getattr(result, "data", None) or {}).get("modality") in plots.MEDIA_MODALITIES
     results_lib.write_json(workdir / "config.json", result.config)
@@ -115,7 +117,7 @@ def write_measured(result: Any, workdir: str | os.PathLike, provenance: results_
                            "\n".join(result.sentences) + "\n")
     results_lib.write_text(workdir / "report.txt", format_report(summary(result)) + "\n")
     own_files(result, workdir)
-    out = summary(result, provenance.finish())
+    out = summary(result, provenance.finish(study))
     results_lib.write_json(workdir / "results.json", out)
     return out
 
@@ -144,5 +146,5 @@ def _figures_and_states(result: PretrainedResult, workdir: pathlib.Path) -> None
 def write(result: PretrainedResult, workdir: str | os.PathLike,
           provenance: results_lib.Provenance) -> dict[str, Any]:
     """Writes every output file (module docstring), results.json last; returns its dict."""
-    return write_measured(result, workdir, provenance, summary, format_report,
+    return write_measured(result, workdir, provenance, "pretrained", summary, format_report,
                           _figures_and_states)

@@ -1,5 +1,5 @@
 """The pretrained study as a study of the protocol (`anisotropy_jax.protocol`;
-experiments/pretrained_anisotropy.py): validate loads and checks everything (`analysis.validate`),
+experiments/pretrained.py): validate loads and checks everything (`analysis.validate`),
 run says what it measures and measures it, `report.write` writes, and the script prints the
 per-layer table and the files written."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Mapping
 
-from anisotropy_jax.config import PretrainedConfig, from_mapping
+from anisotropy_jax.config import from_mapping
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies.pretrained import analysis, report
 

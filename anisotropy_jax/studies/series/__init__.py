@@ -10,7 +10,7 @@
             (mlm) / gpt2 (clm) directories with a byte-level tokenizer.json
   report    `write(result, workdir, provenance)` (figures, series.npz, results.json last) and
             `format_report(doc)`
-  study     the study protocol (`STUDY`: experiments/checkpoint_series.py)
+  study     the study protocol (`STUDY`: experiments/series.py)
 """
 from anisotropy_jax.studies.series.analysis import (HEAD_MODEL_TYPES, SeriesResult, run,
                                                     validate)

@@ -32,10 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax import corpus
-from anisotropy_jax.config import ConfigError, SeriesConfig, require
+from anisotropy_jax.config import ConfigError, require
+from anisotropy_jax.configs.series import SeriesConfig
 from anisotropy_jax.models import registry
 from anisotropy_jax.protocol import SILENT, Progress
-from anisotropy_jax.studies import dynamics
+from anisotropy_jax.studies import train as dynamics
 from anisotropy_jax.studies.pretrained import analysis as pretrained, embeddings, states
 from anisotropy_jax.studies.pretrained import text as text_lib
 from anisotropy_jax.studies.series import layout

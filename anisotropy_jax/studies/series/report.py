@@ -1,4 +1,4 @@
-"""Files and the printed table of a checkpoint-series run (experiments/checkpoint_series.py).
+"""Files and the printed table of a checkpoint-series run (experiments/series.py).
 
 `write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
   config.json      the resolved SeriesConfig
@@ -101,5 +101,5 @@ def write(result: SeriesResult, workdir: str | os.PathLike,
           provenance: results_lib.Provenance) -> dict[str, Any]:
     """Writes every output file (module docstring), results.json last; returns its dict
     (the files of any run on sampled sentences: `pretrained.report.write_measured`)."""
-    return write_measured(result, workdir, provenance, summary, format_report,
+    return write_measured(result, workdir, provenance, "series", summary, format_report,
                           _arrays_and_figures)

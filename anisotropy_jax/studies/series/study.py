@@ -1,5 +1,5 @@
 """The checkpoint series as a study of the protocol (`anisotropy_jax.protocol`;
-experiments/checkpoint_series.py): validate checks the text, the series folder and the tokenizer
+experiments/series.py): validate checks the text, the series folder and the tokenizer
 (`analysis.validate`), run says what it measures and measures every checkpoint, `report.write`
 writes, and the script prints the per-checkpoint table and the files written."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Mapping
 
-from anisotropy_jax.config import SeriesConfig, from_mapping
+from anisotropy_jax.config import from_mapping
+from anisotropy_jax.configs.series import SeriesConfig
 from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies.series import analysis, report
 

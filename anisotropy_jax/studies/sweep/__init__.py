@@ -10,7 +10,7 @@ docs/BIAS_SWEEP.md).
            points (input cosine 0.1-0.6)
   tables   the docs' tables, generated from committed results.json files
   report   config.json, results.json/npz, figures, the printed table
-  study    the main job as a study of the protocol (`STUDY`: experiments/bias_sweep.py)
+  study    the main job as a study of the protocol (`STUDY`: experiments/sweep.py)
 """
 from anisotropy_jax.protocol import Study
 from anisotropy_jax.studies.sweep import study as _study

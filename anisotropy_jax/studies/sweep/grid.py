@@ -41,7 +41,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
 from anisotropy_jax.protocol import SILENT, Progress
-from anisotropy_jax.config import BlockConfig, ConfigError, SweepConfig
+from anisotropy_jax.config import BlockConfig, ConfigError
+from anisotropy_jax.configs.sweep import SweepConfig
 from anisotropy_jax.models import layers
 from anisotropy_jax.models.block import init_block_params
 from anisotropy_jax.studies.sweep.affine import can_reuse_projections, project_seed

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from anisotropy_jax import results
-from anisotropy_jax.config import SweepConfig
+from anisotropy_jax.configs.sweep import SweepConfig
 from anisotropy_jax.studies.sweep import controls, points, theory
 from anisotropy_jax.studies.sweep.grid import SweepResult
 
@@ -158,7 +158,7 @@ def write(runs: Mapping[str, SweepResult], workdir: pathlib.Path,
     first = next(iter(summaries.values()))
     mark("summaries")
     doc = {
-        "provenance": provenance.finish(),
+        "provenance": provenance.finish("sweep"),
         "config": config,
         "bias_norms": first["bias_norms"],
         "metrics": first["metrics"],

@@ -1,5 +1,5 @@
 """The bias sweep as a study of the protocol (`anisotropy_jax.protocol`): the main job,
-experiments/bias_sweep.py.
+experiments/sweep.py.
 
   validate  the config's sweeps (one, or a comparison of several) and the process options
   run       config.json first (what was attempted, even if the run fails), then every sweep, one
@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import jax
 
 from anisotropy_jax import results
-from anisotropy_jax.config import SweepConfig, sweep_configs_from_mapping
+from anisotropy_jax.configs.sweep import SweepConfig, sweep_configs_from_mapping
 from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies.sweep import grid, report
 

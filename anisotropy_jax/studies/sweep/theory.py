@@ -8,7 +8,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from anisotropy_jax.config import BlockConfig, SweepConfig
+from anisotropy_jax.config import BlockConfig
+from anisotropy_jax.configs.sweep import SweepConfig
 
 # The share of confidence of the seed intervals in the results ("low", "high").
 CONFIDENCE = 0.95

@@ -1,6 +1,6 @@
 import sys, numpy as np
-from anisotropy_jax.configs.bias_sweep import get_config
-from anisotropy_jax.config import sweep_configs_from_mapping
+from anisotropy_jax.configs.sweep import get_config
+from anisotropy_jax.configs.sweep import sweep_configs_from_mapping
 from anisotropy_jax.studies.sweep import grid
 out = {}
 for variant in ("smoke", "smoke+pre_ln", "smoke+control"):

@@ -20,10 +20,10 @@ import jax
 import numpy as np
 
 from anisotropy_jax import checkpointing, data as data_lib
-from anisotropy_jax.config import PretrainedConfig
+from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies import training
-from anisotropy_jax.studies.dynamics import analysis as dynamics
+from anisotropy_jax.studies.train import analysis as dynamics
 from anisotropy_jax.studies.pretrained import analysis as pretrained
 
 

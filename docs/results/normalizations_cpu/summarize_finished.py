@@ -10,12 +10,12 @@ import shutil
 import sys
 
 from anisotropy_jax import results
-from anisotropy_jax.config.normalizations import grid_config_from_mapping
-from anisotropy_jax.configs import normalization_grid
+from anisotropy_jax.configs.normalizations import grid_config_from_mapping
+from anisotropy_jax.configs import normalizations as normalization_settings
 from anisotropy_jax.studies.normalizations import grid as grid_lib, summary
 
 workdir, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-grid = grid_config_from_mapping(normalization_grid.get_config("cpu"))
+grid = grid_config_from_mapping(normalization_settings.get_config("cpu"))
 cells, runs, missing = {}, {}, []
 for dataset in grid.datasets:
     for norm in grid.normalizations:

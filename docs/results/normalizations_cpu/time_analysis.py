@@ -7,7 +7,7 @@ import sys
 import time
 from anisotropy_jax.config import AnalysisConfig
 if sys.argv[2] == "after":
-    from anisotropy_jax.studies.dynamics import analysis as mod
+    from anisotropy_jax.studies.train import analysis as mod
 else:
     spec = importlib.util.spec_from_file_location("analysis_before", sys.argv[2])
     mod = importlib.util.module_from_spec(spec); sys.modules["analysis_before"] = mod

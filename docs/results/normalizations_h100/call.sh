@@ -17,7 +17,7 @@ if [ "${2:-}" = trace ]; then
   done
 fi
 W=/tmp/grid_$DATASET; START=$(date +%s)
-timeout 480 python3 experiments/normalization_grid.py --config=experiments/configs/normalization_grid.py \
+timeout 480 python3 experiments/normalizations.py --config=normalizations \
   --config.datasets="('$DATASET',)" --workdir=$W > $R/grid_$DATASET.log 2>&1
 echo "grid $DATASET rc=$? wall $(( $(date +%s) - START )) s" >> $S
 cp $W/results.json $R/results_$DATASET.json 2>/dev/null; cp $W/results.md $R/results_$DATASET.md 2>/dev/null

@@ -12,10 +12,10 @@ S=$OUT/summary.txt
 nvidia-smi --query-gpu=name --format=csv,noheader > $S
 python3 -c "import jax; print('jax', jax.__version__, jax.devices())" >> $S 2>&1
 for run in normalizations pallas; do
-  if [ $run = normalizations ]; then ARGS="--config=experiments/configs/bias_sweep.py:normalizations"
-  else ARGS="--config=experiments/configs/bias_sweep.py:control --config.model.attention_impl=pallas --config.sink_metrics=True"; fi
+  if [ $run = normalizations ]; then ARGS="--config=sweep:normalizations"
+  else ARGS="--config=sweep:control --config.model.attention_impl=pallas --config.sink_metrics=True"; fi
   ARGS="$ARGS --config.num_seeds=5"; START=$(date +%s)
-  timeout 270 python3 experiments/bias_sweep.py $ARGS --workdir=/tmp/seeds5_$run > $OUT/$run.log 2>&1
+  timeout 270 python3 experiments/sweep.py $ARGS --workdir=/tmp/seeds5_$run > $OUT/$run.log 2>&1
   echo "$run rc=$? wall $(( $(date +%s) - START )) s" >> $S
   cp /tmp/seeds5_$run/results.json $OUT/results_$run.json 2>/dev/null
 done

@@ -4,7 +4,7 @@
 
 For each configuration (clm_small, mlm_small): every summarised quantity at the first and last
 checkpoint and its change, mean [95% t-interval over the 3 seeds] with the t-test p over seeds
-(`studies.dynamics.seeds.format_table`); then, per checkpoint, the Spearman ρ across the 16 heads
+(`studies.train.seeds.format_table`); then, per checkpoint, the Spearman ρ across the 16 heads
 of entropy with the key-dependent term and with the softmax-invariant |q̄·k̄|, as mean [interval]
 over seeds, and the number of seeds whose ρ has p < 0.05 over heads.
 """
@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from anisotropy_jax.studies.dynamics import seeds
+from anisotropy_jax.studies.train import seeds
 
 HERE = pathlib.Path(__file__).resolve().parent
 TERMS = ("key_term_std", "mean_query_key_dot_softmax_invariant")

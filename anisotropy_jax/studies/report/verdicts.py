@@ -1,0 +1,376 @@
+"""The verdict on each claim of docs/SCIENCE.md ("Claims and where they stand"), computed from the
+results.json dicts of the studies: pure functions, one per claim, each returning a `Verdict` with
+its criterion (printed beside it in the report) and the numbers it was decided on.
+
+A study that was not run is passed as None with the reason, and gives "not measured".
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from anisotropy_jax.studies.report.verdict import (  # noqa: F401 (re-exported)
+    CLAIMS, FAILS, HOLDS, NO_TEST, NOT_MEASURED, NOT_TESTABLE, PARTLY, PRECISION_NOTE, VERDICTS, Verdict,
+    all_or_some, below_precision, precision_note, g as _g, interval as _fmt_interval, not_measured as
+    _not_measured)
+from anisotropy_jax.studies.report.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
+
+# Thresholds of the criteria (each printed in its criterion text).
+MODALITY_MARGIN = 0.1       # Godey 1: trained minus the largest untrained cross-sequence cosine
+DRIFT_SHARE = 0.5           # Godey 2: the share of the anisotropy centring removes
+PYTHIA_ISOTROPY = 0.9       # Machina & Mercer a: centred partition isotropy I(W)
+COLLAPSED_RANK = 1.5        # depth: per-sequence effective rank of a collapsed sequence
+COLLAPSE_COSINE = 0.5       # depth b: average cosine at which collapse counts as anisotropy
+
+
+def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str],
+            scope: str = "") -> Verdict:
+    """HOLDS when every unit passes (FAILS otherwise)."""
+    return Verdict(key, criterion, HOLDS if oks and all(oks) else FAILS, tuple(numbers), scope)
+
+
+def _intermediate(labels: Sequence[str]) -> list[int]:
+    """The states between the embedding output and the last state (a final norm's output, or
+    the last layer): the 'intermediate layers' of the claims."""
+    return list(range(1, len(labels) - 1))
+
+
+def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """Modalities results.json {"models": {name: {"architecture", "labels", "per_layer":
+    {"cross_sequence_cosine": {"trained", "untrained_max", ...}}, "untrained_seeds", "scope"}}}."""
+    crit = (f"per trained vision/speech Transformer: its cross-sequence cosine exceeds the largest "
+            f"of its ≥ 2 untrained re-initialisations' by ≥ {MODALITY_MARGIN} at at least half of "
+            f"its intermediate states; partly if that holds for some of them or only for the "
+            f"modalities measured (the claim also covers character-level models and CNNs, which "
+            f"are not measured with trained weights here); does not hold if for none")
+    models = {} if modalities is None else modalities.get("models", {})
+    trained = {n: m for n, m in models.items() if m.get("architecture") == "transformer"
+               and m.get("per_layer", {}).get("cross_sequence_cosine", {}).get("trained")
+               and len(m.get("untrained_seeds", [])) >= 2}
+    if not trained:
+        return _not_measured("godey_1", crit, reason or "no trained vision/speech Transformer "
+                             "with ≥ 2 untrained seeds")
+    oks, numbers, scope = [], [], []
+    for name, m in trained.items():
+        cross = m["per_layer"]["cross_sequence_cosine"]
+        inner = _intermediate(m["labels"])
+        t = np.asarray(cross["trained"], np.float64)[inner]
+        u = np.asarray(cross["untrained_max"], np.float64)[inner]
+        above = int(np.sum(t >= u + MODALITY_MARGIN))
+        oks.append(above >= len(inner) / 2)
+        numbers.append(f"{name}: {above} of {len(inner)} intermediate states above the untrained "
+                       f"maximum + {MODALITY_MARGIN} (trained {_g(t.min())}–{_g(t.max())}, "
+                       f"untrained max {_g(u.min())}–{_g(u.max())}, "
+                       f"{len(m['untrained_seeds'])} seeds)"
+                       + precision_note(t, u + MODALITY_MARGIN))
+        sc = m.get("scope", {})
+        scope.append(f"{name} ({sc.get('modality')}, {sc.get('inputs')}"
+                     + (", synthetic" if sc.get("inputs_synthetic") else "") + ")")
+    for name, m in models.items():
+        if m.get("architecture") == "cnn":
+            u = m["per_layer"].get("cross_sequence_cosine", {}).get("untrained", m["untrained"])
+            numbers.append(f"{name} (untrained CNN, for reference): {_g(min(u))}–{_g(max(u))}")
+    verdict = FAILS if not any(oks) else PARTLY
+    return Verdict("godey_1", crit, verdict, tuple(numbers),
+                   "trained: " + "; ".join(scope) + "; no trained CNN and no character-level "
+                   "weights are installed, so those parts of the claim are not measured")
+
+
+def _seed_rows(doc: Mapping[str, Any], metric: str, inner: list[int]) -> np.ndarray:
+    return np.asarray([[np.nan if v is None else v for v in run] for run in
+                       doc["untrained_seeds"]["metrics"][metric]], np.float64)[:, inner]
+
+
+def _trained_row(doc: Mapping[str, Any], metric: str, inner: list[int]) -> np.ndarray:
+    return np.asarray([np.nan if v is None else v for v in doc["metrics"]["trained"][metric]],
+                      np.float64)[inner]
+
+
+def _span(values: np.ndarray) -> str:
+    """'min–max' of the finite values; a share is undefined where there is no anisotropy."""
+    finite = values[np.isfinite(values)]
+    return (f"{_g(finite.min())}–{_g(finite.max())}" if finite.size
+            else "undefined (average cosine below 0.01)")
+
+
+def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    """{model: pretrained results.json}: where training raised the anisotropy above every
+    untrained seed, does centring (removing the drift) remove most of it?"""
+    crit = ("the average cosine of equal-norm vectors is a function of their drift, so ρ(drift, "
+            "cosine) is not the test (shown beside it, without a p: the states of one network are not "
+            "independent samples); holds if, "
+            "for at least one trained model, at at least half of the intermediate states where "
+            "training raised the average cosine above every one of ≥ 2 untrained "
+            "re-initialisations, centring removes at least "
+            f"{DRIFT_SHARE:.0%} of it ((average − centred average cosine)/average); a model "
+            "whose training raised the anisotropy nowhere cannot test the claim")
+    found = {n: d for n, d in (pretrained or {}).items()
+             if "centering_removed_share" in d["metrics"].get("trained", {})
+             and len((d.get("untrained_seeds") or {}).get("seeds", [])) >= 2}
+    if not found:
+        return _not_measured("godey_2", crit, reason or "no pretrained model with the centred "
+                             "cosine and ≥ 2 untrained seeds")
+    oks, numbers = [], []
+    for name, doc in found.items():
+        inner = _intermediate(doc["model"]["state_labels"])
+        cos = _trained_row(doc, "average_cosine", inner)
+        raised = cos > np.max(_seed_rows(doc, "average_cosine", inner), axis=0)
+        share = _trained_row(doc, "centering_removed_share", inner)
+        untrained_share = _seed_rows(doc, "centering_removed_share", inner)
+        rho = doc["correlations"]["trained"]["drift_norm_vs_average_cosine"]
+        # no p: the states of one network are not independent samples
+        tail = (f"; untrained share {_span(untrained_share)} ({untrained_share.shape[0]} seeds); "
+                f"ρ(drift, cosine) = {_g(rho['spearman'])} over {rho['n']} states of one network")
+        if not raised.any():
+            numbers.append(f"{name}: training raised the average cosine above the untrained "
+                           f"seeds at none of {len(inner)} intermediate states{tail}")
+            continue
+        removed = int(np.sum(share[raised] >= DRIFT_SHARE))
+        oks.append(removed >= raised.sum() / 2)
+        numbers.append(f"{name}: centring removes ≥ {DRIFT_SHARE:.0%} at {removed} of the "
+                       f"{int(raised.sum())} intermediate states where training raised the "
+                       f"anisotropy (share {_span(share[raised])}){tail}"
+                       + precision_note(share[raised], DRIFT_SHARE))
+    verdict = HOLDS if any(oks) else FAILS if oks else NO_TEST
+    return Verdict("godey_2", crit, verdict, tuple(numbers),
+                   f"text models {', '.join(found)} on natural text, hidden states per layer")
+
+
+def _interval(q: Mapping[str, Any], index: int | None = None) -> tuple[float, float, float]:
+    pick = (lambda v: float(v)) if index is None else (lambda v: float(np.ravel(v)[index]))
+    return pick(q["mean"]), pick(q["low"]), pick(q["high"])
+
+
+def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]] | None,
+                   quantity: str, label: str, reason: str) -> Verdict:
+    """HOLDS when, for every objective, the first → last change of `quantity` has a t-interval
+    over seeds above 0."""
+    if not training:
+        return _not_measured(key, crit, reason or "no training run")
+    oks, numbers = [], []
+    for objective, doc in training.items():
+        change = doc["changes_first_to_last"].get(quantity)
+        if change is None:
+            numbers.append(f"{objective}: {label} not available")
+            oks.append(False)
+            continue
+        m, lo, hi = _interval(change)
+        oks.append(lo > 0)
+        numbers.append(f"{objective} ({len(doc['seeds'])} seeds, steps {doc['steps'][0]} → "
+                       f"{doc['steps'][-1]}): {label} change {_fmt_interval(m, lo, hi)}")
+    if all(n.endswith("not available") for n in numbers):
+        return _not_measured(key, crit, "; ".join(numbers))
+    return _decide(key, crit, oks, numbers, _training_scope(training))
+
+
+def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = ("holds if, for every trained objective, the change of |cos(q̄, k̄)| (mean over "
+            "heads) from the first to the last checkpoint has a 95% t-interval over seeds above 0")
+    return _seeded_change("godey_4a", crit, training, "heads_mean/abs_mean_query_key_cosine",
+                          "|cos(q̄, k̄)|", reason)
+
+
+CONTRAST = "heads_mean/delta_entropy_key_term_minus_shared_control"
+
+
+def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    """The intervention at the last checkpoint: removing the key term m_j from the logits against
+    removing a permutation of m over the keys (same values, shared by every query, no alignment
+    with the keys), per seed the mean over heads, with a t-interval over the seeds."""
+    crit = ("causal: at the last checkpoint, remove m_j = q̄·(k_j − k̄)/√Dh from every head's "
+            "logits and, as the control, a permutation of m over the keys (the same values, "
+            "shared by every query; 4 permutations); holds if, for every trained objective, "
+            "removing m raises the normalised entropy more than the control does (mean over "
+            "heads, 95% t-interval over ≥ 2 seeds of the difference above 0); does not hold — "
+            "the key term is not what sharpens — if for no objective; partly otherwise. The "
+            "within-layer partial correlation of entropy with the key term given the logit "
+            "spread (Fisher-z interval over seeds) is shown beside it")
+    if not training:
+        return _not_measured("godey_4b", crit, reason or "no training run")
+    oks, numbers = [], []
+    for objective, doc in training.items():
+        q = doc["quantities"]
+        if CONTRAST not in q:
+            numbers.append(f"{objective}: no intervention in its analysis")
+            continue
+        seeds = len(doc["seeds"])
+        cells = [f"Δ H/ln L without m {_fmt_interval(*_interval(q[_delta('entropy', 'key_term')], -1))}",
+                 f"without the permuted m "
+                 f"{_fmt_interval(*_interval(q[_delta('entropy', 'shared_control')], -1))}",
+                 f"difference {_fmt_interval(*_interval(q[CONTRAST], -1))}"]
+        m, lo, hi = _interval(q[CONTRAST], -1)
+        oks.append(lo > 0)
+        for stat in ("agreement", "max"):
+            name = f"heads_mean/delta_{stat}_key_term_minus_shared_control"
+            if name in q:
+                cells.append(f"Δ {stat} difference {_fmt_interval(*_interval(q[name], -1))}")
+        partial = q.get("partial_within_layers/key_term_given_logit_spread")
+        if partial is not None:
+            cells.append(f"partial ρ(entropy, key term | logit spread) "
+                         f"{_fmt_interval(*_interval(partial, -1))}")
+        numbers.append(f"{objective} ({seeds} seeds, step {doc['steps'][-1]}): " + ", ".join(cells))
+    if not oks:
+        return _not_measured("godey_4b", crit, "; ".join(numbers))
+    verdict = HOLDS if all(oks) else PARTLY if any(oks) else FAILS
+    return Verdict("godey_4b", crit, verdict, tuple(numbers), _training_scope(training))
+
+
+def _delta(stat: str, removed: str) -> str:
+    return f"heads_mean/delta_{stat}_{removed}"
+
+
+def _training_scope(training: Mapping[str, Mapping[str, Any]]) -> str:
+    return ("byte-level models trained here from scratch ("
+            + ", ".join(f"{objective}: {len(doc['seeds'])} seeds, {doc['steps'][-1]} steps"
+                        for objective, doc in training.items()) + "); small models, short "
+            "training")
+
+
+def godey_4c(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = ("holds if, for every trained objective, the change of the intermediate layers' "
+            "cross-sequence cosine from the first to the last checkpoint has a 95% t-interval "
+            "over seeds above 0")
+    return _seeded_change("godey_4c", crit, training, "intermediate_cross_sequence_cosine",
+                          "intermediate cross-sequence cosine", reason)
+
+
+def _embeddings(pretrained: Mapping[str, Mapping[str, Any]] | None, model_types=None,
+                causal=None) -> dict[str, Mapping[str, float]]:
+    out = {}
+    for name, doc in (pretrained or {}).items():
+        model = doc["model"]
+        if model_types is not None and model.get("model_type") not in model_types:
+            continue
+        if causal is not None and bool(model.get("causal")) != causal:
+            continue
+        out[name] = doc.get("embeddings", {}).get("trained", {})
+    return out
+
+
+def mm_a(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    crit = (f"holds if every GPT-NeoX (Pythia) model measured has centred partition isotropy "
+            f"I(W) ≥ {PYTHIA_ISOTROPY} for its input and its output embedding")
+    found = _embeddings(pretrained, model_types=("gpt_neox",))
+    if not found:
+        return _not_measured("mm_a", crit, reason or "no GPT-NeoX (Pythia) checkpoint among the "
+                             "models measured (their object: none is installed)")
+    oks, numbers = [], []
+    for name, emb in found.items():
+        values = [emb[k] for k in ("input_centred", "output_centred") if k in emb]
+        oks.append(bool(values) and min(values) >= PYTHIA_ISOTROPY)
+        numbers.append(f"{name}: " + ", ".join(f"{k} {_g(v)}" for k, v in emb.items()))
+    return _decide("mm_a", crit, oks, numbers)
+
+
+def _gain_direction(embeddings: Mapping[str, Any] | None) -> list[tuple[str, tuple, int, int]]:
+    """Per width of the embedding study at its last checkpoint: (name, (mean, low, high) of the
+    centred sign-free I(W·diag γ) − I(W·c) over seeds, seeds > 0, seeds)."""
+    found = (embeddings or {}).get("gain_direction", {}).get("centered")
+    if not found or found.get("low") is None:
+        return []
+    out = []
+    for w, width in enumerate(embeddings["widths"]):
+        cell = tuple(float(np.asarray(found[k], np.float64)[w][-1])
+                     for k in ("mean", "low", "high"))
+        out.append((f"trained here, D = {width}", cell,
+                    int(np.asarray(found["positive"])[w][-1]), int(found["n"])))
+    return out
+
+
+def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
+         embeddings: Mapping[str, Any] | None = None) -> Verdict:
+    crit = ("decided at equal scale (partition isotropy falls with the matrix's scale alone): "
+            "d = I(W·diag γ) − I(W·c), c = ‖W·diag γ‖_F/‖W‖_F, centred, sign-free, W the output "
+            "embedding, γ the final norm's gain; holds if d > 0 (95% t-interval over ≥ 2 seeds "
+            "above 0) for every width of the GPT-NeoX-style models trained here, does not hold "
+            "if below 0 for every width, otherwise not testable at this scale (γ acts as a "
+            "rescaling); the installed causal LMs (one checkpoint each, no interval) are shown "
+            "beside it")
+    units = _gain_direction(embeddings)
+    models = {n: e for n, e in _embeddings(pretrained, causal=True).items()
+              if "output_equalnorm_centred" in e}
+    if not units:
+        return _not_measured("mm_b", crit, reason or "no embedding study with the gain's "
+                             "equal-norm control and ≥ 2 seeds")
+    numbers = [f"{name}: d = {_fmt_interval(*cell)} ({pos} of {n} seeds > 0)"
+               for name, cell, pos, n in units]
+    for name, e in models.items():
+        d = e["output_scaled_centred"] - e["output_equalnorm_centred"]
+        numbers.append(f"{name}: d = {_g(d)} (output × γ {_g(e['output_scaled_centred'])}, at "
+                       f"equal norm {_g(e['output_equalnorm_centred'])}, unscaled output "
+                       f"{_g(e['output_centred'])}; mean γ {_g(e['final_gain_mean'])})")
+    if all(cell[1] > 0 for _, cell, _, _ in units):
+        verdict = HOLDS
+    elif all(cell[2] < 0 for _, cell, _, _ in units):
+        verdict = FAILS
+    else:
+        verdict = NOT_TESTABLE
+    widths = ", ".join(name.rsplit("= ", 1)[1] for name, *_ in units)
+    scope = (f"Machina & Mercer's object (embedding matrices) in GPT-NeoX-style models trained "
+             f"here (D = {widths}, {units[0][3]} seeds each; about 3 orders of magnitude below "
+             f"Pythia's size)" + (f"; installed: {', '.join(models)}" if models else ""))
+    return Verdict("mm_b", crit, verdict, tuple(numbers), scope)
+
+
+def _attention_only_at_zero(depth: Mapping[str, Any] | None
+                            ) -> tuple[dict[str, Mapping[str, Any]], int | None]:
+    if depth is None:
+        return {}, None
+    norms = [float(s) for s in depth["bias_norms"]]
+    stacks = {n: st for n, st in depth["stacks"].items()
+              if st.get("architecture") == "attention_only"}
+    return stacks, (norms.index(0.0) if 0.0 in norms else None)
+
+
+def _depth_scope(depth: Mapping[str, Any], stacks: Mapping[str, Any]) -> str:
+    seeds = depth.get("depth_config", {}).get("num_seeds")
+    return (f"untrained attention-only stacks ({', '.join(stacks)}), {depth['num_layers']} "
+            f"layers, Gaussian inputs at s = 0, {seeds} seeds")
+
+
+def depth_a(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    crit = (f"holds if, in every attention-only stack at s = 0, the mean per-sequence effective "
+            f"rank falls from its input value to ≤ {COLLAPSED_RANK} at the deepest layer")
+    stacks, i = _attention_only_at_zero(depth)
+    if not stacks or i is None:
+        return _not_measured("depth_a", crit, reason or "no attention-only stack at s = 0")
+    oks, numbers = [], []
+    for name, st in stacks.items():
+        rank = np.asarray(st["curves"]["effective_rank"]["mean"], np.float64)[i]
+        oks.append(bool(rank[-1] <= COLLAPSED_RANK < rank[0]))
+        numbers.append(f"{name}: effective rank {_g(rank[0])} (input) → {_g(rank[-1])} "
+                       f"(layer {rank.size - 1})" + precision_note([rank[-1]], COLLAPSED_RANK))
+    return _decide("depth_a", crit, oks, numbers, _depth_scope(depth, stacks))
+
+
+def depth_b(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    crit = (f"holds if, in every attention-only stack at s = 0 whose deepest layer has collapsed "
+            f"(effective rank ≤ {COLLAPSED_RANK}), the average cosine over all token pairs there "
+            f"is ≥ {COLLAPSE_COSINE}")
+    stacks, i = _attention_only_at_zero(depth)
+    collapsed = {n: st for n, st in stacks.items() if i is not None and np.asarray(
+        st["curves"]["effective_rank"]["mean"], np.float64)[i][-1] <= COLLAPSED_RANK}
+    if not collapsed:
+        return _not_measured("depth_b", crit, reason or "no collapsed attention-only stack at s = 0")
+    oks, numbers = [], []
+    for name, st in collapsed.items():
+        cos = float(np.asarray(st["curves"]["average_cosine"]["mean"], np.float64)[i][-1])
+        cross = st.get("per_layer", {}).get("output_cross_sequence_cosine")
+        oks.append(cos >= COLLAPSE_COSINE)
+        numbers.append(f"{name}: average cosine {_g(cos)} at the deepest layer"
+                       + (f", cross-sequence {_g(np.asarray(cross)[i][-1])}" if cross else "")
+                       + precision_note([cos], COLLAPSE_COSINE))
+    return _decide("depth_b", crit, oks, numbers, _depth_scope(depth, collapsed))
+
+
+def all_verdicts(docs: Mapping[str, Any], reasons: Mapping[str, str]) -> list[Verdict]:
+    """Every claim, in CLAIMS order, from {study: results} (None where not run) and the reasons
+    of the studies not run."""
+    def args(study):
+        return docs.get(study), reasons.get(study, "")
+    return [godey_1(*args("modalities")), godey_2(*args("pretrained")),
+            godey_3a(*args("sweep")), godey_3b(*args("sweep")), godey_4a(*args("training")),
+            godey_4b(*args("training")), godey_4c(*args("training")), mm_a(*args("pretrained")),
+            mm_b(*args("pretrained"), docs.get("embeddings")), depth_a(*args("depth")),
+            depth_b(*args("depth"))]

@@ -1,0 +1,171 @@
+"""Several seeds of one training configuration: per-checkpoint means with 95% intervals over the
+seeds, and the change from the first to the last checkpoint tested over the seeds.
+
+Intervals: Student-t for means of unbounded per-seed values (head means, the intervention's Δ);
+Fisher z for correlations (one ρ per seed: averaged in z = artanh ρ, t interval in z, tanh back,
+so the bounds stay inside ±1), and their first → last change is taken in z.
+
+The seeds are the independent units here (each changes the initialisation, the split, the batch
+order and the masking); the heads of one model never are. `aggregate` takes the results.json dicts
+of the seeds' analyses (`dynamics.write` returns them; json.load of the files works too), so a
+summary can be rebuilt from committed files without the checkpoints.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from anisotropy_jax import results
+from anisotropy_jax.config import ConfigError
+from anisotropy_jax.metrics.correlation import (fisher_z, mean_correlation_interval,
+                                                one_sample_t_test, t_interval)
+from anisotropy_jax.metrics.intervention import STATISTICS
+from anisotropy_jax.plotting import dynamics as plots
+
+# Head metrics summarised by their mean over every head of the model (signed ones as |·|).
+HEAD_SUMMARY = ("attention_entropy_normalized", "key_term_std", "key_term_share",
+                "mean_query_key_dot_softmax_invariant", "mean_query_key_cosine",
+                "mean_query_norm", "mean_key_norm", "attention_max", "attention_query_agreement",
+                "attention_row_cosine", "attention_query_key_information", "key_term_var",
+                "query_specific_var", "key_query_covariance", "logit_var",
+                *(f"delta_{stat}_{removal}" for removal in ("key_term", "control", "shared_control")
+                  for stat in STATISTICS))
+CORRELATIONS = ("spearman_across_heads/", "partial_within_layers/")
+_SIGNED = ("mean_query_key_dot_softmax_invariant", "mean_query_key_cosine")
+UNITS = ("seeds: independent training runs (initialisation, train/validation split, batch order "
+         "and masking all change with the seed)")
+INTERVAL = "95% Student-t interval over seeds: mean ± t(0.975, n−1)·s/√n"
+CORRELATION_INTERVAL = ("95% Fisher-z interval over seeds (spearman_across_heads/*, "
+                        "partial_within_layers/*): z = artanh(rho) per seed (|rho| clipped to "
+                        "1 - 1e-9), mean z ± t(0.975, n−1)·s_z/√n, tanh back; mean = tanh(mean z);"
+                        " their change first → last is the per-seed change of z")
+
+
+def _per_seed(run: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """{quantity: (S,)} of one seed's results.json."""
+    heads, out = run["heads"], {}
+    for name in HEAD_SUMMARY:
+        if name in heads:
+            values = np.asarray(heads[name], np.float64)
+            values = np.abs(values) if name in _SIGNED else values
+            key = f"abs_{name}" if name in _SIGNED else name
+            out[f"heads_mean/{key}"] = values.reshape(values.shape[0], -1).mean(-1)
+    cross = np.asarray(run["layers"]["cross_sequence_cosine"], np.float64)
+    if cross.shape[1] > 2:  # outputs of blocks 0 … n−2
+        out["intermediate_cross_sequence_cosine"] = cross[:, 1:-1].mean(-1)
+    for name in ("input_centered", "output_centered"):
+        out[f"embedding_partition_isotropy/{name}"] = np.asarray(run["embeddings"][name])
+    out.update(_intervention_contrasts(heads))
+    for name, value in (run.get("correlation") or {}).items():
+        if isinstance(value, dict):
+            key = (f"partial_within_layers/{name.removeprefix('partial_')}"
+                   if name.startswith("partial_") else f"spearman_across_heads/{name}")
+            out[key] = np.asarray(value["rho"], np.float64)
+    val = dict((int(s), float(v)) for s, v in run["training"]["val_loss"])
+    out["val_loss"] = np.array([val.get(int(s), np.nan) for s in run["steps"]])
+    return out
+
+
+def _intervention_contrasts(heads: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """{"heads_mean/delta_<stat>_key_term_minus_<control>": (S,)}: per checkpoint, the mean over
+    heads of Δ(key term removed) − Δ(control removed), for both controls (absent before the
+    intervention existed)."""
+    out = {}
+    for stat in STATISTICS:
+        for control in ("control", "shared_control"):
+            names = (f"delta_{stat}_key_term", f"delta_{stat}_{control}")
+            if all(n in heads for n in names):
+                diff = (np.asarray(heads[names[0]], np.float64)
+                        - np.asarray(heads[names[1]], np.float64))
+                out[f"heads_mean/delta_{stat}_key_term_minus_{control}"] = diff.reshape(
+                    diff.shape[0], -1).mean(-1)
+    return out
+
+
+def _summarise(name: str, values_RxS: np.ndarray) -> tuple[dict, dict | None]:
+    """(the quantity's per-checkpoint interval, its first → last change or None when either end
+    is not finite in some seed); correlations in Fisher z (CORRELATION_INTERVAL)."""
+    if name.startswith(CORRELATIONS):
+        quantity = {"per_seed": values_RxS, "interval": "fisher_z",
+                    **mean_correlation_interval(values_RxS, axis=0)}
+        ends = fisher_z(values_RxS[:, [0, -1]])
+        scale = "fisher_z"
+    else:
+        quantity = {"per_seed": values_RxS, "interval": "student_t",
+                    **t_interval(values_RxS, axis=0)}
+        ends, scale = values_RxS[:, [0, -1]], "value"
+    if not np.all(np.isfinite(ends)):
+        return quantity, None
+    delta = ends[:, 1] - ends[:, 0]
+    return quantity, {"per_seed": delta, "scale": scale, **t_interval(delta),
+                      "t_test_over_seeds": one_sample_t_test(delta)}
+
+
+def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per checkpoint: mean and 95% interval over the seeds of every quantity of `_per_seed`
+    (Student-t; Fisher z for correlations); the per-seed change first → last checkpoint with its
+    interval and a one-sample t-test over the seeds. Needs ≥ 2 runs with the same checkpoint
+    steps (ValueError naming the seed). Quantities absent from some seed's results (older
+    analyses) are left out."""
+    if len(runs) < 2:
+        raise ValueError(f"seeds: need at least 2 runs to aggregate, got {len(runs)}")
+    steps = [int(s) for s in runs[0]["steps"]]
+    for run in runs[1:]:
+        if [int(s) for s in run["steps"]] != steps:
+            raise ValueError(f"seeds: seed {run['config']['train']['seed']} has checkpoints "
+                             f"{list(run['steps'])}, seed 0's run has {steps}")
+    per_seed = [_per_seed(run) for run in runs]
+    names = [n for n in per_seed[0] if all(n in p for p in per_seed)]
+    quantities, changes = {}, {}
+    for name in names:
+        quantities[name], change = _summarise(name, np.stack([p[name] for p in per_seed]))
+        if change is not None:
+            changes[name] = change
+    return {"units": UNITS, "interval": INTERVAL, "correlation_interval": CORRELATION_INTERVAL,
+            "seeds": [int(run["config"]["train"]["seed"]) for run in runs], "steps": steps,
+            "quantities": quantities, "changes_first_to_last": changes}
+
+
+def _cell(q: Mapping[str, Any], i: int) -> str:
+    mean, low, high = (float(np.ravel(q[k])[i]) for k in ("mean", "low", "high"))
+    return f"{mean:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def format_table(summary: Mapping[str, Any]) -> str:
+    """Markdown table: each quantity at the first and last checkpoint and its change (mean
+    [95% interval] over seeds; for correlations the change of Fisher z, marked "(Δz)") with the
+    t-test p over seeds."""
+    steps, n = summary["steps"], len(summary["seeds"])
+    lines = [f"| quantity ({n} seeds) | step {steps[0]} | step {steps[-1]} | change | p (seeds) |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, q in summary["quantities"].items():
+        change = summary["changes_first_to_last"].get(name)
+        cells = [_cell(q, 0), _cell(q, -1)]
+        unit = " (Δz)" if change and change.get("scale") == "fisher_z" else ""
+        cells += ([_cell(change, 0) + unit, f"{change['t_test_over_seeds']['p']:.2g}"] if change
+                  else ["n/a", "n/a"])
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_seeds(values: Sequence[str]) -> list[int]:
+    """The --seeds flag: ≥ 2 distinct integers ≥ 0 (ConfigError naming `seeds` otherwise)."""
+    try:
+        seeds = [int(v) for v in values]
+    except ValueError:
+        raise ConfigError(f"seeds: expected integers, got {list(values)}") from None
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ConfigError(f"seeds: need at least 2 distinct integers >= 0, got {seeds}")
+    return seeds
+
+
+def write(summary: Mapping[str, Any], workdir: str | pathlib.Path,
+          provenance: results.Provenance, command: str) -> dict[str, Any]:
+    """figures/seeds.png, then results.json (provenance, the command, the summary) last."""
+    workdir = pathlib.Path(workdir)
+    out = {"provenance": provenance.finish("seeds"), "command": command, **summary}
+    results.save_figure(plots.seeds_figure(dict(summary)), workdir / "figures" / "seeds.png")
+    results.write_json(workdir / "results.json", out)
+    return out
