@@ -10,7 +10,7 @@ and tests/test_data_parallel.py (issue 24).
             each in a subprocess (XLA_FLAGS=--xla_force_host_platform_device_count=N)
 
   XLA_FLAGS=--xla_force_host_platform_device_count=2 JAX_DISABLE_MOST_OPTIMIZATIONS=1 \
-      python -m benchmarks.train_agreement docs/benchmarks/issue24_cpu/agreement.json
+      python -m benchmarks.train_agreement docs/benchmarks/train_throughput_cpu/agreement.json
 
 (the environment of the tests, tests/conftest.py). Writes per comparison the largest |Δ loss|,
 the largest |Δ loss| / loss over the steps, the largest |Δ val loss| and both loss curves.

@@ -82,13 +82,13 @@ def test_show_refuses_results_of_a_newer_schema(tmp_path):
 
 
 def test_show_names_the_study_of_every_committed_result():
-    expected = {"docs/results/bias_sweep/control": "sweep", "docs/results/depth/cpu": "depth",
-                "docs/results/training/clm_small": "seeds",
-                "docs/results/training/clm_small/seed_0": "dynamics",
+    expected = {"docs/results/sweep/control": "sweep", "docs/results/depth/cpu": "depth",
+                "docs/results/train/clm_small": "seeds",
+                "docs/results/train/clm_small/seed_0": "dynamics",
                 "docs/results/pretrained/all-MiniLM-L6-v2": "pretrained",
-                "docs/results/modalities/cross_modal": "cross-modal",
+                "docs/results/cross_modal/cross_modal": "cross-modal",
                 "docs/results/embeddings": "embeddings",
-                "docs/results/extreme_tokens/smoke": "extreme"}
+                "docs/results/extreme/smoke": "extreme"}
     for folder, name in expected.items():
         doc = json.loads((ROOT / folder / "results.json").read_text())
         assert commands.identify(doc) == name, folder

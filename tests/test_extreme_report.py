@@ -1,5 +1,5 @@
 """Issue 22's extreme-token claims (studies/extreme/claims.py): every verdict branch of the
-pre-registered thresholds (docs/EXTREME_TOKENS.md) on hand-made results, and docs/REPORT.md's
+pre-registered thresholds (docs/EXTREME.md) on hand-made results, and docs/REPORT.md's
 section "Extreme tokens (issue 22)" bound to the committed results (doc_tables kind
 `extreme_claims`)."""
 import copy
@@ -10,7 +10,7 @@ from anisotropy_jax import doc_tables
 from anisotropy_jax.studies.extreme import claims
 
 REPORT = doc_tables.ROOT / "docs" / "REPORT.md"
-RESULTS = "docs/results/extreme_tokens/report"
+RESULTS = "docs/results/extreme/report"
 
 
 def _run(sink_rate, pc=(0.1, 0.1, 0.1, 0.1), pc_wo=None, cos=(0.3,) * 4, cos_wo=None,

@@ -3,7 +3,7 @@ user runs it on the CPU (one device, XLA's default optimisations), reproduces th
 norms, learning rates and validation losses recorded at commit d21c390, before the issue's loop
 changes, bit for bit.
 
-The reference (docs/benchmarks/issue24_cpu/smoke_{metrics,eval}_d21c390.jsonl) was written by
+The reference (docs/benchmarks/train_throughput_cpu/smoke_{metrics,eval}_d21c390.jsonl) was written by
   python experiments/train.py --config=experiments/configs/train_clm.py:smoke \
       --workdir=DIR --progress=false --config.analysis.run=false
 on this project's 2-core x86-64 CPU machine. XLA compiles for the host's vector instructions, so a
@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REFERENCE = ROOT / "docs" / "benchmarks" / "issue24_cpu"
+REFERENCE = ROOT / "docs" / "benchmarks" / "train_throughput_cpu"
 
 
 def _records(path):

@@ -240,7 +240,7 @@ def gride_scaling(points: Array, max_rank: int = 64, mask: Array | None = None,
 # nearly equal tokens) inflates the ID; GRIDE at n1 = 8 averages over 16 neighbours, the scale
 # Denti et al. recommend moving to when the (1, 2) estimate is noise-dominated, still local in
 # clouds of thousands of tokens, and the pair the common-bias probe reports
-# (docs/results/intrinsic_dimension/README.md). It needs at least n2 + 1 = 17 points.
+# (docs/results/extreme/intrinsic_dimension/README.md). It needs at least n2 + 1 = 17 points.
 LAYER_GRIDE_RANKS = (8, 16)
 
 
