@@ -1,6 +1,6 @@
 r"""How closely training variants track the plain run on `train_clm.py:smoke` (40 steps, CPU): the
 measurements behind the tolerances of tests/test_train_precision.py, tests/test_seeds_vmapped.py
-and tests/test_data_parallel.py (issue 24).
+and tests/test_data_parallel.py.
 
   bfloat16  model.precision='bfloat16' (bf16 matmul inputs, float32 master weights, softmax
             statistics, residual stream and loss) against 'highest' (float32)

@@ -19,12 +19,12 @@
 # [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/)
 # (upload this notebook, or open it from your copy of the repository)
 #
-# Per layer of every offline transformer, beside its untrained re-initialisations (issue 22;
+# Per layer of every offline transformer, beside its untrained re-initialisations (see
 # docs/EXTREME.md): Gu et al.'s sink rate (ε = 0.3) on natural text, random ids and one
 # repeated id; the largest |activation| over its sequence's median (Sun et al.'s massive
 # activations are > 1,000×); the top principal component's share of variance with and without
 # each sequence's first token. The claims and their verdicts are in docs/REPORT.md, section
-# "Extreme tokens (issue 22)".
+# "Extreme tokens".
 #
 # The figures read the committed results of the `:report` run
 # (`docs/results/extreme/report/`) when this notebook runs inside the repository, and

@@ -187,7 +187,7 @@ def test_linear_subspaces_and_spheres_of_known_dimension(d):
 
 
 def test_gaussian_in_high_dimension_is_underestimated():
-    # ../shared/SCIENCE.md: TwoNN underestimates high dimensions (about 150 for 768 dims at
+    # docs/SCIENCE.md: TwoNN underestimates high dimensions (about 150 for 768 dims at
     # N ≈ 2000); already at 64 dims and N = 500 it finds about half.
     x = np.random.default_rng(4).normal(size=(500, 64))
     assert 20 < float(twonn(x)) < 45

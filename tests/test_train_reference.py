@@ -1,7 +1,7 @@
-"""Nothing changes in the numbers (issue 24): experiments/train.py on `train_clm.py:smoke`, run as a
+"""Nothing changes in the numbers: experiments/train.py on `train_clm.py:smoke`, run as a
 user runs it on the CPU (one device, XLA's default optimisations), reproduces the losses, gradient
-norms, learning rates and validation losses recorded at commit d21c390, before the issue's loop
-changes, bit for bit.
+norms, learning rates and validation losses recorded at commit d21c390, before the training loop's
+prefetch and async-readback changes, bit for bit.
 
 The reference (docs/benchmarks/train_throughput_cpu/smoke_{metrics,eval}_d21c390.jsonl) was written by
   python experiments/train.py --config=experiments/configs/train_clm.py:smoke \

@@ -1,4 +1,4 @@
-"""Verdicts of issue 22's claims (a)–(e) from committed extreme-token results, with the thresholds
+"""Verdicts of the extreme-token claims (a)–(e) from committed extreme-token results, with the thresholds
 pre-registered in docs/EXTREME.md ("Pre-registered claims and thresholds"), and the table
 that docs/REPORT.md embeds (`anisotropy_jax.doc_tables` kind `extreme_claims`).
 

@@ -1,4 +1,4 @@
-# Issue 24: how closely bf16 mixed precision, vmapped seeds and 2 host devices track the plain
+# Training throughput: how closely bf16 mixed precision, vmapped seeds and 2 host devices track the plain
 # float32 run of train_clm.py:smoke on the CPU, in the environment of the tests (tests/conftest.py).
 # Run from the repository root; writes agreement.json (and agreement.log).
 set -u; R=docs/benchmarks/train_throughput_cpu

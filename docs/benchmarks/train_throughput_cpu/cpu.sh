@@ -1,4 +1,4 @@
-# Issue 24, the 2-core CPU check: train_clm.py:small, the training loop's step against the eager
+# Training throughput, the 2-core CPU check: train_clm.py:small, the training loop's step against the eager
 # PyTorch peer (benchmarks/train_torch.py), float32, one process. Run from the repository root;
 # writes train_throughput.json (wall and process CPU time per step, best of 3 runs of 50 steps) and
 # the load average before and after (load_cpu.txt).

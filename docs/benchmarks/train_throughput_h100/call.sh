@@ -1,4 +1,4 @@
-# Issue 24, GPU call 2 (one H100; call 1 failed: no corpus package on the device): the training loop before (.gpu_old = git archive 8aae557) and
+# Training throughput, GPU call 2 (one H100; call 1 failed: no corpus package on the device): the training loop before (.gpu_old = git archive 8aae557) and
 # after (this tree), then benchmarks/train_throughput.py (JAX vs the PyTorch peer, TF32 and bf16).
 set -u; ROOT=$(pwd)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl

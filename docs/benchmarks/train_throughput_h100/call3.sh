@@ -1,4 +1,4 @@
-# Issue 24, GPU call 3 (one H100): benchmarks/train_throughput.py at bf16 and TF32 with the cuDNN
+# Training throughput, GPU call 3 (one H100): benchmarks/train_throughput.py at bf16 and TF32 with the cuDNN
 # attention core and torch.compile reduce-overhead (max-autotune-no-cudagraphs left out: its
 # autotuning outlasted call 2's limit). Code: commit ddc91bc.
 set -u; ROOT=$(pwd)

@@ -1,4 +1,4 @@
-# Issue 24, GPU call 4 (NOT RUN YET; for the lead): the two scaling targets, on a machine of kind
+# Training throughput, GPU call 4 (NOT RUN YET; for the lead): the two scaling targets, on a machine of kind
 # nvidia-h100-x2 (two H100s of one host). Code: the commit that adds this file or later.
 #   1. 5 seeds vmapped (training.train_seeds, experiments/train_seeds.py's path) finish in <= 2x the
 #      wall time of one seed, train_clm.py:gpu size (TF32), 1,000 steps from scratch, one card.

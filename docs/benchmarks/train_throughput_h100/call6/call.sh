@@ -1,4 +1,4 @@
-# Issue 24, GPU call 6 (one H100): where the training step's time goes (profiler traces), K steps
+# Training throughput, GPU call 6 (one H100): where the training step's time goes (profiler traces), K steps
 # per dispatch (the benchmark's 'scanK' loop), and the peer's torch.compile modes, in one call.
 # Run with the `run` tool from the repository root, carry [".whl"], kind nvidia-h100-x1:
 #   bash docs/benchmarks/train_throughput_h100/call6/call.sh

@@ -1,4 +1,4 @@
-# Issue 24, GPU call 7 (one H100): the step's largest kernels named by their JAX operation (HLO
+# Training throughput, GPU call 7 (one H100): the step's largest kernels named by their JAX operation (HLO
 # dump), and the peer's third torch.compile mode, max-autotune-no-cudagraphs (its autotuning
 # outlasted call 2's limit; here it has a call of its own).
 # Run with the `run` tool from the repository root, carry [".whl"], kind nvidia-h100-x1:

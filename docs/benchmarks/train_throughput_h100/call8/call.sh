@@ -1,4 +1,4 @@
-# Issue 24, GPU call 8 (two H100s of one host): data parallel, 1 GPU against 2 at equal work per
+# Training throughput, GPU call 8 (two H100s of one host): data parallel, 1 GPU against 2 at equal work per
 # card (global batch 64 on one, 128 on two), TF32 (XLA core) and bf16 (cuDNN core).
 # Run with the `run` tool from the repository root, carry [".whl"], kind nvidia-h100-x2:
 #   bash docs/benchmarks/train_throughput_h100/call8/call.sh

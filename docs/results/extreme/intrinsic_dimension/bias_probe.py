@@ -1,5 +1,5 @@
-"""Can TwoNN / GRIDE see Godey's common-bias anisotropy? The quick probe of ../shared/SCIENCE.md
-("Extreme tokens", intrinsic dimension).
+"""Can TwoNN / GRIDE see Godey's common-bias anisotropy? A quick probe for
+docs/SCIENCE.md, "Extreme tokens, sinks and intrinsic dimension".
 
 x_i = z_i + s·u for N = 2000 Gaussian tokens z_i ~ N(0, I_768), one unit direction u shared by
 every token, s ∈ {0, 1, 4, 16, 64, 256}, 3 seeds, float32 (the models' dtype). Reported per s:

@@ -1,9 +1,9 @@
-# Issue 23: the default normalisation grid on one H100, one dataset per call (a device command
+# The default normalisation grid on one H100, one dataset per call (a device command
 # may run 10 minutes; the grid's cells are independent). Run with the `run` tool from the
 # repository root, carry [".whl"], kind nvidia-h100-x1:
 #   bash docs/results/normalizations/h100/call.sh shakespeare
 #   bash docs/results/normalizations/h100/call.sh bigram_backcopy   [trace]
-# With "trace", the call first traces the vmapped step of 5 seeds and of 1 (issue 24).
+# With "trace", the call first traces the vmapped step of 5 seeds and of 1.
 set -u; ROOT=$(pwd); DATASET=$1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1 PYTHONPATH=.:/tmp/site:$ROOT/.whl/site

@@ -1,4 +1,4 @@
-# Issue 22 item 5 on one H100: the bias sweep's sink metrics, the position-free sink rate among
+# On one H100: the bias sweep's sink metrics, the position-free sink rate among
 # them, (1) for every normalisation (`:normalizations`, XLA path, the default 30-point grid) and
 # (2) for softmax through the fused Pallas kernel, whose on-chip per-key column sums
 # (`attn_key_mass`) feed the position-free rate (`:control`, sink metrics on). Same block, seeds
