@@ -17,7 +17,7 @@ KINDS (each a study's formatter, imported when used):
                the embedding study's tables (`studies.embeddings.report.format_*`)
   claims       the reproduction's verdicts recomputed from a bundled report folder
                (`studies.report.report.claims_table_from_bundle`)
-  extreme_claims  issue 22's extreme-token claims recomputed from a folder of extreme-token
+  extreme_claims  the extreme-token study's pre-registered claims recomputed from a folder of extreme-token
                results.json files (`studies.extreme.claims.table`)
   extreme_storage, extreme_dimensions  the bytes and wall times, and the intrinsic dimensions,
                per model of the same folder (`studies.extreme.report.storage_table`,

@@ -1,5 +1,5 @@
 """A numpy formant synthesiser of speech-like clips: the default speech where espeak-ng is not
-installed (media.synthesize_speech; docs/MODALITIES.md). Vowels (Peterson & Barney formants) with
+installed (media.synthesize_speech; docs/CROSS_MODAL.md). Vowels (Peterson & Barney formants) with
 formant glides, fricative noise bursts, a glottal pulse train with a falling pitch contour and
 jitter, three cascaded two-pole resonators (Klatt 1980); deterministic from a seed. Not words.
 """

@@ -3,7 +3,7 @@
 x = z + s·u with z ~ N(0, I) of shape (B, L, D) and u a uniformly random unit vector of R^D.
 Per seed, one key is split into (parameters, tokens, direction), so the block weights, z and u of a
 seed are shared by every bias norm s of that seed: a curve shows the effect of s, not of reseeding.
-The controls of docs/BIAS_SWEEP.md ("The controls") reuse z and u: `fixed_norm_inputs` rescales
+The controls of docs/SWEEP.md ("The controls") reuse z and u: `fixed_norm_inputs` rescales
 z + s·u to the expected norm of z, and `per_sequence_inputs` gives each sequence b its own
 direction u_b (`sequence_directions`, drawn from a key folded out of the direction key, so the
 draws of z and u, and every earlier result, are unchanged).

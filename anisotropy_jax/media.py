@@ -1,4 +1,4 @@
-"""Offline images and audio → arrays for the vision and speech models (docs/MODALITIES.md).
+"""Offline images and audio → arrays for the vision and speech models (docs/CROSS_MODAL.md).
 
 Images (PNG/JPEG, Pillow): converted to RGB, then preprocessed as the model directory's
 preprocessor_config.json says, the way `transformers`' PIL image processors (ViTImageProcessor,

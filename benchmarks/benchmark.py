@@ -411,7 +411,7 @@ def ratios(variants: dict[str, Any]) -> dict[str, float]:
 
 def full_contract_ratios(variants: dict[str, Any]) -> dict[str, float]:
     """The main job's own sweep (the full results contract, `jax_full_metrics`) against the bare
-    forward and every PyTorch peer: {"over_bare": full ÷ bare (issue 14 target ≤ 1.15),
+    forward and every PyTorch peer: {"over_bare": full ÷ bare (target ≤ 1.15),
     "<peer>": peer ÷ full (> 1: the full contract is faster)}."""
     full = variants["jax_full_metrics"]["median_s"]
     out = {"over_bare": full / variants["jax_bare"]["median_s"]}

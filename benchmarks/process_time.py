@@ -1,4 +1,4 @@
-r"""Seconds to results as whole processes (issue 14, targets 3 and 4): the main job against a
+r"""Seconds to results as whole processes: the main job against a
 PyTorch loop script, wall clock from spawn to exit, with each script's own phase times.
 
   python -m benchmarks.process_time --out=FILE.json --rounds=N [--notorch] [--workload=default]

@@ -1,4 +1,4 @@
-r"""The PyTorch peer of the main job as a whole process (issue 14, target 4): what a researcher
+r"""The PyTorch peer of the main job as a whole process: what a researcher
 would write with PyTorch on a CPU, timed by benchmarks/process_time.py from spawn to exit.
 
   python -m benchmarks.torch_loop_process --out=FILE.json [--batch_size=8 --num_bias=64]

@@ -1,6 +1,6 @@
 r"""How closely training variants track the plain run on `train_clm.py:smoke` (40 steps, CPU): the
 measurements behind the tolerances of tests/test_train_precision.py, tests/test_seeds_vmapped.py
-and tests/test_data_parallel.py (issue 24).
+and tests/test_data_parallel.py.
 
   bfloat16  model.precision='bfloat16' (bf16 matmul inputs, float32 master weights, softmax
             statistics, residual stream and loss) against 'highest' (float32)
@@ -10,7 +10,7 @@ and tests/test_data_parallel.py (issue 24).
             each in a subprocess (XLA_FLAGS=--xla_force_host_platform_device_count=N)
 
   XLA_FLAGS=--xla_force_host_platform_device_count=2 JAX_DISABLE_MOST_OPTIMIZATIONS=1 \
-      python -m benchmarks.train_agreement docs/benchmarks/issue24_cpu/agreement.json
+      python -m benchmarks.train_agreement docs/benchmarks/train_throughput_cpu/agreement.json
 
 (the environment of the tests, tests/conftest.py). Writes per comparison the largest |Δ loss|,
 the largest |Δ loss| / loss over the steps, the largest |Δ val loss| and both loss curves.

@@ -1,5 +1,5 @@
 r"""Wall time of S seeds trained as one vmapped program (`training.train_seeds`) against one seed,
-from scratch, as experiments/seeds.py trains them (issue 24: 5 seeds in ≤ 2x one seed's
+from scratch, as experiments/seeds.py trains them (the target: 5 seeds in ≤ 2x one seed's
 wall time at `train_clm.py:gpu` size).
 
   python -m benchmarks.train_seeds_time --variant=gpu --steps=1000 --seeds=1,5 --out=DIR
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> None:
         results.write_json(out / "train_seeds_time.json",
                            {"device_kind": jax.devices()[0].device_kind,
                             "device_count": jax.device_count(), "rows": rows,
-                            "args": vars(args), "provenance": provenance.finish("benchmarks.train_seeds_time")})
+                            "args": vars(args), "provenance": provenance.finish()})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-r"""Training throughput (issue 24): the project's training step, run by its own loop, against a
+r"""Training throughput: the project's training step, run by its own loop, against a
 PyTorch peer of the same model and update (benchmarks/train_torch.py), in one process on one card.
 
   python -m benchmarks.train_throughput --config=benchmarks/configs/train_throughput.py \
@@ -13,7 +13,7 @@ PyTorch: autocast), it times `warmup_steps` then `steps` updates, `repeats` time
                            'dot_product' (cuDNN fused attention; bf16 on GPUs only); loop 'async' is the training
                            loop's (batches prefetched by `loop.Prefetch`, metrics read back every
                            `log_every` steps), 'sync' reads the metrics back every step and puts
-                           each batch on the device in the loop (the loop before issue 24),
+                           each batch on the device in the loop (the loop before prefetch and async readback),
                            'scanK' runs K steps per dispatch (one jitted lax.scan over K
                            prefetched batches; metrics read back every `log_every` steps)
   torch_<mode>             eager or torch.compile(mode) of the peer; `fused` AdamW on CUDA

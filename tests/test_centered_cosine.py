@@ -1,5 +1,5 @@
 """metrics.centered_average_cosine against a float64 loop over pairs, the equal-norm identity that
-makes ρ(drift, average cosine) = 1 a tautology (../shared/SCIENCE.md, "Review of the verdicts"),
+makes ρ(drift, average cosine) = 1 a tautology (docs/SCIENCE.md, "Pretrained models"),
 and the degenerate clouds."""
 import jax
 import jax.numpy as jnp

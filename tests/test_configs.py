@@ -112,7 +112,7 @@ def test_reproduce_starts_from_its_dataclass_defaults():
 
 
 def test_bias_sweep_defaults_are_the_design_contract():
-    """The bias-sweep config fields of the design contract (docs/BIAS_SWEEP.md): the main job's
+    """The bias-sweep config fields of the design contract (docs/SWEEP.md): the main job's
     defaults. They come from BlockConfig and SweepConfig; changing one changes the main job's results."""
     c = _module("sweep").get_config(None)
     assert c.model.to_dict() == {

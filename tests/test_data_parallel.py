@@ -23,7 +23,7 @@ OVERRIDES = {"model.num_layers": 1, "model.d_model": 32, "model.d_ff": 64, "step
              "checkpoint_every": 0, "optim.warmup_steps": 3}
 # |Δ loss| / loss between 2 devices and 1. Measured on the CPU: 7.3e-7 over the 40 steps of
 # train_clm.py:smoke (the gradients are summed across devices in another order;
-# docs/benchmarks/issue24_cpu/agreement.json, "devices"); a bound 14x above.
+# docs/benchmarks/train_throughput_cpu/agreement.json, "devices"); a bound 14x above.
 LOSS_RTOL = 1e-5
 
 

@@ -1,6 +1,6 @@
-"""Issue 22's extreme-token claims (studies/extreme/claims.py): every verdict branch of the
-pre-registered thresholds (docs/EXTREME_TOKENS.md) on hand-made results, and docs/REPORT.md's
-section "Extreme tokens (issue 22)" bound to the committed results (doc_tables kind
+"""The extreme-token claims (studies/extreme/claims.py): every verdict branch of the
+pre-registered thresholds (docs/EXTREME.md) on hand-made results, and docs/REPORT.md's
+section "Extreme tokens" bound to the committed results (doc_tables kind
 `extreme_claims`)."""
 import copy
 
@@ -10,7 +10,7 @@ from anisotropy_jax import doc_tables
 from anisotropy_jax.studies.extreme import claims
 
 REPORT = doc_tables.ROOT / "docs" / "REPORT.md"
-RESULTS = "docs/results/extreme_tokens/report"
+RESULTS = "docs/results/extreme/report"
 
 
 def _run(sink_rate, pc=(0.1, 0.1, 0.1, 0.1), pc_wo=None, cos=(0.3,) * 4, cos_wo=None,
@@ -141,7 +141,7 @@ def test_rows_name_every_claim_and_a_prime_reads_gemma():
 
 def test_report_section_is_bound_to_the_committed_results():
     text = REPORT.read_text()
-    section = text[text.index("## Extreme tokens (issue 22)"):]
+    section = text[text.index("## Extreme tokens\n"):]
     bound = [(kind, path) for kind, path, _ in doc_tables.embedded(section)]
     assert ("extreme_claims", RESULTS) in bound
     for kind, path, written in doc_tables.embedded(section):

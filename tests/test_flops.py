@@ -1,4 +1,5 @@
-"""The explicit FLOP count against the issue's number and XLA's own cost analysis."""
+"""The explicit FLOP count against the reference figure (59.6 GFLOP for a BERT-base block at
+B = 32, L = 128) and XLA's own cost analysis."""
 import jax
 import jax.numpy as jnp
 import pytest

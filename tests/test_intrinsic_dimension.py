@@ -1,6 +1,6 @@
 """Numerical claims about anisotropy_jax.metrics.intrinsic_dimension: float64 numpy implementations
 of the papers' formulas (Facco et al. 2017's fit, Denti et al. 2022's likelihood), dadapy's own
-numbers on fixed data (docs/results/intrinsic_dimension/dadapy_reference.json), manifolds of known
+numbers on fixed data (docs/results/extreme/intrinsic_dimension/dadapy_reference.json), manifolds of known
 dimension, invariances, masks, extreme scales, jit and vmap."""
 import importlib.util
 import json
@@ -15,7 +15,7 @@ from scipy import optimize, special
 from anisotropy_jax import metrics
 
 N, D = 200, 8  # one shape for most tests: each new shape compiles the estimators again
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "docs/results/intrinsic_dimension"
+RESULTS = pathlib.Path(__file__).resolve().parent.parent / "docs/results/extreme/intrinsic_dimension"
 
 twonn = jax.jit(metrics.twonn_dimension, static_argnames=("fraction", "block_size"))
 gride = jax.jit(metrics.gride_dimension, static_argnames=("n1", "n2", "unbiased", "block_size"))
@@ -187,7 +187,7 @@ def test_linear_subspaces_and_spheres_of_known_dimension(d):
 
 
 def test_gaussian_in_high_dimension_is_underestimated():
-    # ../shared/SCIENCE.md: TwoNN underestimates high dimensions (about 150 for 768 dims at
+    # docs/SCIENCE.md: TwoNN underestimates high dimensions (about 150 for 768 dims at
     # N ≈ 2000); already at 64 dims and N = 500 it finds about half.
     x = np.random.default_rng(4).normal(size=(500, 64))
     assert 20 < float(twonn(x)) < 45

@@ -74,7 +74,7 @@ def test_offline_defaults_exist(tmp_path):
     photos = media.skimage_sample_images()
     assert len(photos) == len(media.SKIMAGE_PHOTOS)
     assert media.load_images(photos[:2]).shape == (2, 3, 224, 224)
-    # the speech default (docs/MODALITIES.md): espeak-ng where installed, else formant clips
+    # the speech default (docs/CROSS_MODAL.md): espeak-ng where installed, else formant clips
     assert media.speech_source() == ("espeak-ng" if shutil.which("espeak-ng") else "formant")
     (path,) = media.synthesize_speech(["Now is the winter of our discontent."], tmp_path)
     (samples,) = media.load_audio([path], 16000, minimum=1)

@@ -1,5 +1,5 @@
 """Every registered family's per-input hidden states are independent of the rest of the batch
-(issue 26, part 5): the states of a right-padded batch equal, on the real positions and within
+(right padding): the states of a right-padded batch equal, on the real positions and within
 1e-5, those of each input run alone. One tiny random model per text family (its Hugging Face
 config from transformers' config class, random-init weights with extra noise so that no tensor is
 near zero); lengths chosen so that CANINE's last molecule window is part padding.

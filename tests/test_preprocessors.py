@@ -1,4 +1,4 @@
-"""Real checkpoints' preprocessors against transformers' own (issue 26, part 6; PIL backends,
+"""Real checkpoints' preprocessors against transformers' own (PIL backends,
 torch CPU): ConvNextImageProcessor's crop_pct resize (microsoft/resnet-50 and the other ResNet
 checkpoints) on images of several aspect ratios, and Wav2Vec2FeatureExtractor's do_normalize
 (facebook/wav2vec2-base-960h, the large ones) on waveforms, then end to end through the pretrained

@@ -100,6 +100,6 @@ def test_torch_peer_matches_a_float64_bert_layer(tmp_path):
     for s, got in zip(doc["bias_norms"], doc["metrics"]):
         want = _bert_layer_metrics(params, z + np.float32(s) * u)
         # float32 throughout; at s = 4096 the attention logits are ~1e3-1e4 and their float32
-        # rounding moves the entropy by ~2e-5 (docs/BIAS_SWEEP.md, "Large bias norms")
+        # rounding moves the entropy by ~2e-5 (docs/SWEEP.md, "Large bias norms")
         atol = 1e-4 if s > 1000 else 1e-6
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=f"s = {s}")

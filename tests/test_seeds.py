@@ -146,7 +146,7 @@ def test_the_committed_seeded_results_still_aggregate():
     import json
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "training"
+    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "train"
     for objective in ("clm_small", "mlm_small"):
         docs = [json.loads(p.read_text()) for p in sorted((root / objective).glob(
             "seed_*/results.json"))]

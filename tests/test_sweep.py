@@ -221,7 +221,7 @@ def test_categorical_metrics_without_logits_are_recomputed_from_queries_and_keys
 
 
 def test_rounding_bound_bounds_the_float32_error_and_flags_corrupted_points():
-    """docs/BIAS_SWEEP.md "Large bias norms": against the float64 block, the float32 attention
+    """docs/SWEEP.md "Large bias norms": against the float64 block, the float32 attention
     statistics are off by no more than the rounding bound wherever they are in their range, and
     every point where rounding really corrupts them (error > the tolerance; at s = 1e6 on this
     d = 32 block the float32 entropy leaves its range altogether) is flagged unreliable."""
@@ -419,7 +419,7 @@ def test_the_main_job_is_unchanged_by_the_controls():
     import json
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "bias_sweep"
+    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "sweep"
     new = json.loads((root / "controls" / "results.json").read_text())["runs"]
     pairs = ((json.loads((root / "default" / "results.json").read_text())["metrics"],
               new["inputs=biased"]["metrics"]),
@@ -526,14 +526,14 @@ def test_compare_values_are_validated_like_model_fields():
 
 
 def test_docs_tables_are_generated_from_the_committed_results():
-    """Every table that docs/BIAS_SWEEP.md embeds between `<!-- table: KIND PATH -->` markers is
+    """Every table that docs/SWEEP.md embeds between `<!-- table: KIND PATH -->` markers is
     exactly what `tables.render` makes of the committed results file (no hand-typed numbers)."""
     import pathlib
 
     from anisotropy_jax.studies.sweep import tables
 
     repo = pathlib.Path(__file__).resolve().parent.parent
-    embedded = tables.embedded_tables((repo / "docs" / "BIAS_SWEEP.md").read_text())
+    embedded = tables.embedded_tables((repo / "docs" / "SWEEP.md").read_text())
     assert {kind for kind, _, _ in embedded} >= {"control", "default", "closed_forms"}
     for kind, path, written in embedded:
         assert (repo / path).exists(), path

@@ -1,4 +1,4 @@
-"""The bias sweep's controls (docs/BIAS_SWEEP.md, "The controls"): the fixed-norm and per-sequence
+"""The bias sweep's controls (docs/SWEEP.md, "The controls"): the fixed-norm and per-sequence
 inputs against numpy float64, the draws they share with the biased inputs, the controls' exact
 identities on the block's own logits, the closed forms of every inputs kind against a float64
 Monte Carlo of the attention logits (no JAX, no closed form inside), and `controls.summary`

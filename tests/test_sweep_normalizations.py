@@ -1,4 +1,4 @@
-"""The bias sweep with the softmax alternatives (docs/BIAS_SWEEP.md, "Softmax alternatives at
+"""The bias sweep with the softmax alternatives (docs/SWEEP.md, "Softmax alternatives at
 init"): a point's reduction of non-softmax weights against a float64 loop over the block's probes,
 the sink metrics, the softmax path left as it was, the softmax-only closed forms and rounding bound
 left out, the `:normalizations` config and the controls' identity for another normalisation."""
@@ -203,10 +203,10 @@ def test_controls_identity_holds_for_another_normalization():
 
 
 def test_committed_h100_kernel_run_equals_the_xla_softmax_rows():
-    """docs/results/sink_rates_h100: the fused kernel's sweep (on-chip column sums) and the XLA
+    """docs/results/sweep/sink_rates_h100: the fused kernel's sweep (on-chip column sums) and the XLA
     sweep, same block, seeds and grid, agree on the sink metrics at every s; the table kind
     renders the seeds' range."""
-    folder = pathlib.Path(__file__).resolve().parent.parent / "docs/results/sink_rates_h100"
+    folder = pathlib.Path(__file__).resolve().parent.parent / "docs/results/sweep/sink_rates_h100"
     xla, fused = (json.loads((folder / f"results_{name}.json").read_text())
                   for name in ("normalizations", "pallas"))
     assert xla["bias_norms"] == fused["bias_norms"] and len(xla["bias_norms"]) == 30

@@ -3,7 +3,7 @@ of a BERT-base-width block (d = 768, 12 heads of 64, N(0, 0.02²)), the independ
 each test takes the predictions from the library and the measurements from the block, and only
 the tolerances are written here, derived from the sampling noise of this small grid (B = 4
 sequences of L = 32 tokens, 2 seeds). Trends at s ≥ 1e4 are asserted only where the point is
-`reliable` (float32 rounding, docs/BIAS_SWEEP.md "Large bias norms"). Three compilations:
+`reliable` (float32 rounding, docs/SWEEP.md "Large bias norms"). Three compilations:
 post-LN, pre-LN and the norm-matched control.
 
 Noise model (N = B·L tokens, n = seeds, Dh = d/H, v = (σ_w² d)² the logit variance at s = 0):
@@ -21,7 +21,7 @@ Noise model (N = B·L tokens, n = seeds, Dh = d/H, v = (σ_w² d)² the logit va
   F4  attention-output cross-sequence cosine ≈ (s² + z̄_b·z̄_c + s u·(z̄_b + z̄_c))/(s² + d/L)
       with z̄_b ~ N(0, I/L): per pair sd ≈ (√d/L + 2s/√L)/(s² + d/L), over the B(B−1)/2 pairs
       and the seeds. On top of that noise the form has a systematic error: attention is only
-      near-uniform, which pulls the measured cosine below the form (docs/BIAS_SWEEP.md measured
+      near-uniform, which pulls the measured cosine below the form (docs/SWEEP.md measured
       up to 0.025 below it at B = 16, L = 128): the stated tolerance is 5 sd + 0.03, and the
       deviation is checked to be one-sided up to the noise.
   F5  per-head cos(q̄, k̄) ~ N(0, 1/Dh) at init: every head |cos| < 5/√Dh, and the mean of |cos|

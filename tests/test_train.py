@@ -108,7 +108,7 @@ def test_smoke_loss_decreases(runs):
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 1.0
     for r in records:
         assert set(r) == {"step", "loss", "learning_rate", "grad_norm", "tokens_per_s"}
-    # the warmup starts at peak / warmup_steps, not 0 (docs/TRAINING.md, "Learning-rate schedule")
+    # the warmup starts at peak / warmup_steps, not 0 (docs/TRAIN.md, "Learning-rate schedule")
     assert records[0]["learning_rate"] == pytest.approx(
         config.optim.learning_rate / config.optim.warmup_steps, rel=1e-6)
     assert max(r["learning_rate"] for r in records) == pytest.approx(config.optim.learning_rate,

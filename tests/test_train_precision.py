@@ -15,7 +15,7 @@ from anisotropy_jax.studies import training
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # |Δ loss| in nats per byte between 'bfloat16' and 'highest' at every step of train_clm.py:smoke,
 # and of the validation loss at every checkpoint. Measured on the CPU (2 forced host devices, the
-# tests' XLA flags; docs/benchmarks/issue24_cpu/agreement.json): at most 2.7e-3 (step 18; mean
+# tests' XLA flags; docs/benchmarks/train_throughput_cpu/agreement.json): at most 2.7e-3 (step 18; mean
 # 1.9e-4), val 3.1e-4. The bound is 3.7x the largest step's and 0.4% of the run's 2.3-nat descent:
 # bf16 rounds the matmul inputs to 8 significant bits (2^-9 ≈ 2e-3 relative), which moves each
 # step's loss by about that fraction and no more, since the master weights stay float32.

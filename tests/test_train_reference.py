@@ -1,10 +1,11 @@
-r"""Nothing changes in the numbers (issue 24): experiments/train.py on `train_clm.py:smoke`, run as a
+"""Nothing changes in the numbers: experiments/train.py on `train_clm.py:smoke`, run as a
 user runs it on the CPU (one device, XLA's default optimisations), reproduces the losses, gradient
-norms, learning rates and validation losses recorded at commit d21c390, before the issue's loop
-changes, bit for bit.
+norms, learning rates and validation losses recorded at commit d21c390, before the training loop's
+prefetch and async-readback changes, bit for bit.
 
-The reference (docs/benchmarks/issue24_cpu/smoke_{metrics,eval}_d21c390.jsonl) was written by
-  python experiments/train.py --config=train:smoke --workdir=DIR --progress=false --config.analysis.run=false
+The reference (docs/benchmarks/train_throughput_cpu/smoke_{metrics,eval}_d21c390.jsonl) was written by
+  python experiments/train.py --config=train:smoke \
+      --workdir=DIR --progress=false --config.analysis.run=false
 on this project's 2-core x86-64 CPU machine. XLA compiles for the host's vector instructions, so a
 CPU with other ones may sum in another order and miss the last bits: this test then fails on that
 machine, not on a change of the code."""
@@ -15,7 +16,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REFERENCE = ROOT / "docs" / "benchmarks" / "issue24_cpu"
+REFERENCE = ROOT / "docs" / "benchmarks" / "train_throughput_cpu"
 
 
 def _records(path):

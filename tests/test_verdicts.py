@@ -1,5 +1,5 @@
 """Each verdict of the reproduction on synthetic results: every outcome it can give, decided by
-the causal or scale-controlled criterion of issue 21 (anisotropy_jax/studies/report/)."""
+the causal or scale-controlled criterion of docs/SWEEP.md, "The controls" (anisotropy_jax/studies/report/)."""
 import numpy as np
 
 from anisotropy_jax.studies.report import verdict as verdict_lib

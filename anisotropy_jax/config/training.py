@@ -302,7 +302,7 @@ def train_config_dict(arg: str | None, objective: str) -> ml_collections.ConfigD
     top-level objective) with the `analysis` of AnalysisConfig, then the variant `arg`:
 
       smoke  tiny model, 40 steps (CI)
-      small  d = 128, 4 layers, 300 steps: the seeded CPU runs of docs/TRAINING.md
+      small  d = 128, 4 layers, 300 steps: the seeded CPU runs of docs/TRAIN.md
       gpu    d = 384, 6 layers, 4,000 steps, TF32 matmuls: sized for one H100
     """
     config = default_train_config(objective)

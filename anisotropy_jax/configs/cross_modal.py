@@ -1,10 +1,10 @@
 """Config of experiments/cross_modal.py: per-layer average cosine of every offline model of every
 modality (MiniLM-L6/L3, MPNet, SmolLM2; DINOv2-S; Whisper tiny.en and base; an untrained
-ResNet-50) beside its untrained baseline, on one plot, and a table (docs/MODALITIES.md).
+ResNet-50) beside its untrained baseline, on one plot, and a table (docs/CROSS_MODAL.md).
 
-  anisotropy-jax cross_modal --workdir=docs/results/modalities/cross_modal
+  anisotropy-jax cross_modal --workdir=docs/results/cross_modal/cross_modal
   python experiments/cross_modal.py --config=cross_modal \\
-      --workdir=docs/results/modalities/cross_modal
+      --workdir=docs/results/cross_modal/cross_modal
 
 Smoke run (MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances; seconds):
 

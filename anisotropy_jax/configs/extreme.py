@@ -1,6 +1,6 @@
 """Config of experiments/extreme.py: attention sinks, massive activations and rogue
 dimensions per layer of every offline transformer, beside its untrained re-initialisations, on
-natural text, random ids and one repeated id (docs/EXTREME_TOKENS.md).
+natural text, random ids and one repeated id (docs/EXTREME.md).
 
   anisotropy-jax extreme --workdir=runs/extreme_tokens
   python experiments/extreme.py --config=extreme:smoke --workdir=/tmp/extreme_smoke
@@ -13,7 +13,7 @@ Variants (`--config=extreme:VARIANT`):
            untrained seeds
   report   every installed model, 16 sentences, 4 images or utterances, 5 untrained seeds (the
            default halved in sentences to fit a shared 2-core CPU: the numbers of
-           docs/REPORT.md "Extreme tokens (issue 22)")
+           docs/REPORT.md "Extreme tokens")
 Every field is an ExtremeConfig field (anisotropy_jax/configs/extreme.py) and can be overridden
 with --config.FIELD=VALUE.
 """
@@ -31,7 +31,7 @@ from anisotropy_jax.configs.pretrained import CROSS_MODAL_MODELS
 # The settings: each field, its meaning and its check.
 # The offline transformers of the cross-modal comparison (the CNN, ResNet-50, has no attention
 # and no token axis that a sink or a first token could live on, so it is not measured), and
-# Gemma-3-270M: QK-norm, beside SmolLM2-135M without it (issue 22, claim (e)).
+# Gemma-3-270M: QK-norm, beside SmolLM2-135M without it (claim (e)).
 GEMMA3 = "Gemma-3-270M"
 EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untrained") + (GEMMA3,)
 # Text inputs: Shakespeare sentences, the same token positions filled with uniformly drawn ids,

@@ -160,7 +160,7 @@ CROSS_MODAL_PRETRAINED_FIELDS = ("num_sentences", "max_length", "length_multiple
 @dataclasses.dataclass(frozen=True)
 class CrossModalConfig:
     """Per-layer average cosine of every offline model of every modality beside its untrained
-    baseline (experiments/cross_modal.py; docs/MODALITIES.md).
+    baseline (experiments/cross_modal.py; docs/CROSS_MODAL.md).
 
     Attributes:
       models: names from CROSS_MODAL_MODELS; those not installed are skipped (and listed).

@@ -16,7 +16,7 @@ anisotropy_jax/configs/report.py), resized per variant (`--config=report:VARIANT
              6-step clm × 2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
              smoke, embeddings.py:smoke; no vision/speech
   full       one GPU (≤ 20 minutes): the default bias sweep and the pre-LN block's, each with its
-             three controls × 5 seeds; as committed in docs/TRAINING.md, docs/PRETRAINED.md and
+             three controls × 5 seeds; as committed in docs/TRAIN.md, docs/PRETRAINED.md and
              docs/DEPTH.md: train_*.py:small × 5 seeds, 1,000 sentences, 16 images and utterances,
              depth :bert_base, embeddings.py:gpu
 Fields can be overridden, e.g. `--config.seeds='(0, 1)' --config.pretrained.num_sentences=50`
@@ -232,7 +232,7 @@ PRE_LN_CPU_BIAS_NORMS = (0.0, 4.0, 2 ** 3.5, 16.0, 2 ** 4.5, 32.0, 64.0, 256.0, 
 def _sweep_variants(variant: str) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
     """(sweep, sweep_pre_ln): smoke, the smoke sweep with its three controls (no pre-LN sweep:
     an empty dict); otherwise every control × 5 seeds, for the post-LN block and the
-    pre-LN one (the reversal: docs/BIAS_SWEEP.md "The controls")."""
+    pre-LN one (the reversal: docs/SWEEP.md "The controls")."""
     if variant == "smoke":
         return sweep.get_config("smoke+controls"), ml_collections.ConfigDict()
     post, pre = sweep.get_config("controls"), sweep.get_config("pre_ln+controls")

@@ -23,11 +23,11 @@ Variants (`--config=sweep:VARIANT`, or `--config=sweep:VARIANT`):
   per_sequence    biased inputs and the per-sequence control x_b = z_b + s·u_b (one direction per
                   sequence: shared within a sequence only), shared figures
   controls        all four side by side: biased, norm_matched, fixed_norm, per_sequence
-                  (docs/BIAS_SWEEP.md "The controls"; `:pre_ln+controls` for the pre-LN block)
+                  (docs/SWEEP.md "The controls"; `:pre_ln+controls` for the pre-LN block)
   normalizations  every attention normalisation (softmax, off_by_one, sigmoid, softpick,
                   clipped_softmax) and softmax with the head-wise output gate, each on the biased
                   inputs and the norm-matched control (12 sweeps, same weights, seeds and grid),
-                  with the attention mass, sink rate and no-op score (docs/BIAS_SWEEP.md
+                  with the attention mass, sink rate and no-op score (docs/SWEEP.md
                   "Softmax alternatives at init"; `:smoke+normalizations` for CI)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
 line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
@@ -55,7 +55,7 @@ DEFAULT_BIAS_NORMS: tuple[float, ...] = (0.0,) + tuple(2.0 ** (k / 2) for k in r
 # x = z + s·u (the experiment) | x = z·√(1 + s²/d) (the norm-matched control: same expected norm,
 # no common direction; docs/SCIENCE.md "The control") | x = (z + s·u)/√(1 + s²/d) (the shared
 # direction without the norm growth) | x_b = z_b + s·u_b (one direction per sequence: shared
-# within a sequence only). docs/BIAS_SWEEP.md "The controls".
+# within a sequence only). docs/SWEEP.md "The controls".
 INPUTS = ("biased", "norm_matched", "fixed_norm", "per_sequence")
 # Sweep (not model) fields that `compare_field` may vary: the compared sweeps keep weights, seeds
 # and grid.

@@ -14,10 +14,10 @@ Everything is computed in the input dtype (float32 by default; the tests run flo
 same code). Shape errors (too few vectors for a pair) are raised at trace time, before any
 compilation of a larger program. Only `drift_anisotropy_correlation` is host-side (scipy).
 
-Extreme tokens and dimensions (../shared/SCIENCE.md, "Extreme tokens"): massive activations,
-outliers, rogue dimensions and the top PC without the first token in `metrics.extreme`; attention
-sinks, no-op heads and the sink's shared logit term in `metrics.sinks`. Intrinsic dimension
-(TwoNN, GRIDE): `metrics.intrinsic_dimension`.
+Extreme tokens and dimensions (docs/SCIENCE.md, "Extreme tokens, sinks and intrinsic dimension"):
+massive activations, outliers, rogue dimensions and the top PC without the first token in
+`metrics.extreme`; attention sinks, no-op heads and the sink's shared logit term in
+`metrics.sinks`. Intrinsic dimension (TwoNN, GRIDE): `metrics.intrinsic_dimension`.
 """
 from anisotropy_jax.metrics.attention import (CATEGORICAL_STATISTICS, STATISTICS,
                                               CategoricalSums, attention_entropy, attention_max,

@@ -1,7 +1,7 @@
 """Extreme activations and dimensions of hidden states: massive activations, outliers (kurtosis,
 ∞-norm), rogue dimensions and the top principal component with and without the first token
-(docs/SCIENCE.md and ../shared/SCIENCE.md, "Extreme tokens"). Attention sinks and no-op heads:
-`metrics.sinks`.
+(docs/SCIENCE.md, "Extreme tokens, sinks and intrinsic dimension").
+Attention sinks and no-op heads: `metrics.sinks`.
 
 Pure functions of arrays, no model knowledge. Hidden states are (B, L, D) with an optional (B, L)
 mask of valid tokens; point clouds are (..., D) with an optional (...,) mask, as

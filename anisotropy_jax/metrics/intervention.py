@@ -1,5 +1,5 @@
 """A causal test of the key term: recompute attention without it, and without a control of the
-same variance (docs/TRAINING.md, "The key-term intervention").
+same variance (docs/TRAIN.md, "The key-term intervention").
 
 With the split of `metrics.logit_terms` (s = the logit scale, q̄, k̄ the batch means),
 

@@ -2,7 +2,7 @@
 Laio, "Estimating the intrinsic dimension of datasets by a minimal neighborhood information",
 Sci. Rep. 2017) and GRIDE (Denti, Doimo, Laio & Mira, "The generalized ratios intrinsic dimension
 estimator", Sci. Rep. 2022), as Razzhigaev et al. ("The Shape of Learning", EACL 2024 Findings)
-report them per layer (../shared/SCIENCE.md, "Extreme tokens").
+report them per layer (docs/SCIENCE.md, "Extreme tokens, sinks and intrinsic dimension").
 
 For every point i let r_n(i) be the distance to its n-th nearest neighbour (n = 1 the nearest,
 the point itself excluded) and μ_i = r_{n2}(i) / r_{n1}(i) ≥ 1. If the density is locally
@@ -240,7 +240,7 @@ def gride_scaling(points: Array, max_rank: int = 64, mask: Array | None = None,
 # nearly equal tokens) inflates the ID; GRIDE at n1 = 8 averages over 16 neighbours, the scale
 # Denti et al. recommend moving to when the (1, 2) estimate is noise-dominated, still local in
 # clouds of thousands of tokens, and the pair the common-bias probe reports
-# (docs/results/intrinsic_dimension/README.md). It needs at least n2 + 1 = 17 points.
+# (docs/results/extreme/intrinsic_dimension/README.md). It needs at least n2 + 1 = 17 points.
 LAYER_GRIDE_RANKS = (8, 16)
 
 

@@ -1,5 +1,5 @@
-"""Attention sinks, no-op heads, and the sink's share of the mean-query logit term (docs/SCIENCE.md
-and ../shared/SCIENCE.md, "Extreme tokens"). Hidden-state extremes: `metrics.extreme`.
+"""Attention sinks, no-op heads, and the sink's share of the mean-query logit term (docs/SCIENCE.md,
+"Extreme tokens, sinks and intrinsic dimension"). Hidden-state extremes: `metrics.extreme`.
 
 Pure functions of arrays, no model knowledge. Conventions (those of `metrics.attention` and
 `metrics.logit_terms`):
@@ -103,8 +103,8 @@ def sink_rate(scores: Array, epsilon: float = SINK_EPSILON, axis=None) -> Array:
     sequences and heads (axis=None), or per head (axis=0, (H,)). Average the per-layer rates
     over layers for Gu et al.'s model-level number (every layer has H heads). Gu et al. report
     it over 100 sequences of 64 tokens; whether α_0 is thresholded per sequence or after the
-    average over sequences is the one choice here, and it follows ../shared/SCIENCE.md: per
-    sequence, then averaged."""
+    average over sequences is the one choice here (docs/SCIENCE.md, "Extreme tokens, sinks and
+    intrinsic dimension"): per sequence, then averaged."""
     scores = jnp.asarray(scores)
     valid = ~jnp.isnan(scores)
     over = valid & (scores > epsilon)

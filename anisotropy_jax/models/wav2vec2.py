@@ -12,7 +12,7 @@ HuBERT differs only in `feat_proj_layer_norm` (the LayerNorm before the projecti
 Weight norm w = g·v/‖v‖ (norm over the output and input channels, per kernel tap, dim=2) is
 folded at load time. Every hidden state equals `transformers` within 1e-4 (random init, both LN
 placements and both feature norms): tests/test_families_speech.py. Real wav2vec 2.0 / HuBERT
-weights are not reachable offline here (docs/MODALITIES.md). The untrained baseline draws every
+weights are not reachable offline here (docs/CROSS_MODAL.md). The untrained baseline draws every
 kernel from N(0, init_std²), convolutions included (Hugging Face uses kaiming-normal convolutions
 and a N(0, 2/(k·D)) weight-normed positional convolution; this baseline keeps one documented init).
 

@@ -1,4 +1,4 @@
-"""The cross-modal figure (Godey et al. 2023's comparison; docs/MODALITIES.md): per-layer average
+"""The cross-modal figure (Godey et al. 2023's comparison; docs/CROSS_MODAL.md): per-layer average
 cosine of several models of several modalities on one axis against relative depth (0 = embedding
 output, 1 = last state), each model one colour, trained solid, its untrained re-initialisation
 dashed in the same colour (the mean over the untrained seeds, shaded between their min and max);

@@ -7,13 +7,13 @@ returns a Result (numpy arrays and scalars) and reports through the one `Progres
 writes results.json last. The library functions (`sweep.run`, `depth.run`, `pretrained.run`,
 ...) are the same code without the script.
 
-  sweep       the untrained-block bias sweep (docs/BIAS_SWEEP.md)
+  sweep       the untrained-block bias sweep (docs/SWEEP.md)
   depth       untrained stacks against depth and width (docs/DEPTH.md)
-  training    byte-level LMs trained from scratch with log-spaced checkpoints (docs/TRAINING.md)
+  training    byte-level LMs trained from scratch with log-spaced checkpoints (docs/TRAIN.md)
   dynamics    the per-checkpoint query/key analysis of a training run, and several seeds
-              (docs/TRAINING.md)
+              (docs/TRAIN.md)
   pretrained  layer-wise anisotropy and drift of pretrained checkpoints of any modality, and the
-              cross-modal comparison (docs/PRETRAINED.md, docs/MODALITIES.md)
+              cross-modal comparison (docs/PRETRAINED.md, docs/CROSS_MODAL.md)
   modalities  the offline images and speech of the image and audio models
   embeddings  partition isotropy of the embedding matrices of trained BPE LMs (docs/EMBEDDINGS.md)
   series      a series of checkpoints of one model against the step (docs/PRETRAINED.md)

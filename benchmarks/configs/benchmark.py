@@ -1,6 +1,6 @@
-"""Benchmark config: the bias sweep against PyTorch peers and the device's matmul rate (issue 6).
+"""Benchmark config: the bias sweep against PyTorch peers and the device's matmul rate.
 
-Run (GPU, the issue's workload: BERT-base block, B = 32, L = 128, 256 bias norms, TF32):
+Run (GPU, the reference workload: BERT-base block, B = 32, L = 128, 256 bias norms, TF32):
   python -m benchmarks.benchmark --config=benchmarks/configs/benchmark.py --workdir=runs/bench
   python -m benchmarks.benchmark --config=benchmarks/configs/benchmark.py --workdir=runs/bench \
       --config.precision=bfloat16

@@ -1,4 +1,4 @@
-"""Training-throughput benchmark config (issue 24): `train_clm.py:gpu`'s step against its
+"""Training-throughput benchmark config: `train_clm.py:gpu`'s step against its
 PyTorch peer (benchmarks/train_torch.py) in one process on one card.
 
 Run (GPU: d = 384, 6 layers, 6 heads, L = 256, batch 64, AdamW, clip 1.0, TF32 and bf16):

@@ -1,4 +1,4 @@
-r"""Compilation time of one depth-sweep chunk per weights mode (issue 15: what the compile of
+r"""Compilation time of one depth-sweep chunk per weights mode (what the compile of
 `:bert_base` is made of).
 
   python -m benchmarks.profiling.depth_compile [--width=128] [--num_layers=2] [--json=FILE]

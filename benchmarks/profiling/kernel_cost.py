@@ -1,4 +1,4 @@
-r"""What the fused attention kernel's on-chip reduction statistics cost (GPU tuning, issue 14).
+r"""What the fused attention kernel's on-chip reduction statistics cost (GPU tuning).
 
   python -m benchmarks.profiling.kernel_cost [--chunk=32] [--ablate] [--repeats=20] [--json=FILE]
 

@@ -1,4 +1,4 @@
-r"""What the bias sweep's full results contract costs, metric by metric (GPU tuning, issue 14).
+r"""What the bias sweep's full results contract costs, metric by metric (GPU tuning).
 
   python -m benchmarks.profiling.profile_metrics [--chunk=32] [--batch=32] [--repeats=20]
       [--json=FILE]

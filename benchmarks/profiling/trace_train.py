@@ -1,4 +1,4 @@
-r"""GPU time of one training step, kernel by kernel, from a profiler trace (issue 24: where the
+r"""GPU time of one training step, kernel by kernel, from a profiler trace (where the
 step's time goes).
 
   python -m benchmarks.profiling.trace_train [--precision=default|bfloat16] [--attention=xla]

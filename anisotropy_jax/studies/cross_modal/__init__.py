@@ -1,4 +1,4 @@
-"""The cross-modal comparison (Godey et al. 2023; docs/MODALITIES.md): per-layer average cosine of
+"""The cross-modal comparison (Godey et al. 2023; docs/CROSS_MODAL.md): per-layer average cosine of
 every offline model of every modality beside its untrained re-initialisation, on one plot against
 relative depth, and a table — built from the per-model results.json files of the pretrained
 study (`report.write`), so the figure and table always come from committed raw results.

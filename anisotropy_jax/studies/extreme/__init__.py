@@ -1,5 +1,5 @@
 """Attention sinks, massive activations and rogue dimensions per layer, beside the untrained
-re-initialisations (issue 22, item 2; docs/EXTREME_TOKENS.md).
+re-initialisations (docs/EXTREME.md).
 
   inputs    natural Shakespeare sentences, random ids, one repeated id (text); the modality
             defaults (images, audio)

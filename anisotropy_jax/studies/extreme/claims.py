@@ -1,5 +1,5 @@
-"""Verdicts of issue 22's claims (a)–(e) from committed extreme-token results, with the thresholds
-pre-registered in docs/EXTREME_TOKENS.md ("Pre-registered claims and thresholds"), and the table
+"""Verdicts of the extreme-token claims (a)–(e) from committed extreme-token results, with the thresholds
+pre-registered in docs/EXTREME.md ("Pre-registered claims and thresholds"), and the table
 that docs/REPORT.md embeds (`anisotropy_jax.doc_tables` kind `extreme_claims`).
 
 `load(folder)` merges the models of every results.json under `folder` (one run per model, or one

@@ -1,4 +1,4 @@
-"""Files and the printed table of the extreme-token study (docs/EXTREME_TOKENS.md).
+"""Files and the printed table of the extreme-token study (docs/EXTREME.md).
 
 `write(result, workdir, provenance)` writes, each atomically (`anisotropy_jax.results`):
   config.json     the ExtremeConfig
@@ -95,7 +95,7 @@ def storage_table(folder: Any) -> str:
     """Per model of the results under `folder` (`claims.load`): layers, the bytes of per-layer
     statistics per forward and per model (`storage_bytes`), the size of its results.json on
     disk, and the wall time of the trained forward and of each untrained seed (s, compilation
-    included). The table of docs/EXTREME_TOKENS.md "Storage" (doc_tables kind
+    included). The table of docs/EXTREME.md "Storage" (doc_tables kind
     `extreme_storage`)."""
     from anisotropy_jax.studies.extreme import claims
 

@@ -1,4 +1,4 @@
-"""Images and audio for the pretrained study (`--config.inputs=DIR`; docs/MODALITIES.md): the
+"""Images and audio for the pretrained study (`--config.inputs=DIR`; docs/CROSS_MODAL.md): the
 inputs of an image or audio model, read and checked before anything is compiled, as the batches of
 the study's one forward loop (`states.ForwardBatch`): every token is measured (patch and prefix
 tokens, spatial positions of a CNN stage, pooled features, 20 ms audio frames) but Whisper's

@@ -4,7 +4,7 @@ then REPORT.md with a verdict on each claim of docs/SCIENCE.md ("Claims and wher
   runner          `run_all(config, workdir)`: each study into WORKDIR/<study>/ via its report.write
                   (the vision/speech study is the cross-modal comparison on its models)
   verdicts        one pure function per claim: holds / does not hold / not measured + criterion
-  report          REPORT.md (and a bundled copy, e.g. docs/REPORT.md with docs/report/)
+  report          REPORT.md (and a bundled copy, e.g. docs/REPORT.md with docs/results/report/)
   study           the study protocol (`STUDY`: experiments/report.py)
 """
 from anisotropy_jax.protocol import Study

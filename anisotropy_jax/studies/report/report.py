@@ -3,7 +3,7 @@ verdict, criterion, numbers and figures (relative links), all from the run's res
 
 `write(runs, verdicts, workdir, provenance, command, report_path)` writes WORKDIR/REPORT.md and,
 with `report_path` (e.g. docs/REPORT.md), a copy there whose linked files (figures and the
-studies' results.json) are copied beside it into a folder named after it (docs/report/).
+studies' results.json) are copied into results/<its name>/ beside it (docs/results/report/).
 """
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ RESULT_FILES = ("sweep/results.json", "training/*/results.json", "pretrained/*/r
                 "modalities/results.json", "depth/results.json", "embeddings/results.json")
 # In a bundle: {"not_measured": {study: why}, "order": {study: [model or objective, ...]}}.
 STUDIES_FILE = "studies.json"
+# A bundled report's files go to <report's folder>/BUNDLE_PARENT/<report's name in lower case>/.
+BUNDLE_PARENT = "results"
 # The per-model/per-objective studies: their results are {name: results.json} in a StudyRun.
 _KEYED = {"training", "pretrained"}
 
@@ -177,10 +179,12 @@ def _kept_sections(report_path: pathlib.Path) -> str:
 def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path,
            index: Mapping[str, Any]) -> pathlib.Path:
     """Writes `text` to report_path with every linked workdir file copied into
-    report_path.parent/<stem in lower case>/ and the links rewritten to it; the hand-written
-    sections after KEPT_MARKER of an existing report_path are kept at the end."""
+    report_path.parent/results/<stem in lower case>/ (docs/results/report/ for docs/REPORT.md,
+    beside the other studies' results) and the links rewritten to it; the hand-written sections
+    after KEPT_MARKER of an existing report_path are kept at the end."""
     kept = _kept_sections(report_path)
-    folder = report_path.parent / report_path.stem.lower()
+    folder = report_path.parent / BUNDLE_PARENT / report_path.stem.lower()
+    prefix = folder.relative_to(report_path.parent).as_posix()
     linked = sorted(set(_glob(workdir, [f for v in FIGURES.values() for f in v])
                         + _glob(workdir, RESULT_FILES)))
     if (folder / STUDIES_FILE).exists():  # an earlier bundle: none of its results may stay
@@ -189,7 +193,7 @@ def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path,
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(workdir / rel, target)
-        text = text.replace(f"]({rel})", f"]({folder.name}/{rel})")
+        text = text.replace(f"]({rel})", f"]({prefix}/{rel})")
     results.write_json(folder / STUDIES_FILE, index)
     text = _bind_claims_table(text, folder)
     results.write_text(report_path, text + (f"\n{kept}" if kept else ""))

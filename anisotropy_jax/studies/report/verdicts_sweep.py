@@ -1,5 +1,5 @@
 """Godey 3a and 3b from the bias sweep's results.json, decided at the operating points real models
-have and separated from the norm effect by the controls (docs/BIAS_SWEEP.md, "The controls").
+have and separated from the norm effect by the controls (docs/SWEEP.md, "The controls").
 
 Operating points: the s where the biased inputs' average cosine lies in 0.1–0.6, the range
 measured in SmolLM2 and DINOv2 (`studies.sweep.controls.INPUT_COSINE_RANGE`). Every comparison is

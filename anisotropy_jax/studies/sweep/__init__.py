@@ -1,5 +1,5 @@
 """The untrained-block bias sweep (docs/SCIENCE.md, "The untrained-block experiment";
-docs/BIAS_SWEEP.md).
+docs/SWEEP.md).
 
   grid     `run(config) -> SweepResult`: the (seed × s) grid, chunked, jitted once, sharded
   points   one grid point: the block on x = z + s·u and the reduction of its probes to metrics

@@ -1,4 +1,4 @@
-"""The controls beside the biased inputs (docs/BIAS_SWEEP.md, "The controls"): paired differences
+"""The controls beside the biased inputs (docs/SWEEP.md, "The controls"): paired differences
 over seeds, the exact identities each control obeys, and the operating points where the input
 cosine is that of real models. results.json's "controls" is `summary(runs)`.
 

@@ -1,6 +1,6 @@
 """One grid point of the bias sweep: the block on x = z + s·u (or one of its controls) and the
 on-device reduction of its probes to the metrics of the results contract (README "The main job";
-docs/BIAS_SWEEP.md)."""
+docs/SWEEP.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -49,7 +49,7 @@ def write_config(workdir: pathlib.Path, config: Any, sweeps: list[tuple[str, Swe
 
 
 def reliable_points(result: SweepResult) -> list[bool | None]:
-    """Per s: the rounding bound of every seed ≤ `points.RELIABLE_ROUNDING_BOUND` (docs/BIAS_SWEEP.md
+    """Per s: the rounding bound of every seed ≤ `points.RELIABLE_ROUNDING_BOUND` (docs/SWEEP.md
     "Large bias norms"); all True for a run without metrics; all None (not assessed) for a
     normalisation other than softmax, for which the bound is not derived."""
     bound = result.per_seed.get("attention_rounding_bound")
@@ -66,7 +66,7 @@ def unreliable_warning(run: Mapping[str, Any]) -> str | None:
         return None
     return (f"warning: [{run['label']}] float32 rounding may move the attention statistics by more "
             f"than {points.RELIABLE_ROUNDING_BOUND:g} at s = {', '.join(f'{s:g}' for s in bad)} "
-            f"(reliable: false in results.json; docs/BIAS_SWEEP.md, \"Large bias norms\")")
+            f"(reliable: false in results.json; docs/SWEEP.md, \"Large bias norms\")")
 
 
 def run_summary(label: str, result: SweepResult) -> dict:

@@ -11,7 +11,7 @@ deviation), `closed_forms_all` (the same for every run), `controls_entropy` /
 seeds), `controls_identities` (each control's exact identity and its largest deviation), or
 `normalizations` / `normalizations_control` (a `:normalizations` run: per normalisation and s, the
 biased inputs or the norm-matched control, mean [95% interval over seeds]).
-docs/BIAS_SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and `<!-- end table -->`;
+docs/SWEEP.md embeds tables between `<!-- table: KIND PATH -->` and `<!-- end table -->`;
 tests/test_sweep.py regenerates every one of them from its file and fails when a number differs.
 """
 from __future__ import annotations

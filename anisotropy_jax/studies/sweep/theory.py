@@ -1,5 +1,5 @@
 """Closed forms of the untrained-block experiment (docs/SCIENCE.md, "Closed forms, derived"; the
-controls' forms in docs/BIAS_SWEEP.md, "The controls"), their comparison with a sweep, the
+controls' forms in docs/SWEEP.md, "The controls"), their comparison with a sweep, the
 per-metric trends along s, and the results-contract summary."""
 from __future__ import annotations
 

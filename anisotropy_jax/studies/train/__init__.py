@@ -1,4 +1,4 @@
-"""The per-checkpoint query/key analysis of a training run (docs/TRAINING.md; docs/SCIENCE.md,
+"""The per-checkpoint query/key analysis of a training run (docs/TRAIN.md; docs/SCIENCE.md,
 "The training-dynamics experiment").
 
   analysis  `run(workdir, analysis_config) -> DynamicsResult`: every readable checkpoint of the

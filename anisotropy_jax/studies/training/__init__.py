@@ -1,5 +1,5 @@
 """Training small byte-level LMs from scratch, with every log-spaced step checkpointed
-(docs/TRAINING.md; the data of docs/SCIENCE.md, "The training-dynamics experiment").
+(docs/TRAIN.md; the data of docs/SCIENCE.md, "The training-dynamics experiment").
 
 Two models from `models.transformer.Transformer` (`TrainConfig.transformer_config`):
   mlm  BERT-style post-LN encoder (embedding LayerNorm, no final LayerNorm), masked-LM loss on the

@@ -35,11 +35,11 @@ from anisotropy_jax.studies.training.step import (abstract_state, check_devices,
                                                   eval_loss, init_state, learning_rate_schedule,
                                                   train_step)
 
-# Test hook (documented in docs/TRAINING.md): when set to N, the training loop stops making progress
+# Test hook (documented in docs/TRAIN.md): when set to N, the training loop stops making progress
 # before step N and sleeps, so that a test can SIGKILL a real run mid-way at a known place.
 HANG_ENV = "ANISOTROPY_JAX_TEST_HANG_AT_STEP"
 # The host reads the step metrics back every LOG_EVERY steps (and at every checkpoint), and the
-# batches of the next PREFETCH_DEPTH steps are on their way to the device (docs/TRAINING.md).
+# batches of the next PREFETCH_DEPTH steps are on their way to the device (docs/TRAIN.md).
 LOG_EVERY = 50
 PREFETCH_DEPTH = 2
 

@@ -27,7 +27,7 @@ def learning_rate_schedule(optim: OptimConfig, steps: int) -> optax.Schedule:
     """Linear warmup from peak / warmup_steps (at update 0) to the peak (at update warmup_steps),
     then cosine to peak · end_lr_ratio at `steps`. The warmup does not start at 0: an update
     with learning rate 0 changes nothing, and the step-1 checkpoint would equal step 0's bit
-    for bit (docs/TRAINING.md, "Learning-rate schedule")."""
+    for bit (docs/TRAIN.md, "Learning-rate schedule")."""
     peak, warmup = optim.learning_rate, optim.warmup_steps
     return optax.warmup_cosine_decay_schedule(
         init_value=peak / warmup if warmup else peak, peak_value=peak, warmup_steps=warmup,
