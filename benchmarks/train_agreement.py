@@ -1,4 +1,4 @@
-r"""How closely training variants track the plain run on `train_clm.py:smoke` (40 steps, CPU): the
+r"""How closely training variants track the plain run on `train:smoke` (40 steps, CPU): the
 measurements behind the tolerances of tests/test_train_precision.py, tests/test_seeds_vmapped.py
 and tests/test_data_parallel.py.
 

@@ -1,6 +1,6 @@
 r"""Wall time of S seeds trained as one vmapped program (`training.train_seeds`) against one seed,
 from scratch, as experiments/seeds.py trains them (the target: 5 seeds in ≤ 2x one seed's
-wall time at `train_clm.py:gpu` size).
+wall time at `train:gpu` size).
 
   python -m benchmarks.train_seeds_time --variant=gpu --steps=1000 --seeds=1,5 --out=DIR
 

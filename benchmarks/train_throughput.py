@@ -2,9 +2,9 @@ r"""Training throughput: the project's training step, run by its own loop, again
 PyTorch peer of the same model and update (benchmarks/train_torch.py), in one process on one card.
 
   python -m benchmarks.train_throughput --config=benchmarks/configs/train_throughput.py \
-      --workdir=DIR                                      # train_clm.py:gpu, TF32 and bf16
+      --workdir=DIR                                      # train:gpu, TF32 and bf16
   python -m benchmarks.train_throughput --config=benchmarks/configs/train_throughput.py:cpu \
-      --workdir=DIR                                      # train_clm.py:small on the CPU
+      --workdir=DIR                                      # train:small on the CPU
 
 Per precision ('default' = TF32 matmuls, 'bfloat16' = bf16 compute with float32 master weights;
 PyTorch: autocast), it times `warmup_steps` then `steps` updates, `repeats` times (best kept):

@@ -95,6 +95,21 @@ def test_show_names_the_study_of_every_committed_result():
         assert commands.show(str(ROOT / folder)).strip(), folder
 
 
+def test_show_reads_the_study_from_the_provenance_and_guesses_only_schema_1():
+    doc = json.loads((ROOT / "docs/results/depth/cpu/results.json").read_text())
+    assert "study" not in doc["provenance"] and commands.identify(doc) == "depth"  # schema 0/1
+    doc["provenance"].update(schema_version=2, study="sweep")  # depth's keys, sweep's name
+    assert commands.identify(doc) == "sweep"
+    doc["provenance"]["study"] = "benchmarks.train_throughput"  # not a study's results
+    assert commands.identify(doc) is None
+    written = results.Provenance().finish("depth")
+    assert written["study"] == "depth" and written["schema_version"] == 2
+
+
+def test_old_command_spellings_with_a_hyphen_still_run():
+    assert commands.command_name("cross-modal") == "cross_modal" in commands.COMMANDS
+
+
 def test_show_and_unknown_commands_are_one_line(env, tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "other").mkdir()
@@ -124,10 +139,10 @@ def test_python_m_is_the_same_command_and_lists_every_command(env, tmp_path):
 
 def test_every_script_and_command_has_a_config_and_a_study():
     assert set(commands.COMMANDS) == {"sweep", "depth", "train", "seeds", "dynamics",
-                                      "pretrained", "cross-modal", "extreme", "embeddings",
+                                      "pretrained", "cross_modal", "extreme", "embeddings",
                                       "series", "report", "normalizations"}
-    for name, command in commands.COMMANDS.items():
-        assert configs.canonical(command.config.partition(":")[0]), name
+    for name in commands.COMMANDS:
+        assert commands.study_name(name) in configs.names(), name
         assert callable(commands.study(name).validate), name
     scripts = {path.stem: path.read_text() for path in (ROOT / "experiments").glob("*.py")}
     called = {name for text in scripts.values() for name in commands.COMMANDS
@@ -140,14 +155,14 @@ def test_help_lists_the_flags_variants_and_every_field_with_its_default_and_mean
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     for expected in ("usage: anisotropy-jax train", "--workdir", "--progress (default: True)",
-                     "--print_config", "Variants (--config=train_mlm:VARIANT)", "  small ",
+                     "--print_config", "Variants (--config=train:VARIANT)", "  small ",
                      "--config.optim.warmup_steps=5", "--config.model.d_model=64",
                      "--config.optim.warmup_steps=5\n      linear warmup from learning_rate"):
         assert expected in text, expected
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("name", configs.NAMES)
+@pytest.mark.parametrize("name", configs.names())
 def test_every_field_of_every_config_has_a_meaning_and_every_variant_a_description(name):
     module = configs.module(name)
     for variant in (None, *module.VARIANTS):
@@ -191,14 +206,15 @@ def test_print_config_prints_the_resolved_config_and_runs_nothing(env, tmp_path)
 def test_named_configs_resolve_to_the_package_files(tmp_path, monkeypatch):
     sweep = configs.path("sweep")
     assert configs.resolve("sweep:control") == f"{sweep}:control"
-    assert configs.resolve("bias_sweep") == f"{sweep}"
+    with pytest.raises(KeyError):  # names before one name per study are not kept
+        configs.resolve("bias_sweep")
     assert configs.resolve(":smoke", own=f"{configs.path('depth')}:cpu") == \
         f"{configs.path('depth')}:smoke"
     real = ROOT / "anisotropy_jax" / "configs" / "sweep.py"
     assert configs.resolve(f"{real}:smoke") == f"{real}:smoke"  # an existing file stays
-    monkeypatch.chdir(tmp_path)  # the README's relative path, from a folder without it
-    assert configs.resolve("anisotropy_jax/configs/sweep.py:smoke") == f"{sweep}:smoke"
+    monkeypatch.chdir(tmp_path)  # a name is the package's file from any folder
+    assert configs.resolve("sweep:smoke") == f"{sweep}:smoke"
     with pytest.raises(KeyError):
         configs.resolve("no_such_config:smoke")
     with pytest.raises(KeyError):
-        configs.resolve("elsewhere/bias_sweep.py")
+        configs.resolve("elsewhere/sweep.py")

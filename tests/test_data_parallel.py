@@ -22,7 +22,7 @@ CLM = str(ROOT / "anisotropy_jax" / "configs" / "train.py")
 OVERRIDES = {"model.num_layers": 1, "model.d_model": 32, "model.d_ff": 64, "steps": 10,
              "checkpoint_every": 0, "optim.warmup_steps": 3}
 # |Δ loss| / loss between 2 devices and 1. Measured on the CPU: 7.3e-7 over the 40 steps of
-# train_clm.py:smoke (the gradients are summed across devices in another order;
+# train:smoke (the gradients are summed across devices in another order;
 # docs/benchmarks/train_throughput_cpu/agreement.json, "devices"); a bound 14x above.
 LOSS_RTOL = 1e-5
 

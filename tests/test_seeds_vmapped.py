@@ -20,7 +20,7 @@ from anisotropy_jax.studies.training import seeds as seeds_lib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # |Δ loss| / loss between the vmapped and the separate runs. Measured on the CPU: 7.3e-7 over the
-# 40 steps of train_clm.py:smoke (2 seeds, 2 forced host devices;
+# 40 steps of train:smoke (2 seeds, 2 forced host devices;
 # docs/benchmarks/train_throughput_cpu/agreement.json, "seeds"); a bound 14x above it.
 LOSS_RTOL = 1e-5
 

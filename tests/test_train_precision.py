@@ -13,7 +13,7 @@ from anisotropy_jax.config import train_config_from_mapping
 from anisotropy_jax.studies import training
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# |Δ loss| in nats per byte between 'bfloat16' and 'highest' at every step of train_clm.py:smoke,
+# |Δ loss| in nats per byte between 'bfloat16' and 'highest' at every step of train:smoke,
 # and of the validation loss at every checkpoint. Measured on the CPU (2 forced host devices, the
 # tests' XLA flags; docs/benchmarks/train_throughput_cpu/agreement.json): at most 2.7e-3 (step 18; mean
 # 1.9e-4), val 3.1e-4. The bound is 3.7x the largest step's and 0.4% of the run's 2.3-nat descent:

@@ -1,4 +1,4 @@
-"""Nothing changes in the numbers: experiments/train.py on `train_clm.py:smoke`, run as a
+"""Nothing changes in the numbers: experiments/train.py on `train:smoke`, run as a
 user runs it on the CPU (one device, XLA's default optimisations), reproduces the losses, gradient
 norms, learning rates and validation losses recorded at commit d21c390, before the training loop's
 prefetch and async-readback changes, bit for bit.

@@ -1,6 +1,6 @@
 """Config of experiments/series.py: the per-layer metrics of the pretrained study and
 the per-head query/key analysis against the step, over a directory of checkpoints of one model
-(docs/PRETRAINED.md, "Checkpoint series").
+(docs/SERIES.md).
 
   anisotropy-jax series --config.series_dir=/path/to/series --workdir=runs/series
   python experiments/series.py --config=series --config.series_dir=/path/to/series \\

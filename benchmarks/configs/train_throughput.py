@@ -1,12 +1,12 @@
-"""Training-throughput benchmark config: `train_clm.py:gpu`'s step against its
+"""Training-throughput benchmark config: `train:gpu`'s step against its
 PyTorch peer (benchmarks/train_torch.py) in one process on one card.
 
 Run (GPU: d = 384, 6 layers, 6 heads, L = 256, batch 64, AdamW, clip 1.0, TF32 and bf16):
   python -m benchmarks.train_throughput --config=benchmarks/configs/train_throughput.py \
       --workdir=runs/train_bench
 Variants (the `:arg` suffix):
-  :cpu    `train_clm.py:small` on the 2-core CPU against eager PyTorch (a few minutes)
-  :smoke  `train_clm.py:smoke`, a few steps, CPU, seconds (CI)
+  :cpu    `train:small` on the 2-core CPU against eager PyTorch (a few minutes)
+  :smoke  `train:smoke`, a few steps, CPU, seconds (CI)
 Override any field with --config.FIELD=VALUE.
 """
 import ml_collections
@@ -19,7 +19,7 @@ def get_config(arg=None):
     if variant not in VARIANTS:
         raise ValueError(f"config variant: unknown variant {variant!r}; choose one of {VARIANTS}")
     c = ml_collections.ConfigDict()
-    c.train_variant = {"default": "gpu", "cpu": "small", "smoke": "smoke"}[variant]  # train_clm.py:X
+    c.train_variant = {"default": "gpu", "cpu": "small", "smoke": "smoke"}[variant]  # train:X
     # global batch (data.batch_size and eval_batch_size); 0 = the variant's. On N devices the
     # batch is split over them: N x the variant's batch compares N devices at equal work per device
     c.batch_size = 0

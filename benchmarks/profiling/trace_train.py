@@ -4,7 +4,7 @@ step's time goes).
   python -m benchmarks.profiling.trace_train [--precision=default|bfloat16] [--attention=xla]
       [--per_call=1] [--top=20] [--repeats=20] [--json=FILE]
 
-Builds `train_clm.py:gpu`'s step as the training loop does (`training.loop.compile_run`),
+Builds `train:gpu`'s step as the training loop does (`training.loop.compile_run`),
 optionally `--per_call` steps per dispatch (the benchmark's 'scanK' loop), runs `--repeats` steps
 under `jax.profiler.trace`, reads the Perfetto trace JAX writes, and reports per step: the wall
 time, the device-busy time (the union of kernel intervals), the idle share (wall − busy: the GPU

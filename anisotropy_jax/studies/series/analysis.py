@@ -1,6 +1,6 @@
 """A checkpoint series of one model (`layout`): per checkpoint, on one fixed set of sentences,
 the per-layer metrics of the pretrained study and the per-head query/key analysis of the dynamics
-study, against the step (docs/PRETRAINED.md, "Checkpoint series").
+study, against the step (docs/SERIES.md).
 
 Per checkpoint (S checkpoints, ascending steps):
   layers[name]   (S, states) every metric of `pretrained.states.METRIC_NAMES` (average, cross-

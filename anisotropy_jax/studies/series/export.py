@@ -1,6 +1,6 @@
 """A training run of experiments/train.py (orbax checkpoints) → a checkpoint series of Hugging
 Face directories (`step_N/`: config.json, model.safetensors, tokenizer.json), loadable by
-`models.registry` and analysable by the series study (docs/PRETRAINED.md, "Checkpoint series").
+`models.registry` and analysable by the series study (docs/SERIES.md).
 
 The training LMs are the `Transformer` of a registered family, so a run exports by renaming,
 the family's name table inverted:
