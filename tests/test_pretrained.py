@@ -1,4 +1,4 @@
-"""The pretrained-model study without torch: models.bert's config mapping and its errors, the
+"""The pretrained-model study without torch: models.families.bert's config mapping and its errors, the
 safetensors → Flax tree mapping, the tokenizer's padding pitfall, length-bucketed batches, padding
 invariance, the layer metrics against float64 references, the sentence extraction, the config
 file and the whole analysis in process (studies.pretrained).
@@ -17,7 +17,9 @@ from safetensors.numpy import load_file, save_file
 
 from anisotropy_jax import corpus, metrics
 from anisotropy_jax.config import BlockConfig, ConfigError, PretrainedConfig, from_mapping
-from anisotropy_jax.models import bert, checkpoint, registry
+from anisotropy_jax.models.families import bert
+from anisotropy_jax.models.formats import checkpoint
+from anisotropy_jax.models import registry
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies.pretrained import analysis, report, states, text
 from tests import reference

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import int_or
+from anisotropy_jax.models.formats.checkpoint import int_or
 
 Array = jax.Array
 

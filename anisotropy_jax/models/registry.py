@@ -6,7 +6,7 @@ A family is a `models.family.Family` value, `FAMILY`, at the end of a module of
 
 `load(model_dir)` reads a directory (config.json + model.safetensors or sharded safetensors with
 model.safetensors.index.json), or a GGUF file / a directory holding exactly one .gguf and no
-config.json (`models/gguf.py`), or one of the native formats of `NATIVE_FORMATS` (a CTranslate2
+config.json (`models/formats/gguf.py`), or one of the native formats of `NATIVE_FORMATS` (a CTranslate2
 Whisper directory: model.bin or its parts; an ONNX file holding a DINOv2 backbone), and returns a
 `LoadedModel`. Files only: nothing is compiled.
 """
@@ -22,8 +22,9 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from anisotropy_jax.models import checkpoint, gguf, vit, whisper
-from anisotropy_jax.models.checkpoint import CONFIG_FILE, PretrainedError
+from anisotropy_jax.models.formats import checkpoint, gguf
+from anisotropy_jax.models.families import vit, whisper
+from anisotropy_jax.models.formats.checkpoint import CONFIG_FILE, PretrainedError
 from anisotropy_jax.models.family import Family, TextEncoder
 
 __all__ = ["Family", "LoadedModel", "PretrainedError", "TextEncoder", "families", "family", "load",
@@ -34,7 +35,7 @@ __all__ = ["Family", "LoadedModel", "PretrainedError", "TextEncoder", "families"
 def _discover() -> dict[str, Family]:
     """model_type → Family, over every module of anisotropy_jax.models with a `FAMILY` value.
     RuntimeError when two families claim one model_type."""
-    package = importlib.import_module("anisotropy_jax.models")
+    package = importlib.import_module("anisotropy_jax.models.families")
     found: dict[str, Family] = {}
     for info in pkgutil.iter_modules(package.__path__):
         value = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "FAMILY", None)
@@ -83,7 +84,7 @@ def _onnx_dinov2(path: pathlib.Path, precision: str):
         return vit.load_onnx_dinov2(path, precision)
     except (KeyError, IndexError) as e:
         raise PretrainedError(f"{path}: not an ONNX DINOv2 backbone (no tensor {e}); ONNX BERT "
-                              "files are converted by models/onnx_bert.py first") from None
+                              "files are converted by models/formats/onnx.py first") from None
 
 
 # Checkpoints in another runtime's format: (is it one?, loader → (cfg, params, config dict,

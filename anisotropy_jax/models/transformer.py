@@ -19,7 +19,7 @@ import numpy as np
 
 from anisotropy_jax.config import TransformerConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import int_or
+from anisotropy_jax.models.formats.checkpoint import int_or
 from anisotropy_jax.models.family import Family, block_summary
 from anisotropy_jax.models.layers import embedding_init, kernel_init, matmul_settings, norm
 

@@ -28,7 +28,9 @@ import numpy as np
 
 from anisotropy_jax import corpus
 from anisotropy_jax.config import PretrainedConfig, require
-from anisotropy_jax.models import bert, checkpoint, registry
+from anisotropy_jax.models.families import bert
+from anisotropy_jax.models.formats import checkpoint
+from anisotropy_jax.models import registry
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib

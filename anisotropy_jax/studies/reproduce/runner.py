@@ -14,7 +14,8 @@ import jax
 from anisotropy_jax import media, results
 from anisotropy_jax.config import ConfigError, CrossModalConfig, PretrainedConfig
 from anisotropy_jax.config.reproduce import ReproduceConfig
-from anisotropy_jax.models import bert, gguf, mpnet
+from anisotropy_jax.models.families import bert, mpnet
+from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import depth, dynamics, embeddings, pretrained, sweep, training
 from anisotropy_jax.studies.depth import report as depth_report

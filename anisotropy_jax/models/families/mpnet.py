@@ -41,7 +41,7 @@ import numpy as np
 from anisotropy_jax.config import BlockConfig, require
 from anisotropy_jax.models import relative_position
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix, int_or,
                                               require_keys)
 from anisotropy_jax.models.family import Family, block_summary, token_embedding_only

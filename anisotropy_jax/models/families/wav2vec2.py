@@ -32,7 +32,7 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (block_names, WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats.checkpoint import (block_names, WEIGHTS_FILE, PretrainedError, TensorReader,
                                               config_errors, detect_prefix, require_keys)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import conv1d, dense, gelu_exact, kernel_init, layer_norm

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix,
                                               require_keys, torch_tensors, tree_get)
 from anisotropy_jax.models.family import Family, block_summary, token_embedding_only

@@ -57,9 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, require
-from anisotropy_jax.models.bert import LAYER_NAMES
+from anisotropy_jax.models.families.bert import LAYER_NAMES
 from anisotropy_jax.models.block import Block
-from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix)
 from anisotropy_jax.models.family import Family, TextEncoder, block_summary
 from anisotropy_jax.models.layers import gelu_exact, layer_norm, matmul_settings

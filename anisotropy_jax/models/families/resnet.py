@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
                                               config_errors, detect_prefix)
 from anisotropy_jax.models.family import Family
 

@@ -3,7 +3,7 @@
 Llama is the pre-norm decoder with RMSNorm, rotary positions on the whole head (rotate_half
 convention), grouped-query attention (num_key_value_heads ≤ num_attention_heads), the SwiGLU MLP
 down(silu(gate(x)) · up(x)), no biases by default (attention_bias, mlp_bias) and a final RMSNorm.
-`models/qwen2.py` reuses this name table.
+`models/families/qwen2.py` reuses this name table.
 
   embed_tokens.weight                       token_embedding
   layers.i.input_layernorm.weight           block_i.attention_norm.scale
@@ -15,7 +15,7 @@ down(silu(gate(x)) · up(x)), no biases by default (attention_bias, mlp_bias) an
 
 A "model." prefix (LlamaForCausalLM) is accepted. Only the default (unscaled) rotary is supported.
 The untrained baseline is Hugging Face's init: N(0, initializer_range²), RMSNorm gains 1.
-GGUF files (llama.cpp) are read through `models/gguf.py`, which gives the same tensor names.
+GGUF files (llama.cpp) are read through `models/formats/gguf.py`, which gives the same tensor names.
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (block_names, PretrainedError, TensorReader, config_errors,
+from anisotropy_jax.models.formats.checkpoint import (block_names, PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
-from anisotropy_jax.models.gpt_neox import rope_settings
+from anisotropy_jax.models.families.gpt_neox import rope_settings
 from anisotropy_jax.models.transformer import causal_lm_family, rotary_decoder_config, untied_head
 
 # Block parameter → module of `layers.i.` (Linear weights are (out, in): transposed).

