@@ -116,8 +116,14 @@ def summary(config: TransformerConfig) -> dict[str, Any]:
                          "biases, LayerNorm 1/0")
 
 
+CONFIG_KEYS = frozenset({
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
+    "hidden_act", "position_embedding_type", "is_decoder", "add_cross_attention",
+    "initializer_range", "layer_norm_eps", "max_position_embeddings", "type_vocab_size"})
+
 FAMILY = Family(
     name="bert", model_types=("bert",),
     module=lambda cfg: Transformer(cfg, with_head=False),
     config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
-    summary=summary, embedding_matrices=token_embedding_only, takes_token_types=True)
+    summary=summary, embedding_matrices=token_embedding_only, takes_token_types=True,
+    config_keys=CONFIG_KEYS)

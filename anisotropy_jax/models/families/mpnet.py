@@ -209,9 +209,15 @@ def summary(config: MPNetConfig) -> dict[str, Any]:
         relative_attention_num_buckets=config.relative_buckets)
 
 
+CONFIG_KEYS = frozenset({
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
+    "hidden_act", "layer_norm_eps", "initializer_range", "max_position_embeddings",
+    "relative_attention_num_buckets"})
+
 FAMILY = Family(
     name="mpnet", model_types=("mpnet",), module=MPNetEncoder, config_from_hf=config_from_hf,
     convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
     embedding_matrices=token_embedding_only, after_init=zero_padding_rows,
     # config.json's pad_token_id (MPNet: 1, also the padding index of the position ids)
-    pad_token_id=lambda hf_config: int_or(hf_config, ("pad_token_id",), PADDING_IDX))
+    pad_token_id=lambda hf_config: int_or(hf_config, ("pad_token_id",), PADDING_IDX),
+    config_keys=CONFIG_KEYS)

@@ -15,10 +15,17 @@ from anisotropy_jax.models.transformer import causal_lm_family
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
                    source: str = "config.json") -> TransformerConfig:
-    if hf_config.get("use_sliding_window", False):
-        raise PretrainedError(f"{source}: unsupported settings: use_sliding_window=true")
+    if hf_config.get("use_sliding_window", False) or set(
+            hf_config.get("layer_types") or ["full_attention"]) != {"full_attention"}:
+        raise PretrainedError(f"{source}: unsupported settings: sliding-window attention "
+                              f"(use_sliding_window, layer_types)")
     return llama.llama_like_config(hf_config, precision, source, qkv_bias=True, out_bias=False,
                                    mlp_bias=False)
 
 
-FAMILY = causal_lm_family("qwen2", ("qwen2",), config_from_hf, llama.convert)
+# use_sliding_window is refused when true; then sliding_window and max_window_layers are unused.
+CONFIG_KEYS = llama.LLAMA_LIKE_KEYS | {"use_sliding_window", "sliding_window", "max_window_layers",
+                                       "layer_types"}
+
+FAMILY = causal_lm_family("qwen2", ("qwen2",), config_from_hf, llama.convert,
+                          config_keys=CONFIG_KEYS)
