@@ -65,6 +65,7 @@ CONFIG_KEYS = transformer.DECODER_KEYS | set(rotary.CONFIG_KEYS) | {
     "hidden_activation", "hidden_act", "num_key_value_heads", "initializer_range",
     "attention_bias", "attn_logit_softcapping", "use_bidirectional_attention",
     "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern", "layer_types",
+    "_sliding_window_pattern",
     "final_logit_softcapping"}  # the last: the LM head's logits only, not computed here
 
 # GGUF files of llama.cpp's "gemma3" architecture: Llama's tensor names and the sandwich / QK
@@ -97,9 +98,11 @@ GGUF = gguf.Architecture("gemma3", GGUF_LAYER_NAMES, GGUF_FIXED, tokenizers=("ll
 
 def layer_types(hf_config: dict[str, Any]) -> list[str]:
     """'sliding_attention' / 'full_attention' per layer: config.json's layer_types, else every
-    sliding_window_pattern-th layer global (transformers' rule)."""
+    sliding_window_pattern-th layer global (transformers' rule; saved by transformers ≥ 5 as
+    _sliding_window_pattern)."""
     n = int(hf_config["num_hidden_layers"])
-    pattern = int(hf_config.get("sliding_window_pattern") or DEFAULT_PATTERN)
+    pattern = int(hf_config.get("sliding_window_pattern") or hf_config.get(
+        "_sliding_window_pattern") or DEFAULT_PATTERN)
     types = hf_config.get("layer_types") or [
         "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if len(types) != n or set(types) - set(DEFAULT_THETA):

@@ -102,7 +102,7 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
 CONFIG_KEYS = DECODER_KEYS | set(rotary.CONFIG_KEYS) | {
     "hidden_size", "num_attention_heads", "intermediate_size", "add_cross_attention",
     "attention_bias", "initializer_range", "layer_norm_eps", "hidden_act",
-    "use_parallel_residual"}
+    "use_parallel_residual", "is_decoder"}  # is_decoder: GPT-NeoX is causal whatever it says
 
 FAMILY = causal_lm_family("gpt_neox", ("gpt_neox",), config_from_hf, convert,
                           config_keys=CONFIG_KEYS)
