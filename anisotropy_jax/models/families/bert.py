@@ -119,7 +119,8 @@ def summary(config: TransformerConfig) -> dict[str, Any]:
 CONFIG_KEYS = frozenset({
     "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
     "hidden_act", "position_embedding_type", "is_decoder", "add_cross_attention",
-    "initializer_range", "layer_norm_eps", "max_position_embeddings", "type_vocab_size"})
+    "initializer_range", "layer_norm_eps", "max_position_embeddings", "type_vocab_size",
+    "tie_word_embeddings"})  # the MLM head's, not computed here
 
 FAMILY = Family(
     name="bert", model_types=("bert",),

@@ -335,7 +335,7 @@ CONFIG_KEYS = frozenset({
     "hidden_size", "num_attention_heads", "intermediate_size", "layer_norm_eps", "hidden_act",
     "initializer_range", "num_hash_buckets", "num_hidden_layers", "num_hash_functions",
     "max_position_embeddings", "type_vocab_size", "downsampling_rate", "upsampling_kernel_size",
-    "local_transformer_stride"})
+    "local_transformer_stride", "tie_word_embeddings"})  # no LM head here
 
 FAMILY = Family(
     name="canine", model_types=("canine",), module=CanineEncoder, config_from_hf=config_from_hf,

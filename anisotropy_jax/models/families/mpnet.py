@@ -212,7 +212,8 @@ def summary(config: MPNetConfig) -> dict[str, Any]:
 CONFIG_KEYS = frozenset({
     "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
     "hidden_act", "layer_norm_eps", "initializer_range", "max_position_embeddings",
-    "relative_attention_num_buckets"})
+    "relative_attention_num_buckets",
+    "tie_word_embeddings"})  # the MLM head's, not computed here
 
 FAMILY = Family(
     name="mpnet", model_types=("mpnet",), module=MPNetEncoder, config_from_hf=config_from_hf,

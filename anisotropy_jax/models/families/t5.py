@@ -198,14 +198,14 @@ def summary(config: T5Config) -> dict[str, Any]:
         relative_attention_max_distance=config.max_distance)
 
 
-# The encoder's keys; then the decoder's, and dense_act_fn / is_gated_act (transformers derives
+# The encoder's keys; then the decoder's and its LM head's, and dense_act_fn / is_gated_act (transformers derives
 # them from feed_forward_proj), unused by the encoder.
 CONFIG_KEYS = frozenset({
     "is_decoder", "vocab_size", "d_model", "num_heads", "d_kv", "d_ff", "feed_forward_proj",
     "layer_norm_epsilon", "initializer_factor", "num_layers", "relative_attention_num_buckets",
     "relative_attention_max_distance", "n_positions", "tokenizer_class",
     "num_decoder_layers", "is_encoder_decoder", "tie_word_embeddings", "dense_act_fn",
-    "is_gated_act", "output_past"})
+    "is_gated_act", "output_past", "scale_decoder_outputs"})
 
 FAMILY = Family(
     name="t5", model_types=("t5",), module=T5Encoder, config_from_hf=config_from_hf,
