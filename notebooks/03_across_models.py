@@ -79,7 +79,8 @@ import treescope
 
 from anisotropy_jax import cli
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.models import bert, gguf, mpnet, onnx_bert, vit, whisper
+from anisotropy_jax.models.families import bert, mpnet, vit, whisper
+from anisotropy_jax.models.formats import gguf, onnx as onnx_bert
 from anisotropy_jax.plotting import across_models, pretrained as pretrained_plots
 from anisotropy_jax.studies import pretrained
 from anisotropy_jax.studies.pretrained import report as pretrained_report

@@ -218,7 +218,7 @@ def test_pretrained_inputs_and_a_model_path_that_is_a_file_are_one_line(env, tmp
     tiny.en on a WAV of one sample, and a model_dir that is a file."""
     from PIL import Image
 
-    from anisotropy_jax.models import vit, whisper
+    from anisotropy_jax.models.families import vit, whisper
 
     images, wavs, out = tmp_path / "images", tmp_path / "wavs", tmp_path / "out"
     images.mkdir()

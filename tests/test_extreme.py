@@ -15,7 +15,7 @@ from anisotropy_jax import commands
 from anisotropy_jax.config import ConfigError, from_mapping
 from anisotropy_jax.configs.extreme import ExtremeConfig
 from anisotropy_jax.configs import extreme as extreme_settings
-from anisotropy_jax.models import bert, gpt2
+from anisotropy_jax.models.families import bert, gpt2
 from anisotropy_jax.results import Provenance
 from anisotropy_jax.studies.extreme import analysis, inputs, layers, report, summary
 from anisotropy_jax.studies.pretrained import analysis as pretrained

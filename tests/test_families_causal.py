@@ -1,4 +1,4 @@
-"""The causal families (GPT-2, GPT-NeoX, Llama, Qwen2: models/gpt2.py, gpt_neox.py, llama.py,
+"""The causal families (GPT-2, GPT-NeoX, Llama, Qwen2: models/families/gpt2.py, gpt_neox.py, llama.py,
 qwen2.py on models/transformer.py) equal Hugging Face transformers (PyTorch CPU, eager attention, float32): every
 hidden state and every layer's attention probabilities within 1e-4, on tiny random-init models
 saved with save_pretrained in the test (no downloads), padded batches included. Then the real
@@ -19,8 +19,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import gguf, registry, rotary  # noqa: E402
-from anisotropy_jax.models.checkpoint import PretrainedError  # noqa: E402
+from anisotropy_jax.models import registry, rotary  # noqa: E402
+from anisotropy_jax.models.formats import gguf  # noqa: E402
+from anisotropy_jax.models.formats.checkpoint import PretrainedError  # noqa: E402
 
 ATOL = 1e-4
 VOCAB = 97

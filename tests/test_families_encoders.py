@@ -18,8 +18,9 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from anisotropy_jax.models import (bert, canine, mpnet, onnx_bert, registry,  # noqa: E402
-                                   relative_position, t5)
+from anisotropy_jax.models import registry, relative_position  # noqa: E402
+from anisotropy_jax.models.families import bert, canine, mpnet, t5  # noqa: E402
+from anisotropy_jax.models.formats import onnx as onnx_bert  # noqa: E402
 
 ATOL = 1e-4
 SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.",

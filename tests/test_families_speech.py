@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import registry, wav2vec2, whisper  # noqa: E402
+from anisotropy_jax.models import registry  # noqa: E402
+from anisotropy_jax.models.families import wav2vec2, whisper  # noqa: E402
 from tests.test_families_vision import randomise  # noqa: E402
 
 ATOL = 1e-4

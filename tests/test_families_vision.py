@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import registry, resnet, vit  # noqa: E402
+from anisotropy_jax.models import registry  # noqa: E402
+from anisotropy_jax.models.families import resnet, vit  # noqa: E402
 
 ATOL = 1e-4
 

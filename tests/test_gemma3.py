@@ -1,4 +1,4 @@
-"""The Gemma-3 family (models/gemma3.py) equals transformers' Gemma3TextModel (PyTorch CPU, eager
+"""The Gemma-3 family (models/families/gemma3.py) equals transformers' Gemma3TextModel (PyTorch CPU, eager
 attention, float32): every hidden state and every layer's attention probabilities within 1e-4
 (as tests/test_families_causal.py), on a tiny random-init model saved with save_pretrained in the
 test (sliding window 4 on its local layers, sequences of 11: local and global layers differ), a
@@ -20,8 +20,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import gemma3, gguf, registry  # noqa: E402
-from anisotropy_jax.models.checkpoint import PretrainedError  # noqa: E402
+from anisotropy_jax.models import registry  # noqa: E402
+from anisotropy_jax.models.families import gemma3  # noqa: E402
+from anisotropy_jax.models.formats import gguf  # noqa: E402
+from anisotropy_jax.models.formats.checkpoint import PretrainedError  # noqa: E402
 from tests.test_families_causal import (ATOL, SENTENCES, VOCAB, _batch, _compare,  # noqa: E402
                                         _hf_outputs, _randomise, transformers_from_gguf)
 

@@ -1,4 +1,4 @@
-"""The pretrained-model study without torch: models.bert's config mapping and its errors, the
+"""The pretrained-model study without torch: models.families.bert's config mapping and its errors, the
 safetensors → Flax tree mapping, the tokenizer's padding pitfall, length-bucketed batches, padding
 invariance, the layer metrics against float64 references, the sentence extraction, the config
 file and the whole analysis in process (studies.pretrained).
@@ -18,7 +18,9 @@ from safetensors.numpy import load_file, save_file
 from anisotropy_jax import corpus, metrics
 from anisotropy_jax.config import BlockConfig, ConfigError, from_mapping
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.models import bert, checkpoint, registry
+from anisotropy_jax.models.families import bert
+from anisotropy_jax.models.formats import checkpoint
+from anisotropy_jax.models import registry
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies.pretrained import analysis, report, states, text
 from tests import reference
@@ -145,6 +147,34 @@ def test_unsupported_configs_raise_one_line(change, expected):
     with pytest.raises(checkpoint.PretrainedError, match="config.json") as info:
         registry.family(hf).config_from_hf(hf)  # the registry rejects unknown model types
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("model_type, key", [
+    ("bert", "use_rotary_embeddings"), ("gpt2", "attn_logit_softcapping"),
+    ("llama", "rope_interleaved"), ("gemma3_text", "attention_sink_size"),
+    ("whisper", "encoder_use_alibi"), ("vit", "use_absolute_position_bias")])
+def test_a_config_key_the_family_does_not_handle_is_refused(tmp_path, model_type, key):
+    """A made-up key that would change the computation: one line naming the file and the key,
+    from the registry's one reading of the config (known keys: each family's CONFIG_KEYS)."""
+    fam = registry.families()[model_type]
+    assert not fam.config_keys & {key}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, key: True}))
+    with pytest.raises(checkpoint.PretrainedError) as info:
+        registry.read_config(tmp_path)
+    assert str(info.value) == (f"{tmp_path}/config.json: unsupported config key {key!r}: the "
+                               f"{fam.name} family does not handle it (its CONFIG_KEYS)")
+
+
+def test_the_packaged_checkpoints_have_only_handled_config_keys(minilm_dir):
+    """The offline packages load: their keys are handled or known to be irrelevant."""
+    from anisotropy_jax.models.families import mpnet, vit, whisper
+    from anisotropy_jax.models.formats import gguf
+
+    found = [minilm_dir, mpnet.packaged_mpnet_dir(), gguf.packaged_smollm2_gguf(),
+             vit.packaged_dinov2_onnx(), whisper.packaged_tiny_en_dir()]
+    for path in [p for p in found if p is not None]:
+        read = registry.read_config(path)
+        assert set(read.hf_config) <= read.family.config_keys | checkpoint.IRRELEVANT_KEYS, path
 
 
 def test_missing_config_keys_are_named():

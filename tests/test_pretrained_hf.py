@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from anisotropy_jax.models import bert  # noqa: E402
+from anisotropy_jax.models.families import bert  # noqa: E402
 from anisotropy_jax.studies.pretrained import analysis, text  # noqa: E402
 from tests.test_pretrained import toy_tokenizer  # noqa: E402
 

@@ -20,7 +20,8 @@ import transformers  # noqa: E402
 from anisotropy_jax import metrics  # noqa: E402
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.models import registry, t5, whisper  # noqa: E402
+from anisotropy_jax.models import registry  # noqa: E402
+from anisotropy_jax.models.families import t5, whisper  # noqa: E402
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, states, text  # noqa: E402
 from tests.test_families_vision import save  # noqa: E402
 from tests.test_media import _png, _wav  # noqa: E402

@@ -9,6 +9,8 @@ A family states (docs/EXTENDING.md walks through adding one):
                        "final_hidden", "final_norm_in" with a final norm})
   config_from_hf(hf_config, precision="highest", source="config.json") → cfg
                        PretrainedError (one line naming `source`) on an unsupported setting
+  config_keys          every config.json key the family reads, and those it knows to be
+                       irrelevant (listed explicitly); `read_config` refuses any other key
   convert(tensors, cfg, source) → ({"params": tree}, unused tensor names)   its name table
   example_input(cfg)   an input that fixes the parameter shapes for `init`
   num_layers(cfg), summary(cfg) (at least num_layers, d_model, num_heads, d_ff, vocab_size,
@@ -17,8 +19,10 @@ A family states (docs/EXTENDING.md walks through adding one):
                        norm's output; a function of cfg where the config decides),
                        takes_mask, takes_token_types
 and optionally pad_token_id(hf_config), text_encoder(hf_config) (checkpoints without
-tokenizer.json), hidden_states(probes, cfg) and state_labels(cfg) (CANINE, ResNet), and
-after_init(params, cfg) (DINOv2's layer scale).
+tokenizer.json), hidden_states(probes, cfg) and state_labels(cfg) (CANINE, ResNet),
+after_init(params, cfg) (DINOv2's layer scale), and native_formats: the `NativeFormat`s of the
+files the family reads besides a Hugging Face directory (Llama and Gemma-3: GGUF; DINOv2: ONNX;
+Whisper: CTranslate2), so that the registry and the formats name no family.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import int_or
+from anisotropy_jax.models.formats.checkpoint import CONFIG_FILE, NativeFormat, check_keys, int_or
 
 Array = jax.Array
 
@@ -102,10 +106,19 @@ class Family:
     hidden_states: Callable[[dict[str, Any], Any], Any] | None = None
     state_labels: Callable[[Any], tuple[str, ...]] | None = None
     after_init: Callable[[Any, Any], Any] | None = None
+    config_keys: frozenset[str] = frozenset()
+    native_formats: tuple[NativeFormat, ...] = ()
 
     def __post_init__(self):
         if self.state_labels is None:
             object.__setattr__(self, "state_labels", functools.partial(default_labels, self))
+
+    def read_config(self, hf_config: dict[str, Any], precision: str = "highest",
+                    source: str = CONFIG_FILE) -> Any:
+        """`config_from_hf`, after refusing the keys the family does not know (`config_keys`;
+        PretrainedError naming `source` and the key)."""
+        check_keys(hf_config, self.config_keys, source, self.name)
+        return self.config_from_hf(hf_config, precision=precision, source=source)
 
     def apply(self, cfg: Any, params: Any, x: Any, token_types_BxL: Any = None,
               mask_BxL: Any = None) -> tuple[Array, dict[str, Any]]:

@@ -1,14 +1,16 @@
 """Model families by Hugging Face `model_type`, and loading a local checkpoint of any of them.
 
 A family is a `models.family.Family` value, `FAMILY`, at the end of a module of
-`anisotropy_jax.models`; the registry finds it by importing every module of the package
+`anisotropy_jax.models.families`; the registry finds it by importing every module of that package
 (pkgutil), so a new family needs no edit here (docs/EXTENDING.md).
 
-`load(model_dir)` reads a directory (config.json + model.safetensors or sharded safetensors with
-model.safetensors.index.json), or a GGUF file / a directory holding exactly one .gguf and no
-config.json (`models/gguf.py`), or one of the native formats of `NATIVE_FORMATS` (a CTranslate2
-Whisper directory: model.bin or its parts; an ONNX file holding a DINOv2 backbone), and returns a
-`LoadedModel`. Files only: nothing is compiled.
+`read_config(model_dir)` reads a checkpoint's config once, into a `Checkpoint`: a Hugging Face
+directory (config.json; the family by its model_type), or a file of a native format that a family
+declares (`Family.native_formats`: a GGUF file / a directory holding exactly one .gguf and no
+config.json, an ONNX file, a CTranslate2 directory: model.bin or its parts), the family found by
+what the file holds (GGUF architecture, CTranslate2 spec). The registry names no family and no
+format's content. `load(checkpoint or model_dir)` then reads the weights (safetensors, one file or
+shards, or the native file) and returns a `LoadedModel`. Files only: nothing is compiled.
 """
 from __future__ import annotations
 
@@ -17,24 +19,25 @@ import functools
 import importlib
 import pathlib
 import pkgutil
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import numpy as np
 
-from anisotropy_jax.models import checkpoint, gguf, vit, whisper
-from anisotropy_jax.models.checkpoint import CONFIG_FILE, PretrainedError
 from anisotropy_jax.models.family import Family, TextEncoder
+from anisotropy_jax.models.formats import checkpoint
+from anisotropy_jax.models.formats.checkpoint import CONFIG_FILE, NativeFormat, PretrainedError
 
-__all__ = ["Family", "LoadedModel", "PretrainedError", "TextEncoder", "families", "family", "load",
-           "modality", "read_config", "text_encoder"]
+__all__ = ["Checkpoint", "Family", "LoadedModel", "PretrainedError", "TextEncoder", "families",
+           "family", "load", "modality", "read_config", "text_encoder"]
 
 
 @functools.lru_cache(maxsize=1)
 def _discover() -> dict[str, Family]:
-    """model_type → Family, over every module of anisotropy_jax.models with a `FAMILY` value.
+    """model_type → Family, over every module of anisotropy_jax.models.families with a `FAMILY`
+    value.
     RuntimeError when two families claim one model_type."""
-    package = importlib.import_module("anisotropy_jax.models")
+    package = importlib.import_module("anisotropy_jax.models.families")
     found: dict[str, Family] = {}
     for info in pkgutil.iter_modules(package.__path__):
         value = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "FAMILY", None)
@@ -49,7 +52,7 @@ def _discover() -> dict[str, Family]:
 
 
 def families() -> dict[str, Family]:
-    """model_type → Family, for every family of anisotropy_jax.models."""
+    """model_type → Family, for every family of anisotropy_jax.models.families."""
     return dict(_discover())
 
 
@@ -74,40 +77,22 @@ def modality(fam: Family) -> str:
     return fam.modality
 
 
-def _ctranslate2_whisper(path: pathlib.Path, precision: str):
-    return whisper.load_ctranslate2(path, precision)
-
-
-def _onnx_dinov2(path: pathlib.Path, precision: str):
-    try:
-        return vit.load_onnx_dinov2(path, precision)
-    except (KeyError, IndexError) as e:
-        raise PretrainedError(f"{path}: not an ONNX DINOv2 backbone (no tensor {e}); ONNX BERT "
-                              "files are converted by models/onnx_bert.py first") from None
-
-
-# Checkpoints in another runtime's format: (is it one?, loader → (cfg, params, config dict,
-# unused)). The config comes from the tensor shapes, so reading the config reads the weights
-# (cached: one checkpoint at a time).
-NATIVE_FORMATS: dict[str, tuple[Callable[[pathlib.Path], bool], Callable[..., Any]]] = {
-    "ctranslate2_whisper": (whisper.is_ctranslate2_dir, _ctranslate2_whisper),
-    "onnx_dinov2": (lambda p: p.is_file() and p.suffix == ".onnx", _onnx_dinov2),
-}
-
-
-def native_format(path: pathlib.Path) -> str | None:
-    """The NATIVE_FORMATS key of `path`, or None (a Hugging Face directory or GGUF)."""
-    return next((name for name, (test, _) in NATIVE_FORMATS.items() if test(path)), None)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_native(name: str, path: str, mtime: float, precision: str):
-    del mtime  # part of the cache key: a rewritten file is read again
-    return NATIVE_FORMATS[name][1](pathlib.Path(path), precision)
-
-
-def _native(name: str, path: pathlib.Path, precision: str):
-    return _load_native(name, str(path), path.stat().st_mtime, precision)
+def _native(path: pathlib.Path) -> tuple[Family, NativeFormat, pathlib.Path] | None:
+    """(family, native format, file) of `path` when it is a file of a format some family
+    declares; None for a Hugging Face directory. PretrainedError for a file of such a format
+    that no family reads (e.g. an unsupported GGUF architecture)."""
+    declared = [(fam, f) for fam in dict.fromkeys(_discover().values()) for f in fam.native_formats]
+    for fmt in dict.fromkeys(f.format for _, f in declared):
+        found = fmt.probe(path)
+        if found is None:
+            continue
+        file, key = found
+        readers = [(fam, f) for fam, f in declared if f.format is fmt and f.key in (None, key)]
+        if not readers:
+            keys = sorted(f.key for _, f in declared if f.format is fmt)
+            raise PretrainedError(f"{file}: unsupported {fmt.name} {key!r} (supported: {keys})")
+        return (*readers[0], file)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,42 +121,54 @@ class LoadedModel:
         return tuple(self.family.state_labels(self.config))
 
 
-def read_config(model_dir: str | pathlib.Path, precision: str = "highest"
-                ) -> tuple[Family, Any, dict[str, Any]]:
-    """(family, cfg, parsed config) of a checkpoint (GGUF: from its metadata), reading config
-    files only, not weights. PretrainedError naming the file on any problem."""
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint's config, read once (`read_config`): its location, family, the family's
+    config, the parsed config.json (of a native format: the equivalent mapping), the file the
+    config came from, and the native format and file (None for a Hugging Face directory).
+    `load` takes it and reads the weights only."""
+
+    path: pathlib.Path
+    family: Family
+    config: Any
+    hf_config: dict[str, Any]
+    source: str
+    native: NativeFormat | None = None
+    native_file: pathlib.Path | None = None
+
+
+def read_config(model_dir: str | pathlib.Path, precision: str = "highest") -> Checkpoint:
+    """The `Checkpoint` of a directory or native file, reading its config only (a native
+    format whose config comes from the tensor shapes reads those, kept for `load`).
+    PretrainedError naming the file on any problem, including a config.json key the family
+    does not handle."""
     path = pathlib.Path(model_dir)
-    native = native_format(path)
+    native = _native(path)
     if native is not None:
-        cfg, _, hf_config, _ = _native(native, path, precision)
-        return family(hf_config, str(path)), cfg, hf_config
-    gguf_file = gguf.find_gguf(path)
-    if gguf_file is not None:
-        hf_config = gguf.read_metadata(gguf_file)
-        source = str(gguf_file)
+        fam, fmt, file = native
+        hf_config = fmt.read_config(file)
+        source = str(file)
     else:
         hf_config = checkpoint.read_hf_config(path)
         source = str(path / CONFIG_FILE)
-    fam = family(hf_config, source)
-    return fam, fam.config_from_hf(hf_config, precision=precision, source=source), hf_config
+        fam, fmt, file = family(hf_config, source), None, None
+    return Checkpoint(path, fam, fam.read_config(hf_config, precision=precision, source=source),
+                      hf_config, source, fmt, file)
 
 
-def load(model_dir: str | pathlib.Path, precision: str = "highest") -> LoadedModel:
-    """A local checkpoint (module docstring) → LoadedModel. Raises PretrainedError (one line,
-    naming the file) when a file is missing, unreadable or truncated, the model_type is not
-    supported, or a tensor is missing or misshapen. Nothing is compiled."""
-    path = pathlib.Path(model_dir)
-    fam, cfg, hf_config = read_config(path, precision)
-    native = native_format(path)
-    if native is not None:
-        _, params, _, unused = _native(native, path, precision)
-        return LoadedModel(path, fam, cfg, params, hf_config, unused, None, None, str(path))
-    gguf_file = gguf.find_gguf(path)
-    if gguf_file is not None:
-        tensors = gguf.read_tensors(gguf_file, hf_config)
-        params, unused = fam.convert(tensors, cfg, source=str(gguf_file))
-        return LoadedModel(path, fam, cfg, params, hf_config, unused, None,
-                           gguf.tokenizer_json(gguf_file), str(gguf_file))
+def load(model: str | pathlib.Path | Checkpoint, precision: str = "highest") -> LoadedModel:
+    """A local checkpoint (module docstring), or a `Checkpoint` already read (whose config was
+    read at its precision), → LoadedModel. Raises PretrainedError (one line, naming the file)
+    when a file is missing, unreadable or truncated, the model_type is not supported, or a
+    tensor is missing or misshapen. Nothing is compiled."""
+    ckpt = model if isinstance(model, Checkpoint) else read_config(model, precision)
+    fam, cfg, hf_config, path = ckpt.family, ckpt.config, ckpt.hf_config, ckpt.path
+    if ckpt.native is not None:
+        fmt, file = ckpt.native, ckpt.native_file
+        convert = fam.convert if fmt.convert is None else fmt.convert
+        params, unused = convert(fmt.read_tensors(file, hf_config), cfg, source=str(file))
+        tokenizer = None if fmt.tokenizer_json is None else fmt.tokenizer_json(file)
+        return LoadedModel(path, fam, cfg, params, hf_config, unused, None, tokenizer, str(file))
     tensors = checkpoint.load_state_dict(path)
     params, unused = fam.convert(tensors, cfg, source=str(path / checkpoint.WEIGHTS_FILE))
     tokenizer = path / checkpoint.TOKENIZER_FILE

@@ -10,8 +10,14 @@ the remaining Dh - r dimensions pass through unchanged (GPT-NeoX's `rotary_pct` 
 Hugging Face's `apply_rotary_pos_emb` with `rotate_half` (modeling_llama.py, modeling_gpt_neox.py),
 not the interleaved (x0, x1), (x2, x3) pairing of the original RoFormer / GPT-J. All arithmetic is
 float32; the result is cast back to the input dtype. Parity with transformers: tests/test_families_causal.py.
+
+`config_settings` is the one reading of a checkpoint's rotary settings (fraction rotated, base,
+scaling) for every rotary family; GGUF metadata reaches it as the same config.json keys
+(models/formats/gguf.py).
 """
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -63,3 +69,39 @@ def apply_rotary(x_BxLxHxDh: Array, positions_L: Array, rotary_dims: int,
 def rotary_dims_for(head_dim: int, fraction: float) -> int:
     """GPT-NeoX's rotary width int(head_dim · rotary_pct) (Hugging Face's rounding)."""
     return int(head_dim * fraction)
+
+
+# The config.json keys `config_settings` reads (a family lists them among its handled keys).
+CONFIG_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_pct",
+               "partial_rotary_factor", "rope_local_base_freq")
+
+
+def _first(*values: Any, default: float) -> float:
+    return float(next((v for v in values if v is not None), default))
+
+
+def config_settings(hf_config: dict[str, Any], layer_type: str | None = None,
+                    default_fraction: float = 1.0, default_base: float = 10000.0
+                    ) -> tuple[float, float]:
+    """(fraction of each head rotated, base θ) of a checkpoint's config: transformers ≥ 5's
+    `rope_parameters` (one dict, or one per layer type as Gemma-3's, chosen by `layer_type`,
+    default 'full_attention'), else the older keys: rotary_pct / partial_rotary_factor, and
+    rotary_emb_base / rope_theta (rope_local_base_freq for 'sliding_attention' layers).
+    ValueError for a scaled rotary (rope_type linear, dynamic, yarn, llama3, ... in
+    rope_parameters or rope_scaling): only the default rotary is implemented."""
+    params = hf_config.get("rope_parameters") or {}
+    per_type = {k: v for k, v in params.items() if isinstance(v, dict)}
+    for rope in (hf_config.get("rope_scaling") or {}, params, *per_type.values()):
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise ValueError(f"unsupported settings: scaled rotary rope_type={kind!r} "
+                             "(supported: 'default')")
+    if per_type:
+        params = per_type.get(layer_type or "full_attention") or {}
+    fraction = _first(params.get("partial_rotary_factor"), hf_config.get("rotary_pct"),
+                      hf_config.get("partial_rotary_factor"), default=default_fraction)
+    old_bases = (("rope_local_base_freq",) if layer_type == "sliding_attention"
+                 else ("rotary_emb_base", "rope_theta"))
+    base = _first(params.get("rope_theta"), *(hf_config.get(k) for k in old_bases),
+                  default=default_base)
+    return fraction, base

@@ -19,7 +19,7 @@ import numpy as np
 
 from anisotropy_jax.config import TransformerConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import int_or
+from anisotropy_jax.models.formats.checkpoint import int_or
 from anisotropy_jax.models.family import Family, block_summary
 from anisotropy_jax.models.layers import embedding_init, kernel_init, matmul_settings, norm
 
@@ -140,13 +140,20 @@ def summary(cfg: TransformerConfig) -> dict[str, Any]:
         tie_embeddings=cfg.tie_embeddings)
 
 
+# The config.json keys `rotary_decoder_config` reads.
+DECODER_KEYS = frozenset({"num_hidden_layers", "vocab_size", "max_position_embeddings",
+                          "tie_word_embeddings"})
+
+
 def causal_lm_family(name: str, model_types: tuple[str, ...], config_from_hf, convert,
-                     summary=summary) -> Family:
+                     summary=summary, **fields: Any) -> Family:
     """The `Family` of a pre-norm causal LM checkpoint format: only its config translation and
-    name table (and, for Gemma-3, its summary) differ."""
+    name table (and, for Gemma-3, its summary), config keys and native formats (`fields`)
+    differ."""
     return Family(name=name, model_types=model_types,
                   module=lambda cfg: Transformer(cfg, with_head=False),
                   config_from_hf=config_from_hf, convert=convert,
                   num_layers=lambda cfg: cfg.num_layers, summary=summary,
                   embedding_matrices=embedding_matrices, causal=True, final_norm=True,
-                  pad_token_id=lambda hf: int_or(hf, ("pad_token_id", "eos_token_id"), 0))
+                  pad_token_id=lambda hf: int_or(hf, ("pad_token_id", "eos_token_id"), 0),
+                  **fields)

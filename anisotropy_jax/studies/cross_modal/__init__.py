@@ -18,7 +18,7 @@ study (`report.write`), so the figure and table always come from committed raw r
                 the table
 
 The CNN is an untrained ResNet-50 (no trained ResNet is available offline): its architecture from
-`models.resnet.RESNET50`, measured through the same study (media_inputs) with the weights left
+`models.families.resnet.RESNET50`, measured through the same study (media_inputs) with the weights left
 out, so only its untrained curve exists. The reproduction's vision/speech study is this comparison
 on its models (`reproduce.runner.run_modalities`). Relative depth of state i of S states:
 i / (S − 1) (0 = embedding output, 1 = the last state: the final norm where the family has one,
@@ -37,7 +37,8 @@ import numpy as np
 from anisotropy_jax import results as results_lib
 from anisotropy_jax.config import ConfigError, from_mapping
 from anisotropy_jax.configs.pretrained import CrossModalConfig
-from anisotropy_jax.models import bert, checkpoint, gguf, mpnet, onnx_bert, resnet, vit, whisper
+from anisotropy_jax.models.families import bert, mpnet, resnet, vit, whisper
+from anisotropy_jax.models.formats import checkpoint, gguf, onnx as onnx_bert
 from anisotropy_jax.plotting import cross_modal as plots
 from anisotropy_jax.protocol import SILENT, Progress, Study
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, report

@@ -1,7 +1,7 @@
 """One GPT-NeoX-style causal LM trained on the BPE token stream, measured at its checkpoints.
 
 The model is the package's one LM, `models.transformer.Transformer` with its head, configured as
-GPT-NeoX (`models/gpt_neox.py`): pre-LN blocks with parallel attention and MLP
+GPT-NeoX (`models/families/gpt_neox.py`): pre-LN blocks with parallel attention and MLP
 (x + attn(ln1(x)) + mlp(ln2(x))), rotary positions on the first `rotary_pct` of each head's dims,
 exact GELU, LayerNorm, a final LayerNorm, and untied input and output embeddings (the token
 embedding and the `output` Dense, no bias; N(0, init_std²) like Hugging Face's init). The logits

@@ -17,7 +17,7 @@ import jax
 
 from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.configs.extreme import GEMMA3, ExtremeConfig
-from anisotropy_jax.models import gguf
+from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.extreme import inputs as inputs_lib
 from anisotropy_jax.studies.extreme import layers, summary

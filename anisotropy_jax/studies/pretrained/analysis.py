@@ -29,7 +29,9 @@ import numpy as np
 from anisotropy_jax import corpus
 from anisotropy_jax.config import require
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.models import bert, checkpoint, registry
+from anisotropy_jax.models.families import bert
+from anisotropy_jax.models.formats import checkpoint
+from anisotropy_jax.models import registry
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.pretrained import embeddings, media_inputs
 from anisotropy_jax.studies.pretrained import text as text_lib
@@ -91,16 +93,18 @@ class PretrainedModel:
         return tuple(self.family.state_labels(self.config))
 
 
-def load_model(model_dir: str | pathlib.Path, max_length: int | None = None,
+def load_model(model_dir: str | pathlib.Path | registry.Checkpoint, max_length: int | None = None,
                precision: str = "highest") -> PretrainedModel:
     """A local checkpoint of any registered family (a Hugging Face directory, or a GGUF file /
-    a directory holding one) and its tokenizer (truncating at `max_length` tokens, default the
+    a directory holding one, ...; or its config already read: `registry.Checkpoint`, whose
+    precision is kept) and its tokenizer (truncating at `max_length` tokens, default the
     model's max_position_embeddings). Raises PretrainedError (one line) naming the file that is
     missing, unreadable or unsupported. Nothing is compiled."""
-    model_dir = pathlib.Path(model_dir)
-    family, config, hf_config = registry.read_config(model_dir, precision)
+    ckpt = (model_dir if isinstance(model_dir, registry.Checkpoint)
+            else registry.read_config(model_dir, precision))
+    family, config, hf_config, model_dir = ckpt.family, ckpt.config, ckpt.hf_config, ckpt.path
     if registry.modality(family) != "text":  # images or audio: no tokenizer
-        loaded = registry.load(model_dir, precision)
+        loaded = registry.load(ckpt)
         return PretrainedModel(model_dir, loaded.hf_config, loaded.config, loaded.params,
                                loaded.unused_tensors, None, loaded.family)
     max_len = family.summary(config)["max_len"]
@@ -109,9 +113,9 @@ def load_model(model_dir: str | pathlib.Path, max_length: int | None = None,
         raise checkpoint.PretrainedError(f"max_length {length} outside [2, {max_len}] "
                                    "(max_position_embeddings)")
     encoder = registry.text_encoder(family, hf_config)  # the family's own, or tokenizer.json
-    if encoder is None and registry.gguf.find_gguf(model_dir) is None:
+    if encoder is None and ckpt.native is None:
         text_lib.load_tokenizer(model_dir, length)  # tokenizer.json checked before the weights
-    loaded = registry.load(model_dir, precision)
+    loaded = registry.load(ckpt)
     tokenizer = text_lib.load_tokenizer(model_dir, length, loaded.tokenizer_json, encoder)
     return PretrainedModel(model_dir, loaded.hf_config, loaded.config, loaded.params,
                            loaded.unused_tensors, tokenizer, loaded.family)
@@ -146,11 +150,12 @@ def validate(config: PretrainedConfig) -> Inputs:
     naming the field. Reads files only: nothing is compiled."""
     model_dir = resolve_model_dir(config.model_dir)
     try:
-        family, model_config, _ = registry.read_config(model_dir, config.precision)
+        ckpt = registry.read_config(model_dir, config.precision)  # the one reading of the config
     except checkpoint.PretrainedError as e:
         raise checkpoint.PretrainedError(f"model_dir: {e}") from None
+    family, model_config = ckpt.family, ckpt.config
     if registry.modality(family) != "text":
-        return _validate_media(config, model_dir, family, model_config)
+        return _validate_media(config, ckpt)
     require(not config.inputs, "inputs", f"{model_dir} is a text model "
             f"({family.name}): give text_file, not inputs")
     text, source = text_lib.read_text(config.text_file)
@@ -160,7 +165,7 @@ def validate(config: PretrainedConfig) -> Inputs:
         max_length = config.max_length or min(DEFAULT_MAX_LENGTH, max_len)
         require(max_length <= max_len, "max_length",
                 f"{max_length} > max_position_embeddings {max_len}")
-        model = load_model(model_dir, max_length, config.precision)
+        model = load_model(ckpt, max_length)
     except checkpoint.PretrainedError as e:
         raise checkpoint.PretrainedError(f"model_dir: {e}") from None
     resolved = dataclasses.replace(config, model_dir=str(model_dir), max_length=max_length)
@@ -168,15 +173,15 @@ def validate(config: PretrainedConfig) -> Inputs:
     return Inputs(resolved, model, sentences, len(candidates), source)
 
 
-def _validate_media(config: PretrainedConfig, model_dir: pathlib.Path, family: Any,
-                    model_config: Any) -> Inputs:
+def _validate_media(config: PretrainedConfig, ckpt: registry.Checkpoint) -> Inputs:
     """validate() for image and audio models: the inputs (checked and read first), then the
     weights."""
+    model_dir, family = ckpt.path, ckpt.family
     require(not config.text_file, "text_file", f"{model_dir} is an {registry.modality(family)} "
             "model: give inputs (a folder of images or WAV files), not text_file")
-    media = media_inputs.load(family, model_config, model_dir, config)
+    media = media_inputs.load(family, ckpt.config, model_dir, config)
     try:
-        model = load_model(model_dir, precision=config.precision)
+        model = load_model(ckpt)
     except checkpoint.PretrainedError as e:
         raise checkpoint.PretrainedError(f"model_dir: {e}") from None
     resolved = dataclasses.replace(config, model_dir=str(model_dir))

@@ -33,7 +33,7 @@ import numpy as np
 
 from anisotropy_jax import corpus, media
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.models import whisper
+from anisotropy_jax.models.families import whisper
 from anisotropy_jax.studies.pretrained.states import ForwardBatch, TokenStates
 
 RATE = 16_000  # every audio family here takes 16 kHz

@@ -20,7 +20,7 @@ import numpy as np
 
 from anisotropy_jax import corpus
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.models.checkpoint import TOKENIZER_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import TOKENIZER_FILE, PretrainedError
 from anisotropy_jax.models.registry import TextEncoder
 from anisotropy_jax.studies.pretrained.states import ForwardBatch
 
@@ -87,7 +87,7 @@ class FamilyTokenizer:
 def load_tokenizer(model_dir: str | pathlib.Path, max_length: int,
                    tokenizer_json: str | None = None, text_encoder: TextEncoder | None = None):
     """The tokenizer of tokenizer.json (or of `tokenizer_json`, a JSON string such as the one
-    `models.gguf.tokenizer_json` builds) with padding OFF and truncation at `max_length` tokens.
+    `models.formats.gguf.tokenizer_json` builds) with padding OFF and truncation at `max_length` tokens.
     Its post-processor (special tokens such as [CLS]/[SEP] or BOS) applies as `tokenizers` does.
     With `text_encoder` (the family's own, `models.registry.text_encoder`: checkpoints without
     tokenizer.json), a `FamilyTokenizer` instead.

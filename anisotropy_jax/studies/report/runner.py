@@ -15,7 +15,8 @@ from anisotropy_jax import media, results
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
 from anisotropy_jax.configs.report import ReproduceConfig
-from anisotropy_jax.models import bert, gguf, mpnet
+from anisotropy_jax.models.families import bert, mpnet
+from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import depth, embeddings, pretrained, sweep, training
 from anisotropy_jax.studies import train as dynamics

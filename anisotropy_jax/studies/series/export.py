@@ -35,7 +35,9 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, results
 from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig
-from anisotropy_jax.models import bert, checkpoint, gpt2, registry
+from anisotropy_jax.models.families import bert, gpt2
+from anisotropy_jax.models.formats import checkpoint
+from anisotropy_jax.models import registry
 from anisotropy_jax.studies import training
 
 HEAD_WEIGHT, HEAD_BIAS = "lm_head.weight", "lm_head.bias"

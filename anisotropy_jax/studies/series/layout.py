@@ -20,7 +20,8 @@ from types import ModuleType
 from typing import Any
 
 from anisotropy_jax.config import ConfigError
-from anisotropy_jax.models import checkpoint, gguf, registry
+from anisotropy_jax.models.formats import checkpoint, gguf
+from anisotropy_jax.models import registry
 
 STEP_NAME = re.compile(r"^(?:step[_-]?|checkpoint[_-])?(\d+)$")
 NAME_HELP = "step_N, step-N, stepN, checkpoint-N, checkpoint_N or N"
@@ -125,7 +126,8 @@ def check(directory: str | pathlib.Path, precision: str = "highest") -> Series:
         if gguf.find_gguf(ckpt.path) is not None:
             raise _error(f"{ckpt.path}: GGUF checkpoints are not supported in a series")
         try:
-            fam, cfg, hf = registry.read_config(ckpt.path, precision)
+            read = registry.read_config(ckpt.path, precision)
+            fam, cfg, hf = read.family, read.config, read.hf_config
         except ConfigError as e:
             raise _error(f"{ckpt.path}: {e}") from None
         shapes = tensor_shapes(ckpt.path)

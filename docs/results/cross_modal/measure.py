@@ -13,7 +13,7 @@ import time
 import jax
 import numpy as np
 
-from anisotropy_jax.models import resnet, vit, whisper
+from anisotropy_jax.models.families import resnet, vit, whisper
 from anisotropy_jax.studies import modalities
 
 OUT = pathlib.Path(__file__).parent

@@ -31,8 +31,8 @@
 A "model." prefix (Gemma3ForCausalLM) is accepted. Unsupported (one line naming the setting):
 attention logit soft-capping, bidirectional attention, scaled rotary (the larger Gemma-3 models'
 'linear' global rotary). final_logit_softcapping only changes the LM head's logits, which the
-family does not compute. GGUF files (llama.cpp, architecture "gemma3") are read by
-`models/gguf.py`, which gives these names. Parity with transformers: tests/test_gemma3.py.
+family does not compute. GGUF files (llama.cpp, architecture "gemma3": `GGUF`) are read by
+`models/formats/gguf.py`, which gives these names. Parity with transformers: tests/test_gemma3.py.
 """
 from __future__ import annotations
 
@@ -41,8 +41,10 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models import transformer
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, block_names,
+from anisotropy_jax.models import rotary, transformer
+from anisotropy_jax.models.families import llama
+from anisotropy_jax.models.formats import gguf
+from anisotropy_jax.models.formats.checkpoint import (PretrainedError, TensorReader, block_names,
                                               config_errors, detect_prefix, require_keys)
 
 LAYER_NAMES = {
@@ -58,33 +60,54 @@ QK_NORMS = {"query_norm": "self_attn.q_norm", "key_norm": "self_attn.k_norm"}
 # 256, query_pre_attn_scalar 256, sliding_window 4096, tied embeddings).
 DEFAULT_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
 DEFAULT_PATTERN = 6
+CONFIG_KEYS = transformer.DECODER_KEYS | set(rotary.CONFIG_KEYS) | {
+    "hidden_size", "num_attention_heads", "intermediate_size", "head_dim", "rms_norm_eps",
+    "hidden_activation", "hidden_act", "num_key_value_heads", "initializer_range",
+    "attention_bias", "attn_logit_softcapping", "use_bidirectional_attention",
+    "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern", "layer_types",
+    "_sliding_window_pattern",
+    "final_logit_softcapping"}  # the last: the LM head's logits only, not computed here
+
+# GGUF files of llama.cpp's "gemma3" architecture: Llama's tensor names and the sandwich / QK
+# norms; what llama.cpp hard-codes for it (src/llama-model.cpp) and the file does not store.
+GGUF_LAYER_NAMES = {**llama.GGUF_LAYER_NAMES, "ffn_norm": "pre_feedforward_layernorm",
+                    "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+                    "post_attention_norm": "post_attention_layernorm",
+                    "post_ffw_norm": "post_feedforward_layernorm"}
+GGUF_FIXED = {"sliding_window_pattern": DEFAULT_PATTERN, "rope_local_base_freq": 10000.0,
+              "hidden_activation": "gelu_pytorch_tanh", "architectures": ["Gemma3ForCausalLM"],
+              "model_type": "gemma3_text"}
+
+
+def _gguf_config(fields: dict[str, Any], hf_config: dict[str, Any]) -> dict[str, Any]:
+    """The head width (attention.key_length), logit scale 1/√head width and window."""
+    head_dim = int(fields.get("gemma3.attention.key_length", 256))
+    return {**hf_config, "head_dim": head_dim, "query_pre_attn_scalar": head_dim,
+            "sliding_window": fields.get("gemma3.attention.sliding_window")}
+
+
+def _gguf_tensor(name: str, value: np.ndarray, hf_config: dict[str, Any]) -> np.ndarray:
+    """llama.cpp stored the norm weights as 1 + w (q/k are not permuted: NeoX rotary)."""
+    del hf_config
+    return value - np.float32(1.0) if name.endswith("norm.weight") else value
+
+
+GGUF = gguf.Architecture("gemma3", GGUF_LAYER_NAMES, GGUF_FIXED, tokenizers=("llama",),
+                         config=_gguf_config, tensor=_gguf_tensor)
 
 
 def layer_types(hf_config: dict[str, Any]) -> list[str]:
     """'sliding_attention' / 'full_attention' per layer: config.json's layer_types, else every
-    sliding_window_pattern-th layer global (transformers' rule)."""
+    sliding_window_pattern-th layer global (transformers' rule; saved by transformers ≥ 5 as
+    _sliding_window_pattern)."""
     n = int(hf_config["num_hidden_layers"])
-    pattern = int(hf_config.get("sliding_window_pattern") or DEFAULT_PATTERN)
+    pattern = int(hf_config.get("sliding_window_pattern") or hf_config.get(
+        "_sliding_window_pattern") or DEFAULT_PATTERN)
     types = hf_config.get("layer_types") or [
         "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if len(types) != n or set(types) - set(DEFAULT_THETA):
         raise ValueError(f"layer_types must be {n} of {sorted(DEFAULT_THETA)}, got {types}")
     return list(types)
-
-
-def rope_bases(hf_config: dict[str, Any], source: str) -> dict[str, float]:
-    """The rotary base per layer type: rope_parameters (transformers ≥ 5) or rope_theta and
-    rope_local_base_freq; PretrainedError for a scaled rotary."""
-    params = hf_config.get("rope_parameters") or {}
-    scaling = hf_config.get("rope_scaling")
-    kinds = [p.get("rope_type", "default") for p in params.values() if isinstance(p, dict)]
-    if scaling or any(kind != "default" for kind in kinds):
-        raise PretrainedError(f"{source}: unsupported settings: scaled rotary (rope_scaling="
-                              f"{scaling}, rope_parameters={params})")
-    old = {"full_attention": hf_config.get("rope_theta"),
-           "sliding_attention": hf_config.get("rope_local_base_freq")}
-    return {kind: float((params.get(kind) or {}).get("rope_theta") or old[kind] or default)
-            for kind, default in DEFAULT_THETA.items()}
 
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
@@ -94,8 +117,9 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
     for key in ("attn_logit_softcapping", "use_bidirectional_attention"):
         if hf_config.get(key):
             raise PretrainedError(f"{source}: unsupported settings: {key}={hf_config[key]}")
-    bases = rope_bases(hf_config, source)
     with config_errors(source):
+        rope = {kind: rotary.config_settings(hf_config, kind, default_base=base)
+                for kind, base in DEFAULT_THETA.items()}
         d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
         head_dim = int(hf_config.get("head_dim") or 256)
         std = float(hf_config.get("initializer_range", 0.02))
@@ -108,11 +132,12 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
                 "hidden_act") or "gelu_pytorch_tanh",
             gated_mlp=True, causal=True,
             num_kv_heads=int(hf_config.get("num_key_value_heads") or heads), head_dim=head_dim,
-            rotary_dims=head_dim, rotary_base=bases["full_attention"],
+            rotary_dims=rotary.rotary_dims_for(head_dim, rope["full_attention"][0]),
+            rotary_base=rope["full_attention"][1],
             logit_scale=float(hf_config.get("query_pre_attn_scalar") or 256) ** -0.5,
             qkv_bias=bias, out_bias=bias, mlp_bias=False, init_std=std, residual_init_std=std,
             precision=precision)
-        local = block.replace(rotary_base=bases["sliding_attention"],
+        local = block.replace(rotary_base=rope["sliding_attention"][1],
                               sliding_window=int(hf_config.get("sliding_window", 4096) or 0))
         stack = transformer.rotary_decoder_config(
             block, {"tie_word_embeddings": True, "max_position_embeddings": 131072, **hf_config})
@@ -162,4 +187,5 @@ def summary(cfg: TransformerConfig) -> dict[str, Any]:
 
 
 FAMILY = transformer.causal_lm_family("gemma3", ("gemma3_text",), config_from_hf, convert,
-                                      summary=summary)
+                                      summary=summary, config_keys=CONFIG_KEYS,
+                                      native_formats=(GGUF.native(),))

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix,
                                               require_keys, torch_tensors, tree_get)
 from anisotropy_jax.models.family import Family, block_summary, token_embedding_only
@@ -116,8 +116,15 @@ def summary(config: TransformerConfig) -> dict[str, Any]:
                          "biases, LayerNorm 1/0")
 
 
+CONFIG_KEYS = frozenset({
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
+    "hidden_act", "position_embedding_type", "is_decoder", "add_cross_attention",
+    "initializer_range", "layer_norm_eps", "max_position_embeddings", "type_vocab_size",
+    "tie_word_embeddings"})  # the MLM head's, not computed here
+
 FAMILY = Family(
     name="bert", model_types=("bert",),
     module=lambda cfg: Transformer(cfg, with_head=False),
     config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
-    summary=summary, embedding_matrices=token_embedding_only, takes_token_types=True)
+    summary=summary, embedding_matrices=token_embedding_only, takes_token_types=True,
+    config_keys=CONFIG_KEYS)

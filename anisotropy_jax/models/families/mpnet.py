@@ -41,7 +41,7 @@ import numpy as np
 from anisotropy_jax.config import BlockConfig, require
 from anisotropy_jax.models import relative_position
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix, int_or,
                                               require_keys)
 from anisotropy_jax.models.family import Family, block_summary, token_embedding_only
@@ -209,9 +209,16 @@ def summary(config: MPNetConfig) -> dict[str, Any]:
         relative_attention_num_buckets=config.relative_buckets)
 
 
+CONFIG_KEYS = frozenset({
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
+    "hidden_act", "layer_norm_eps", "initializer_range", "max_position_embeddings",
+    "relative_attention_num_buckets",
+    "tie_word_embeddings"})  # the MLM head's, not computed here
+
 FAMILY = Family(
     name="mpnet", model_types=("mpnet",), module=MPNetEncoder, config_from_hf=config_from_hf,
     convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
     embedding_matrices=token_embedding_only, after_init=zero_padding_rows,
     # config.json's pad_token_id (MPNet: 1, also the padding index of the position ids)
-    pad_token_id=lambda hf_config: int_or(hf_config, ("pad_token_id",), PADDING_IDX))
+    pad_token_id=lambda hf_config: int_or(hf_config, ("pad_token_id",), PADDING_IDX),
+    config_keys=CONFIG_KEYS)

@@ -16,9 +16,9 @@ a final LayerNorm. Its fused query_key_value weight (3D, D) is laid out per head
   embed_out.weight (GPTNeoXForCausalLM)     output (the untied LM head, kept for the
                                             embedding analysis)
 
-A "gpt_neox." prefix is accepted. Rotary settings are read from config.json's "rope_parameters"
-(transformers 5) or the older "rotary_pct"/"rotary_emb_base"; only the default (unscaled) rotary
-is supported. The untrained baseline is Hugging Face's init: N(0, initializer_range²).
+A "gpt_neox." prefix is accepted. Rotary settings are read by `rotary.config_settings` (config.json's
+"rope_parameters" of transformers 5, or the older "rotary_pct"/"rotary_emb_base"); only the default
+(unscaled) rotary is supported. The untrained baseline is Hugging Face's init: N(0, initializer_range²).
 """
 from __future__ import annotations
 
@@ -27,35 +27,21 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (PretrainedError, TensorReader, config_errors,
+from anisotropy_jax.models import rotary
+from anisotropy_jax.models.formats.checkpoint import (PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
-from anisotropy_jax.models.transformer import causal_lm_family, rotary_decoder_config, untied_head
-
-
-def rope_settings(hf_config: dict[str, Any], source: str, default_fraction: float = 1.0,
-                  default_base: float = 10000.0) -> tuple[float, float]:
-    """(fraction of the head rotated, base θ) from "rope_parameters" / "rope_scaling" or the old
-    keys; PretrainedError for a scaled rotary (linear, dynamic, yarn, llama3, ...)."""
-    rope = dict(hf_config.get("rope_parameters") or hf_config.get("rope_scaling") or {})
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default":
-        raise PretrainedError(f"{source}: unsupported rotary rope_type={kind!r} "
-                                      "(supported: 'default')")
-    fraction = rope.get("partial_rotary_factor", hf_config.get(
-        "rotary_pct", hf_config.get("partial_rotary_factor", default_fraction)))
-    base = rope.get("rope_theta", hf_config.get("rotary_emb_base",
-                                                hf_config.get("rope_theta", default_base)))
-    return float(fraction), float(base)
+from anisotropy_jax.models.transformer import (DECODER_KEYS, causal_lm_family,
+                                               rotary_decoder_config, untied_head)
 
 
 def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
                    source: str = "config.json") -> TransformerConfig:
     require_keys(hf_config, ("hidden_size", "num_attention_heads", "num_hidden_layers",
                                      "intermediate_size", "vocab_size"), source)
-    fraction, base = rope_settings(hf_config, source, default_fraction=0.25)
     if hf_config.get("add_cross_attention", False):
         raise PretrainedError(f"{source}: unsupported settings: add_cross_attention")
     with config_errors(source):
+        fraction, base = rotary.config_settings(hf_config, default_fraction=0.25)
         d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
         if d % heads:
             raise ValueError(f"hidden_size {d} is not divisible by num_attention_heads {heads}")
@@ -66,7 +52,7 @@ def config_from_hf(hf_config: dict[str, Any], precision: str = "highest",
             norm_position="pre", layer_norm_eps=float(hf_config.get("layer_norm_eps", 1e-5)),
             activation=hf_config.get("hidden_act", "gelu"),
             parallel_residual=bool(hf_config.get("use_parallel_residual", True)),
-            rotary_dims=int(d // heads * fraction), rotary_base=base, qkv_bias=bias,
+            rotary_dims=rotary.rotary_dims_for(d // heads, fraction), rotary_base=base, qkv_bias=bias,
             out_bias=bias, mlp_bias=True, causal=True, init_std=std, residual_init_std=std,
             precision=precision)
         return rotary_decoder_config(block, hf_config)
@@ -113,4 +99,10 @@ def convert(tensors: dict[str, np.ndarray], cfg: TransformerConfig,
     return read.finish(params, source, r"layers\.(\d+)\.", cfg.num_layers)
 
 
-FAMILY = causal_lm_family("gpt_neox", ("gpt_neox",), config_from_hf, convert)
+CONFIG_KEYS = DECODER_KEYS | set(rotary.CONFIG_KEYS) | {
+    "hidden_size", "num_attention_heads", "intermediate_size", "add_cross_attention",
+    "attention_bias", "initializer_range", "layer_norm_eps", "hidden_act",
+    "use_parallel_residual", "is_decoder"}  # is_decoder: GPT-NeoX is causal whatever it says
+
+FAMILY = causal_lm_family("gpt_neox", ("gpt_neox",), config_from_hf, convert,
+                          config_keys=CONFIG_KEYS)

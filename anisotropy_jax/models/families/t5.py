@@ -34,7 +34,7 @@ import numpy as np
 from anisotropy_jax.config import BlockConfig, require
 from anisotropy_jax.models import relative_position
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (block_names, CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, require_keys)
 from anisotropy_jax.models.family import Family, TextEncoder, block_summary
 from anisotropy_jax.models.layers import RmsNorm
@@ -198,7 +198,17 @@ def summary(config: T5Config) -> dict[str, Any]:
         relative_attention_max_distance=config.max_distance)
 
 
+# The encoder's keys; then the decoder's and its LM head's, and dense_act_fn / is_gated_act (transformers derives
+# them from feed_forward_proj), unused by the encoder.
+CONFIG_KEYS = frozenset({
+    "is_decoder", "vocab_size", "d_model", "num_heads", "d_kv", "d_ff", "feed_forward_proj",
+    "layer_norm_epsilon", "initializer_factor", "num_layers", "relative_attention_num_buckets",
+    "relative_attention_max_distance", "n_positions", "tokenizer_class",
+    "num_decoder_layers", "is_encoder_decoder", "tie_word_embeddings", "dense_act_fn",
+    "is_gated_act", "output_past", "scale_decoder_outputs"})
+
 FAMILY = Family(
     name="t5", model_types=("t5",), module=T5Encoder, config_from_hf=config_from_hf,
     convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
-    embedding_matrices=embedding_matrices, final_norm=True, text_encoder=text_encoder)
+    embedding_matrices=embedding_matrices, final_norm=True, text_encoder=text_encoder,
+    config_keys=CONFIG_KEYS)

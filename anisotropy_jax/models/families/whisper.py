@@ -28,6 +28,7 @@ layer_norm.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import pathlib
 from typing import Any
@@ -39,10 +40,11 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats.checkpoint import (WEIGHTS_FILE, NativeFormat, PretrainedError, TensorReader,
                                               config_errors, detect_prefix, require_keys)
-from anisotropy_jax.models.ct2_format import (  # noqa: F401 (is_ctranslate2_dir: for the registry)
-    ctranslate2_files, is_ctranslate2_dir, read_ctranslate2)
+from anisotropy_jax.models.formats import ctranslate2
+from anisotropy_jax.models.formats.ctranslate2 import (  # noqa: F401 (read_ctranslate2: the reader)
+    ctranslate2_files, read_ctranslate2, read_directory)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import conv1d, gelu_exact, kernel_init, layer_norm
 
@@ -164,6 +166,20 @@ def summary(config: WhisperConfig) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Hugging Face and CTranslate2 weights
 
+# The encoder's keys, then the decoder's, the task heads' and generation's (unused: the family is
+# the encoder; scale_embedding only scales the decoder's token embeddings).
+CONFIG_KEYS = frozenset({
+    "activation_function", "d_model", "encoder_attention_heads", "encoder_ffn_dim",
+    "encoder_layers", "init_std", "num_mel_bins", "max_source_positions",
+    "vocab_size", "decoder_layers", "decoder_attention_heads", "decoder_ffn_dim",
+    "max_target_positions", "scale_embedding", "is_encoder_decoder", "tie_word_embeddings",
+    "encoder_layerdrop", "decoder_layerdrop", "suppress_tokens", "begin_suppress_tokens",
+    "use_weighted_layer_sum", "classifier_proj_size", "apply_spec_augment", "mask_time_prob",
+    "mask_time_length", "mask_time_min_masks", "mask_feature_prob", "mask_feature_length",
+    "mask_feature_min_masks", "median_filter_width", "forced_decoder_ids", "max_length",
+    "num_hidden_layers"})
+
+
 def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str = "config.json"
                    ) -> WhisperConfig:
     if hf.get("model_type") != "whisper":
@@ -242,28 +258,42 @@ def convert(tensors: dict[str, np.ndarray], config: WhisperConfig, source: str =
     return read.finish(params, source, f["layer_pattern"], config.num_layers)
 
 
-def load_ctranslate2(model_dir: str | pathlib.Path, precision: str = "highest"
-                     ) -> tuple[WhisperConfig, dict[str, Any], dict[str, Any], list[str]]:
-    """A CTranslate2 Whisper directory (model.bin or its parts; FP16 weights are upcast to
-    float32) → (config inferred from the tensor shapes, params, a Hugging Face-like config dict,
-    unused) (the registry's NATIVE_FORMATS loader)."""
-    model_dir = pathlib.Path(model_dir)
-    files = ctranslate2_files(model_dir)
-    source = str(files[0]) if len(files) == 1 else f"{files[0]} (+ {len(files) - 1} parts)"
-    spec, tensors = read_ctranslate2(files)
+def _ct2_config(model_dir: pathlib.Path) -> dict[str, Any]:
+    """The Hugging Face-like config of a CTranslate2 Whisper directory, from the tensor shapes."""
+    source, spec, tensors = read_directory(model_dir)
     if spec != "WhisperSpec" or "encoder/num_heads" not in tensors:
         raise PretrainedError(f"{source}: spec {spec!r} is not a CTranslate2 Whisper model")
     d, n_mels, _ = tensors["encoder/conv1/weight"].shape
-    hf = {"model_type": "whisper", "d_model": int(d), "num_mel_bins": int(n_mels),
-          "encoder_attention_heads": int(tensors["encoder/num_heads"]),
-          "encoder_ffn_dim": int(tensors["encoder/layer_0/ffn/linear_0/weight"].shape[0]),
-          "encoder_layers": sum(1 for k in tensors if k.endswith("self_attention/linear_1/bias")
-                                and k.startswith("encoder/")),
-          "max_source_positions": int(tensors["encoder/position_encodings/encodings"].shape[0]),
-          "ctranslate2_spec": spec}
+    return {"model_type": "whisper", "d_model": int(d), "num_mel_bins": int(n_mels),
+            "encoder_attention_heads": int(tensors["encoder/num_heads"]),
+            "encoder_ffn_dim": int(tensors["encoder/layer_0/ffn/linear_0/weight"].shape[0]),
+            "encoder_layers": sum(1 for k in tensors if k.endswith("self_attention/linear_1/bias")
+                                  and k.startswith("encoder/")),
+            "max_source_positions": int(tensors["encoder/position_encodings/encodings"].shape[0]),
+            "ctranslate2_spec": spec}
+
+
+def _ct2_tensors(model_dir: pathlib.Path, hf: dict[str, Any]) -> dict[str, np.ndarray]:
+    del hf
+    tensors = read_directory(model_dir)[2]
+    return {k: v for k, v in tensors.items() if k != "encoder/num_heads"}  # read by the config
+
+
+# CTranslate2 Whisper directories (model.bin or its parts; FP16 weights upcast to float32).
+CT2 = NativeFormat(ctranslate2.FORMAT, "WhisperSpec", read_config=_ct2_config,
+                   read_tensors=_ct2_tensors, convert=functools.partial(convert, fmt="ct2"))
+
+
+def load_ctranslate2(model_dir: str | pathlib.Path, precision: str = "highest"
+                     ) -> tuple[WhisperConfig, dict[str, Any], dict[str, Any], list[str]]:
+    """A CTranslate2 Whisper directory → (config inferred from the tensor shapes, params, a
+    Hugging Face-like config dict, unused): what the registry reads through `CT2`."""
+    model_dir = pathlib.Path(model_dir)
+    source = read_directory(model_dir)[0]
+    hf = _ct2_config(model_dir)
     config = config_from_hf(hf, precision, source)
-    params, unused = convert(tensors, config, source, fmt="ct2")
-    return config, params, hf, [k for k in unused if k != "encoder/num_heads"]
+    params, unused = CT2.convert(_ct2_tensors(model_dir, hf), config, source)
+    return config, params, hf, unused
 
 
 def packaged_tiny_en_dir() -> pathlib.Path | None:
@@ -294,4 +324,5 @@ FAMILY = Family(
     name="whisper", model_types=("whisper",), module=WhisperEncoder,
     config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
     summary=summary, embedding_matrices=embedding_matrices, modality="audio", final_norm=True,
-    takes_mask=False, example_input=lambda cfg: jnp.zeros((1, cfg.num_mel_bins, 4)))
+    takes_mask=False, example_input=lambda cfg: jnp.zeros((1, cfg.num_mel_bins, 4)),
+    config_keys=CONFIG_KEYS, native_formats=(CT2,))

@@ -1,15 +1,24 @@
 """Reading checkpoints from disk: config.json, safetensors (one file or shards), and the one
 tensor reader every family's name table goes through. Every problem is a `PretrainedError`: one
 line that names the file and what is wrong with it. The GGUF, ONNX and CTranslate2 readers
-(`gguf`, `onnx_bert`, `ct2_format`) have their own file formats but raise the same error.
+(`gguf`, `onnx`, `ctranslate2`) have their own file formats but raise the same error.
+
+Also here, what every format shares with the families:
+  Format, NativeFormat   a file format other than a Hugging Face directory, and what one family
+                         reads of it (declared by the family: `Family.native_formats`)
+  check_keys             a family refuses config.json keys it does not handle: each family lists
+                         the keys it reads and those it knows to be irrelevant; any other key
+                         might change the computation, so it is a PretrainedError naming the
+                         file and the key (IRRELEVANT_KEYS: those of every family)
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import pathlib
 import re
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +34,64 @@ TOKENIZER_FILE = "tokenizer.json"
 
 class PretrainedError(ConfigError):
     """A checkpoint cannot be used. The message is one line naming the file and the problem."""
+
+
+# config.json keys that change nothing a family computes (hidden states from weights): the hub's
+# and transformers' bookkeeping, token ids (padding is masked; a family that reads one lists it),
+# the heads and tasks a base model does not run, dropout (inference only), generation settings,
+# and what the native formats write about the file they came from.
+IRRELEVANT_KEYS = frozenset({
+    "_name_or_path", "_commit_hash", "architectures", "auto_map", "model_type",
+    "transformers_version", "torch_dtype", "dtype", "use_cache", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "tie_encoder_decoder",
+    "chunk_size_feed_forward", "pruned_heads", "gradient_checkpointing",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "cls_token_id",
+    "unk_token_id", "mask_token_id", "decoder_start_token_id", "forced_bos_token_id",
+    "forced_eos_token_id", "id2label", "label2id", "num_labels", "problem_type",
+    "finetuning_task", "task_specific_params", "tokenizer_class", "prefix",
+    "classifier_dropout", "summary_type", "summary_use_proj", "summary_activation",
+    "summary_proj_to_labels", "summary_first_dropout",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "hidden_dropout", "attention_dropout",
+    "activation_dropout", "dropout", "dropout_rate", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+    "gguf_file", "gguf_file_type", "converted_from", "ctranslate2_spec", "source"})
+
+
+def check_keys(hf_config: dict[str, Any], known: Collection[str], source: str,
+               family: str) -> None:
+    """PretrainedError naming `source` and the keys of `hf_config` that are neither in `known`
+    (the family's handled and irrelevant keys) nor in IRRELEVANT_KEYS: a setting the family
+    would otherwise ignore silently."""
+    unknown = sorted(set(hf_config) - IRRELEVANT_KEYS - set(known))
+    if unknown:
+        raise PretrainedError(f"{source}: unsupported config key{'s' * (len(unknown) > 1)} "
+                              f"{', '.join(map(repr, unknown))}: the {family} family does not "
+                              "handle it (its CONFIG_KEYS)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """A checkpoint file format other than a Hugging Face directory. `probe(path)`: (the file or
+    folder of this format that `path` designates, the key saying what it holds, e.g. GGUF's
+    general.architecture or a CTranslate2 spec name), or None when `path` is not of this
+    format."""
+
+    name: str
+    probe: Callable[[pathlib.Path], tuple[pathlib.Path, str] | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeFormat:
+    """What a family reads of one `Format`: the files whose key is `key` (None: every file of the
+    format). `read_config(file)` → the config.json-equivalent mapping (the family's
+    config_from_hf takes it); `read_tensors(file, mapping)` → tensors under the names `convert`
+    takes (None: the family's own convert); `tokenizer_json(file)` → a tokenizer.json string."""
+
+    format: Format
+    key: str | None
+    read_config: Callable[[pathlib.Path], dict[str, Any]]
+    read_tensors: Callable[[pathlib.Path, dict[str, Any]], dict[str, np.ndarray]]
+    convert: Callable[..., Any] | None = None
+    tokenizer_json: Callable[[pathlib.Path], str] | None = None
 
 
 def read_hf_config(model_dir: str | pathlib.Path) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.block import stack_blocks
-from anisotropy_jax.models.checkpoint import (block_names, WEIGHTS_FILE, PretrainedError, TensorReader,
+from anisotropy_jax.models.formats.checkpoint import (block_names, WEIGHTS_FILE, PretrainedError, TensorReader,
                                               config_errors, detect_prefix, require_keys)
 from anisotropy_jax.models.family import Family
 from anisotropy_jax.models.layers import conv1d, dense, gelu_exact, kernel_init, layer_norm
@@ -136,6 +136,9 @@ def config_from_hf(hf: dict[str, Any], precision: str = "highest", source: str =
     if acts != ("gelu", "gelu") or hf.get("feat_extract_norm", "group") not in ("group", "layer"):
         raise PretrainedError(f"{source}: unsupported hidden_act/feat_extract_activation {acts} "
                               f"or feat_extract_norm={hf.get('feat_extract_norm')!r}")
+    for key in ("conv_pos_batch_norm", "add_adapter"):
+        if hf.get(key):
+            raise PretrainedError(f"{source}: unsupported settings: {key}=true")
     stable = bool(hf.get("do_stable_layer_norm", False))
     require_keys(hf, ("hidden_size", "num_attention_heads", "intermediate_size",
                       "num_hidden_layers", "conv_dim", "conv_kernel", "conv_stride"), source)
@@ -217,10 +220,30 @@ def convert(tensors: dict[str, np.ndarray], config: Wav2Vec2Config,
     return read.finish(params, source, r"encoder\.layers\.(\d+)\.", config.num_layers)
 
 
+# The encoder's keys (conv_pos_batch_norm and add_adapter refused when true); then those of
+# pretraining (quantizer, contrastive loss, SpecAugment masks), CTC and the task heads, unused
+# by the encoder; num_feat_extract_layers is len(conv_dim).
+CONFIG_KEYS = frozenset({
+    "hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers", "conv_dim",
+    "conv_kernel", "conv_stride", "conv_bias", "hidden_act", "feat_extract_activation",
+    "feat_extract_norm", "feat_proj_layer_norm", "do_stable_layer_norm", "initializer_range",
+    "layer_norm_eps", "num_conv_pos_embeddings", "num_conv_pos_embedding_groups",
+    "conv_pos_batch_norm", "add_adapter", "num_feat_extract_layers",
+    "feat_proj_dropout", "final_dropout", "layerdrop", "feat_quantizer_dropout",
+    "apply_spec_augment", "mask_time_prob", "mask_time_length", "mask_time_min_masks",
+    "mask_feature_prob", "mask_feature_length", "mask_feature_min_masks",
+    "num_codevectors_per_group", "num_codevector_groups", "contrastive_logits_temperature",
+    "num_negatives", "codevector_dim", "proj_codevector_dim", "diversity_loss_weight",
+    "ctc_loss_reduction", "ctc_zero_infinity", "use_weighted_layer_sum", "classifier_proj_size",
+    "adapter_kernel_size", "adapter_stride", "num_adapter_layers", "output_hidden_size",
+    "adapter_attn_dim", "tdnn_dim", "tdnn_kernel", "tdnn_dilation", "xvector_output_dim",
+    "vocab_size"})
+
 FAMILY = Family(
     name="wav2vec2", model_types=MODEL_TYPES, module=Wav2Vec2Encoder,
     config_from_hf=config_from_hf, convert=convert, num_layers=lambda cfg: cfg.num_layers,
     summary=summary, embedding_matrices=embedding_matrices, modality="audio",
     final_norm=lambda cfg: cfg.stable_layer_norm, takes_mask=False,
     example_input=lambda cfg: jnp.zeros(
-        (1, int(np.prod(cfg.conv_stride)) * 4 + sum(cfg.conv_kernel))))
+        (1, int(np.prod(cfg.conv_stride)) * 4 + sum(cfg.conv_kernel))),
+    config_keys=CONFIG_KEYS)

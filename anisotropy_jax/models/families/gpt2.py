@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax.config import BlockConfig, TransformerConfig
-from anisotropy_jax.models.checkpoint import (tree_get, PretrainedError, TensorReader, config_errors,
+from anisotropy_jax.models.formats.checkpoint import (tree_get, PretrainedError, TensorReader, config_errors,
                                               detect_prefix, require_keys)
 from anisotropy_jax.models.transformer import causal_lm_family
 
@@ -126,4 +126,13 @@ def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     tree[path[-1]] = value
 
 
-FAMILY = causal_lm_family("gpt2", ("gpt2",), config_from_hf, convert)
+# reorder_and_upcast_attn only changes the precision of half-precision attention (computed in
+# float32 here); n_ctx is the old name of n_positions' context, unused by the model;
+# tie_word_embeddings concerns the LM head only (the family stops at the final norm).
+CONFIG_KEYS = frozenset({
+    "n_embd", "n_head", "n_layer", "vocab_size", "activation_function", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "add_cross_attention", "initializer_range", "n_inner",
+    "layer_norm_epsilon", "n_positions", "reorder_and_upcast_attn", "n_ctx",
+    "tie_word_embeddings"})
+
+FAMILY = causal_lm_family("gpt2", ("gpt2",), config_from_hf, convert, config_keys=CONFIG_KEYS)
