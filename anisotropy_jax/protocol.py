@@ -57,12 +57,18 @@ def workdir_record(command: str, config: Any) -> dict[str, Any]:
     return {"command": command, "config": json.loads(json.dumps(plain, default=repr))}
 
 
-def _first_difference(old: Any, new: Any, prefix: str = "") -> tuple[str, Any, Any]:
-    """(dotted field, old value, new value) of the first differing leaf of two JSON values."""
+def config_difference(old: Any, new: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
+    """(dotted field, old value, new value) of the first differing leaf of two JSON values (a
+    field one side lacks is None there), or None where they are equal. The one comparison of a
+    recorded config with a new one: the workdir guard here, a training run's resume
+    (`studies.training.logs`) and a report's studies (`studies.report.runner`) all use it."""
+    if _canonical(old) == _canonical(new):
+        return None
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
-            if _canonical(old.get(key)) != _canonical(new.get(key)):
-                return _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+            found = config_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+            if found:
+                return found
     return prefix[:-1], old, new
 
 
@@ -85,10 +91,10 @@ def workdir_conflict(workdir: pathlib.Path, command: str, config: Any) -> str | 
     if old_command != command:
         return (f"--workdir: {workdir} holds a run of `{old_command}`, not `{command}`; use "
                 f"another --workdir")
-    new_config = workdir_record(command, config)["config"]
-    if _canonical(old_config) == _canonical(new_config):
+    difference = config_difference(old_config, workdir_record(command, config)["config"])
+    if difference is None:
         return None
-    field, was, now = _first_difference(old_config, new_config)
+    field, was, now = difference
     return (f"--workdir: {workdir} holds a `{command}` run of another config "
             f"({field or 'config'}={json.dumps(was)} there, {json.dumps(now)} here); use another "
             f"--workdir, or delete {workdir} to start again")

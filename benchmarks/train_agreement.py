@@ -31,7 +31,7 @@ CLM = str(ROOT / "anisotropy_jax" / "configs" / "train.py")
 
 def _config(precision: str = "highest", seed: int = 0):
     from anisotropy_jax.config import train_config_from_mapping
-    from anisotropy_jax.configs.train_clm import get_config
+    from anisotropy_jax.configs.train import get_config
 
     cfg = get_config("smoke")
     cfg.model.precision, cfg.seed, cfg.data.seed = precision, seed, seed

@@ -22,7 +22,7 @@ import numpy as np
 
 def _configs(variant: str, steps: int, num_seeds: int, precision: str | None):
     from anisotropy_jax.config import train_config_from_mapping
-    from anisotropy_jax.configs.train_clm import get_config
+    from anisotropy_jax.configs.train import get_config
 
     configs = []
     for seed in range(num_seeds):
@@ -55,7 +55,7 @@ def time_seeds(variant: str, steps: int, num_seeds: int, workdir: pathlib.Path,
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="gpu", help="train_clm.py variant")
+    parser.add_argument("--variant", default="gpu", help="variant of the training config (train:VARIANT)")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seeds", default="1,5", help="the seed counts S to time, in order")
     parser.add_argument("--precision", default=None, help="model.precision (default: variant's)")

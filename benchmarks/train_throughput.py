@@ -51,10 +51,10 @@ NOMINAL_PEAK = {"H100": {"bfloat16": 989.4e12, "default": 494.7e12},
 
 
 def train_config(c, precision: str):
-    """The TrainConfig of `train_clm.py:<c.train_variant>` at `precision`, with `steps` covering
+    """The TrainConfig of `train:<c.train_variant>` at `precision`, with `steps` covering
     the benchmark (the schedule's length) and the global batch `c.batch_size` unless 0."""
     from anisotropy_jax.config import train_config_from_mapping
-    from anisotropy_jax.configs.train_clm import get_config
+    from anisotropy_jax.configs.train import get_config
 
     cfg = get_config(c.train_variant)
     cfg.model.precision = precision

@@ -1,4 +1,4 @@
-"""The PyTorch peer of the training benchmark (benchmarks/train_throughput.py): the `train_clm`
+"""The PyTorch peer of the training benchmark (benchmarks/train_throughput.py): the `train` (causal LM)
 causal LM written the way a PyTorch user writes it (nanoGPT style), step for step the same model
 and update as `anisotropy_jax.studies.training.step.train_step`.
 

@@ -76,7 +76,7 @@ def _variants():
     for name in sorted(CONVERTERS):
         variants = _module(name).VARIANTS
         cases += [(name, None)] + [(name, v) for v in variants]
-        if name in ("bias_sweep", "depth_sweep"):  # variants combine with '+'
+        if name in ("sweep", "depth"):  # variants combine with '+'
             cases += [(name, f"smoke+{v}") for v in variants if v != "smoke"]
     return cases
 

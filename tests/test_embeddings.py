@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax import config, corpus
+from anisotropy_jax import config
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig, corpus
 from anisotropy_jax.metrics import embedding_isotropy as ei
 from anisotropy_jax.models import transformer
 from anisotropy_jax.studies import embeddings
@@ -31,7 +32,7 @@ TINY = dict(vocab_size=300, corpus_chars=120_000, chunk_len=2048, widths=(16,), 
 
 @pytest.fixture(scope="module")
 def tiny():
-    cfg = config.EmbeddingsConfig(**TINY)
+    cfg = EmbeddingsConfig(**TINY)
     return cfg, embeddings.run(cfg)
 
 
@@ -50,7 +51,7 @@ def test_tokenizer_is_deterministic_lossless_and_of_the_requested_size():
 
 
 def test_validation_text_never_reaches_the_tokenizer():
-    cfg = config.EmbeddingsConfig(**TINY)
+    cfg = EmbeddingsConfig(**TINY)
     train, val = tokens.corpus_chunks(cfg)
     text = corpus.shakespeare_text()[:cfg.corpus_chars]
     assert len(train) + len(val) == len(text) // cfg.chunk_len and len(val) >= 1
@@ -211,7 +212,7 @@ def test_bad_config_is_one_line_before_compiling(tmp_path, flag, message):
 
 def test_typed_config_names_the_field():
     with pytest.raises(config.ConfigError, match=r"^optim\.learning_rate: must be > 0$"):
-        config.from_mapping(config.EmbeddingsConfig, {"optim": {"learning_rate": 0.0}})
+        config.from_mapping(EmbeddingsConfig, {"optim": {"learning_rate": 0.0}})
     with pytest.raises(config.ConfigError, match=r"^seeds: has repeated values"):
-        config.EmbeddingsConfig(seeds=(1, 1))
-    assert config.EmbeddingsConfig(steps=7, checkpoint_steps=(3,)).measured_steps == (0, 3, 7)
+        EmbeddingsConfig(seeds=(1, 1))
+    assert EmbeddingsConfig(steps=7, checkpoint_steps=(3,)).measured_steps == (0, 3, 7)

@@ -1,7 +1,6 @@
 """Training from scratch: the smoke run learns, a SIGKILLed run resumes to the very same parameters
 and loss curve, non-finite training stops with the last good checkpoint kept, bad configs fail
 early with the field's name; the script's smoke path writes the analysis."""
-import importlib.util
 import json
 import os
 import pathlib
@@ -17,6 +16,7 @@ import pytest
 
 from anisotropy_jax import checkpointing
 from anisotropy_jax.config import ConfigError, train_config_from_mapping
+from anisotropy_jax import configs
 from anisotropy_jax.studies import training
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -25,11 +25,7 @@ HANG_AT = 13  # between the checkpoints of steps 8 and 16
 
 
 def _smoke_config_dict(objective="clm"):
-    spec = importlib.util.spec_from_file_location(
-        "cfg", ROOT / "experiments" / "configs" / f"train_{objective}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config("smoke")
+    return configs.module("train").get_config(f"{objective}+smoke")
 
 
 def _config(cfg):
@@ -224,7 +220,7 @@ def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
     shutil.copytree(runs["clean"], workdir / "seed_0")
     before = (workdir / "seed_0" / "metrics.jsonl").read_text()
     proc = _script([f"--config={CLM_SMOKE}", f"--workdir={workdir}", "--seeds=0,1",
-                    "--progress=false"], cache_dir=runs["cache"], script="train_seeds.py")
+                    "--progress=false"], cache_dir=runs["cache"], script="seeds.py")
     out, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, out
     assert (workdir / "seed_0" / "metrics.jsonl").read_text() == before
@@ -240,7 +236,7 @@ def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
     assert (workdir / "figures" / "seeds.png").stat().st_size > 1000
     assert "| heads_mean/key_term_std |" in out
     bad = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/x", "--seeds=3"],
-                  script="train_seeds.py")
+                  script="seeds.py")
     out, _ = bad.communicate(timeout=120)
     assert bad.returncode == 2 and out.strip().splitlines()[-1].startswith("error: seeds: "), out
     assert not (tmp_path / "x").exists()

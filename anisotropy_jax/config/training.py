@@ -193,7 +193,7 @@ class AnalysisConfig:
     """The per-checkpoint analysis of a training run (experiments/dynamics.py).
 
     Attributes:
-      run: run it right after training (experiments/train.py; qk_dynamics.py reruns it).
+      run: run it right after training (`anisotropy-jax train`; `anisotropy-jax dynamics` reruns it).
       batch_size: validation sequences analysed per checkpoint (≥ 2: cross-sequence pairs).
       seed: which fixed validation batch.
     """
@@ -272,7 +272,7 @@ def train_config_from_mapping(cfg: Mapping[str, Any]) -> tuple[TrainConfig, Anal
     return from_mapping(TrainConfig, fields), analysis
 
 
-# Named variants of the training configs (the `:arg` of experiments/configs/train_*.py).
+# Named size variants of the training config (`--config=train:VARIANT`, anisotropy_jax/configs/train.py).
 TRAIN_VARIANTS = ("default", "smoke", "small", "gpu")
 # The fields each variant sets (`with_variants`; train_config_dict's docstring says what for).
 _TRAIN_SETTINGS = {

@@ -6,12 +6,12 @@ program of its seeds, analysed at every checkpoint and summarised with intervals
   python experiments/normalizations.py --config=normalizations[:VARIANT] --workdir=DIR
 
 Variants (`--config=normalizations:VARIANT`):
-  default  3 seeds, 1,500 steps, batch 32 × 128 tokens, TF32 matmuls: Shakespeare on train_clm's
+  default  3 seeds, 1,500 steps, batch 32 × 128 tokens, TF32 matmuls: Shakespeare on the training config's
            :small model (d = 128, 4 layers), bigram_backcopy on the same with 2 layers; sized
            for one H100 (docs/NORMALIZATIONS.md gives the estimate)
   smoke    softmax and sigmoid only, 2 seeds, 24 steps, d = 32, 2 layers, L = 16 (CI)
   cpu      3 seeds, 300 steps, d = 64, 2 layers, L = 64, batch 16: the committed CPU preliminary
-  full     5 seeds, 4,000 steps, batch 64 × 256: Shakespeare on train_clm's :gpu model (d = 384,
+  full     5 seeds, 4,000 steps, batch 64 × 256: Shakespeare on the training config's :gpu model (d = 384,
            6 layers), bigram_backcopy on a 3-layer one (documented only; not run)
 Fields: NormalizationGridConfig (anisotropy_jax/configs/normalizations.py); `shakespeare` and
 `bigram_backcopy` are TrainConfigs (anisotropy_jax/config/training.py), `analysis` an
@@ -42,7 +42,7 @@ GRID_NORMALIZATIONS = ("softmax", "off_by_one", "sigmoid", "softpick", "clipped_
 
 
 VARIANTS = ("default", "smoke", "cpu", "full")
-# The two training configs of each variant: (train_clm variant, fields set on top).
+# The two training configs of each variant: (training config variant, fields set on top).
 _TRAIN = {
     "smoke": {"steps": 24, "checkpoint_every": 0, "model.d_model": 32, "model.num_heads": 2,
               "model.d_ff": 64, "data.seq_len": 16, "data.batch_size": 4,
@@ -66,7 +66,7 @@ _GRID = {"smoke": {"seeds": (0, 1), "analysis.batch_size": 4,
 
 
 def _train_dict(dataset: str, variant: str) -> ml_collections.ConfigDict:
-    """One dataset's training config: train_clm's variant (_SHAKESPEARE), the grid's fields of
+    """One dataset's training config: the training config's variant (_SHAKESPEARE), the grid's fields of
     `variant` (_TRAIN), and for bigram_backcopy its own model (_BIGRAM)."""
     settings = dict(_TRAIN[variant])
     if dataset == BIGRAM_BACKCOPY:
@@ -92,7 +92,7 @@ class NormalizationGridConfig:
       seeds: the seeds (≥ 2, distinct); seed s trains with seed = data.seed = s.
       shakespeare, bigram_backcopy: the clm TrainConfig of each dataset (its
         model.attention_normalization, seed and data.seed are set by the grid); defaults: the
-        'default' variant of `_train_dict` (train_clm:small with 1,500 steps, batch 32 × 128,
+        'default' variant of `_train_dict` (train:small with 1,500 steps, batch 32 × 128,
         TF32; bigram_backcopy with 2 layers).
       analysis: the per-checkpoint analysis (AnalysisConfig).
     """

@@ -23,25 +23,65 @@ again from the files: `python -m anisotropy_jax.studies.embeddings.report RESULT
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import sys
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from anisotropy_jax import results
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.metrics.correlation import t_interval
 from anisotropy_jax.plotting import embeddings as plots
 
-if TYPE_CHECKING:  # the study imports this module
-    from anisotropy_jax.studies.embeddings.study import EmbeddingsResult
 
 Doc = Mapping[str, Any]
 LABELS = {"output_scaled": "output × γ", "output_meangain": "output × mean γ"}
 VARIANTS = ("raw", "centered")
 KEY_COLUMNS = (("raw", "one_sign"), ("raw", "sign_free"), ("centered", "one_sign"),
                ("centered", "sign_free"))
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingsResult:
+    """The study's measurements; W widths, S seeds, C measured steps, V vocabulary entries.
+
+    Attributes:
+      config: the validated config.
+      steps: (C,) measured steps (0 = the init).
+      isotropy: {"<input|output|output_scaled>_<raw|centered>_<one_sign|sign_free>": (W, S, C)},
+        `metrics.embedding_isotropy`, and the controls of `train.measure`
+        ("output_<equalnorm|meangain|rowdir>_<raw|centered>_<convention>",
+        "<matrix>_unitnorm_<raw|centered>_<convention>", "<matrix>_gaussian_raw_<convention>").
+      stats: {"<matrix>_<relative_drift|mean_norm|isoscore>",
+        "final_gain_<mean|std|frobenius_ratio>": (W, S, C)}.
+      val_loss: (W, S, C) validation cross-entropy, nats per token.
+      train_loss: (W, S, steps) training loss of every update.
+      projections: {"<matrix>_<raw|centered>": (W, C, V, 2)} 2-D SVD projections, first seed.
+      num_params: (W,) parameters per model.
+      run_seconds: (W, S) wall time per model, compilation included.
+      token_counts: (V,) occurrences of each id in the training stream.
+      tokenizer_json: the trained tokenizer (tokenizer.json text).
+      data: token and character counts of both sides; `unused_ids`, ids that never occur in
+        the training stream (their input rows only decay).
+      seconds: wall time of `run`.
+    """
+
+    config: EmbeddingsConfig
+    steps: np.ndarray
+    isotropy: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    val_loss: np.ndarray
+    train_loss: np.ndarray
+    projections: dict[str, np.ndarray]
+    num_params: np.ndarray
+    run_seconds: np.ndarray
+    token_counts: np.ndarray
+    tokenizer_json: str
+    data: dict[str, int]
+    seconds: float
 
 
 def _interval_train_loss(result: EmbeddingsResult) -> np.ndarray:

@@ -17,47 +17,10 @@ from anisotropy_jax.config import from_mapping
 from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.embeddings import report, tokens
+from anisotropy_jax.studies.embeddings.report import EmbeddingsResult
 from anisotropy_jax.studies.embeddings.train import Checkpoint, train_and_measure
 
 
-@dataclasses.dataclass(frozen=True)
-class EmbeddingsResult:
-    """The study's measurements; W widths, S seeds, C measured steps, V vocabulary entries.
-
-    Attributes:
-      config: the validated config.
-      steps: (C,) measured steps (0 = the init).
-      isotropy: {"<input|output|output_scaled>_<raw|centered>_<one_sign|sign_free>": (W, S, C)},
-        `metrics.embedding_isotropy`, and the controls of `train.measure`
-        ("output_<equalnorm|meangain|rowdir>_<raw|centered>_<convention>",
-        "<matrix>_unitnorm_<raw|centered>_<convention>", "<matrix>_gaussian_raw_<convention>").
-      stats: {"<matrix>_<relative_drift|mean_norm|isoscore>",
-        "final_gain_<mean|std|frobenius_ratio>": (W, S, C)}.
-      val_loss: (W, S, C) validation cross-entropy, nats per token.
-      train_loss: (W, S, steps) training loss of every update.
-      projections: {"<matrix>_<raw|centered>": (W, C, V, 2)} 2-D SVD projections, first seed.
-      num_params: (W,) parameters per model.
-      run_seconds: (W, S) wall time per model, compilation included.
-      token_counts: (V,) occurrences of each id in the training stream.
-      tokenizer_json: the trained tokenizer (tokenizer.json text).
-      data: token and character counts of both sides; `unused_ids`, ids that never occur in
-        the training stream (their input rows only decay).
-      seconds: wall time of `run`.
-    """
-
-    config: EmbeddingsConfig
-    steps: np.ndarray
-    isotropy: dict[str, np.ndarray]
-    stats: dict[str, np.ndarray]
-    val_loss: np.ndarray
-    train_loss: np.ndarray
-    projections: dict[str, np.ndarray]
-    num_params: np.ndarray
-    run_seconds: np.ndarray
-    token_counts: np.ndarray
-    tokenizer_json: str
-    data: dict[str, int]
-    seconds: float
 
 
 def _data_summary(config: EmbeddingsConfig, data: tokens.TokenData) -> dict[str, int]:

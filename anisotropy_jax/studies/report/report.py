@@ -87,6 +87,8 @@ def _studies_table(runs: Mapping[str, StudyRun], workdir: pathlib.Path) -> list[
     return lines
 
 
+# The checkout this package lies in (where doc_tables finds the docs' generated tables).
+REPOSITORY = pathlib.Path(__file__).resolve().parents[3]
 CLAIMS_HEADER = "| claim | origin | verdict | scope | criterion | numbers |"
 
 
@@ -201,11 +203,10 @@ def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path,
 
 
 def _bind_claims_table(text: str, folder: pathlib.Path) -> str:
-    """Marks the claims table as generated from the bundle (anisotropy_jax/doc_tables.py) when
-    the bundle lies inside this repository, so that a test regenerates it."""
-    from anisotropy_jax import doc_tables
+    """Marks the claims table as generated from the bundle, in the marker anisotropy_jax/doc_tables.py
+    reads, when the bundle lies inside this checkout, so that a test regenerates it."""
     try:
-        rel = folder.resolve().relative_to(doc_tables.ROOT).as_posix()
+        rel = folder.resolve().relative_to(REPOSITORY).as_posix()
     except ValueError:
         return text
     start = text.index(CLAIMS_HEADER)

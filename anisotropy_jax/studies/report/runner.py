@@ -17,7 +17,7 @@ from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
 from anisotropy_jax.configs.report import ReproduceConfig
 from anisotropy_jax.models.families import bert, mpnet
 from anisotropy_jax.models.formats import gguf
-from anisotropy_jax.protocol import SILENT, Progress
+from anisotropy_jax.protocol import SILENT, Progress, config_difference
 from anisotropy_jax.studies import depth, embeddings, pretrained, sweep, training
 from anisotropy_jax.studies import train as dynamics
 from anisotropy_jax.studies.depth import report as depth_report
@@ -165,9 +165,12 @@ def _finished(name: str, out: pathlib.Path, stamp: Any) -> StudyRun | None:
     if not path.exists():
         return None
     doc = json.loads(path.read_text())
-    if doc.get("config") != stamp:
-        raise ConfigError(f"workdir: {out} holds the {name} study of another config; use a new "
-                          f"--workdir or delete {out}")
+    difference = config_difference(doc.get("config"), stamp)
+    if difference is not None:
+        field, was, now = difference
+        raise ConfigError(f"workdir: {out} holds the {name} study of another config "
+                          f"({field or 'config'}={json.dumps(was)} there, {json.dumps(now)} here); "
+                          f"use a new --workdir or delete {out}")
     return StudyRun(**doc["run"])
 
 

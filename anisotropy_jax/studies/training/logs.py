@@ -17,6 +17,7 @@ import pathlib
 from typing import Any
 
 from anisotropy_jax import results
+from anisotropy_jax.protocol import config_difference
 from anisotropy_jax.config import (AnalysisConfig, ConfigError, TrainConfig,
                                    train_config_from_mapping)
 
@@ -60,17 +61,6 @@ def read_evals(workdir: str | os.PathLike) -> list[dict]:
     return read_jsonl(pathlib.Path(workdir) / EVAL_FILE)
 
 
-def _first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
-    """(dotted field, a's value, b's value) of the first differing leaf of two nested dicts."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            found = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
-            if found:
-                return found
-        return None
-    return None if a == b else (prefix[:-1], a, b)
-
-
 def check_same_config(workdir: pathlib.Path, config: TrainConfig) -> None:
     """Refuses to resume a run whose saved training config differs (names the first field). A
     field the saved config lacks (added to the config since) counts as its default."""
@@ -82,7 +72,7 @@ def check_same_config(workdir: pathlib.Path, config: TrainConfig) -> None:
         saved = results.to_jsonable(dataclasses.asdict(train_config_from_mapping(saved)[0]))
     except ConfigError:  # a field since removed, or a value now refused: compare as saved
         pass
-    diff = _first_difference(saved, results.to_jsonable(dataclasses.asdict(config)))
+    diff = config_difference(saved, results.to_jsonable(dataclasses.asdict(config)))
     if diff:
         field, old, new = diff
         raise ConfigError(f"{field}: the workdir {workdir} holds a run with {field}={old!r}; "
