@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax import config
-from anisotropy_jax.configs.embeddings import EmbeddingsConfig, corpus
+from anisotropy_jax import config, corpus
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.metrics import embedding_isotropy as ei
 from anisotropy_jax.models import transformer
 from anisotropy_jax.studies import embeddings

@@ -226,7 +226,7 @@ def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
     assert (workdir / "seed_0" / "metrics.jsonl").read_text() == before
     summary = json.loads((workdir / "results.json").read_text())
     assert summary["seeds"] == [0, 1] and "seeds" in summary["units"]
-    assert "train_seeds.py" in summary["command"]
+    assert "seeds.py" in summary["command"]
     q = summary["quantities"]["heads_mean/key_term_std"]
     per_seed = np.asarray(q["per_seed"])
     assert per_seed.shape == (2, 9) and np.all(np.asarray(q["low"]) <= np.asarray(q["high"]))
