@@ -1,6 +1,8 @@
 """Test-wide JAX settings. XLA_FLAGS must be set before jax is first imported: two fake CPU devices
 let the sharding tests run on any machine; they change nothing for single-device code."""
 import os
+import shutil
+import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=2").strip()
@@ -16,6 +18,28 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Flax's examples/lm1b tests); semantics are unchanged. Inherited by the scripts tests start.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
+if os.environ.get("JAX_COMPILATION_CACHE_DIR") == os.environ.get("ANISOTROPY_JAX_TEST_CACHE"):
+    os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # an xdist worker: set again below
 import jax  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# JAX's persistent compilation cache for the processes the tests start (scripts, commands,
+# notebooks): one folder per run, shared by both xdist workers (they inherit the controller's
+# environment), so a program one process compiled is read by the next instead of compiled again
+# (the bias-sweep smoke alone runs in a dozen processes). Every compilation is cached, as the
+# scripts do (cli.CACHE_MIN_COMPILE_SECONDS). Set after `import jax`: the workers themselves keep
+# no persistent cache, since they rarely compile the same program twice and writing every
+# executable costs time. Tests that need a cache of their own (cold, or checked for its files)
+# still pass their own JAX_COMPILATION_CACHE_DIR.
+_CACHE_OWNER = "ANISOTROPY_JAX_TEST_CACHE" not in os.environ
+if _CACHE_OWNER:
+    os.environ["ANISOTROPY_JAX_TEST_CACHE"] = tempfile.mkdtemp(prefix="anisotropy_jax_test_cache_")
+os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["ANISOTROPY_JAX_TEST_CACHE"]
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+
+def pytest_unconfigure(config):
+    if _CACHE_OWNER and not hasattr(config, "workerinput"):  # the run's controller, last out
+        shutil.rmtree(os.environ["ANISOTROPY_JAX_TEST_CACHE"], ignore_errors=True)

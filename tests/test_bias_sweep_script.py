@@ -30,8 +30,8 @@ CONTRACT_METRICS = (
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("xla_cache")
+def env():
+    cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the run's, shared (tests/conftest.py)
     environ = dict(os.environ)
     environ.pop("XLA_FLAGS", None)  # one CPU device, as a user's machine
     environ.update(JAX_COMPILATION_CACHE_DIR=str(cache),

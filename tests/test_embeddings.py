@@ -177,7 +177,7 @@ def test_tables_and_report_read_the_document(tiny):
 
 
 def _script(*args, tmp_path):
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ)  # the run's compilation cache (tests/conftest.py)
     return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 

@@ -82,8 +82,8 @@ os.open, os.mkdir = _faulty_os_open, _faulty_mkdir
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("xla_cache")
+def env():
+    cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the run's, shared (tests/conftest.py)
     environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     environ.update(JAX_COMPILATION_CACHE_DIR=str(cache), MPLBACKEND="Agg",
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
