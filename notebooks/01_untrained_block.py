@@ -110,7 +110,7 @@ sweeps = dict(sweep_configs_from_mapping({
     "model": {**model, "attention_impl": impl}, **sizes,
     "compare_field": "inputs", "compare_values": ("biased", "norm_matched")}))
 config = sweeps["inputs=biased"]
-block = config.block
+block = config.model
 treescope.display(sweeps)
 
 # %% [markdown]
