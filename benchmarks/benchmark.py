@@ -175,8 +175,8 @@ def jax_state(c, block, mesh):
     from anisotropy_jax.configs.sweep import SweepConfig
     from anisotropy_jax.studies.sweep import grid
 
-    cfg = SweepConfig(block=block, batch_size=c.batch_size, seq_len=c.seq_len,
-                            bias_norms=(0.0,), num_seeds=1, seed=c.seed)
+    cfg = SweepConfig(model=block, batch_size=c.batch_size, seq_len=c.seq_len,
+                      bias_norms=(0.0,), num_seeds=1, seed=c.seed)
     state = grid.init_seeds(cfg)
     return jax.device_put(tuple(state), NamedSharding(mesh, P()))
 

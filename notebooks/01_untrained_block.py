@@ -92,7 +92,7 @@ print(jax.default_backend(), jax.devices())
 # %% [markdown]
 # ## The block, the grid and the control
 # BERT-base post-LN, N(0, 0.02²) weights (smoke: a 64-wide block). The two sweeps are the
-# `:control` variant of anisotropy_jax/configs/sweep.py: `compare_field='inputs'` over
+# `:control` variant of anisotropy_jax/configs/sweep.py: `compare_fields=('inputs',)` over
 # 'biased' and 'norm_matched'. The attention core is the platform's default: the fused Pallas
 # kernel on GPUs, XLA einsums on CPUs and TPUs.
 
@@ -108,9 +108,9 @@ impl = fused_attention.default_impl(sizes.get("seq_len", SweepConfig.seq_len),
 print("attention core on this platform:", impl)
 sweeps = dict(sweep_configs_from_mapping({
     "model": {**model, "attention_impl": impl}, **sizes,
-    "compare_field": "inputs", "compare_values": ("biased", "norm_matched")}))
+    "compare_fields": ("inputs",), "compare_values": ("biased", "norm_matched")}))
 config = sweeps["inputs=biased"]
-block = config.block
+block = config.model
 treescope.display(sweeps)
 
 # %% [markdown]

@@ -105,7 +105,7 @@ else:
                  num_seeds=3, bias_norms=(0.0, 4.0, 16.0, 64.0, 256.0), chunk_size=8)
 impl = fused_attention.default_impl(sizes["seq_len"], sizes["head_dim"])
 print("attention core on this platform:", impl)
-config = DepthConfig(block=BlockConfig(layer_norm_eps=1e-12, attention_impl=impl), **sizes)
+config = DepthConfig(model=BlockConfig(layer_norm_eps=1e-12, attention_impl=impl), **sizes)
 treescope.display(config)
 
 # %% [markdown]

@@ -133,6 +133,9 @@ def test_overflow_exits_nonzero_naming_it_and_writes_no_results(env, tmp_path):
     ("--config.bias_norms=(0.0,-2.0)", "bias_norms"),     # validation (ConfigError)
     ("--config.no_such_field=1", "no_such_field"),        # flag parsing (ml_collections)
     ("--config.model.num_heads=5", "model.d_model"),       # 64 is not divisible by 5
+    ("--config.model.precision=fp8", "model.precision"),  # the block's, at its dataclass path
+    ("--config.precision=default", "--config.precision"),  # no field is hoisted to the top
+    ("--config.compare_fields=('model.colour',)", "compare_fields"),  # not a dataclass path
 ])
 def test_bad_flag_is_one_line_exit_2_and_writes_nothing(env, tmp_path, flag, field):
     proc = _run(env, tmp_path, flag)

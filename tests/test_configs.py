@@ -3,6 +3,7 @@ each variant converts to the typed configs the study runs, and each file's defau
 dataclasses' defaults (written once, in the dataclass)."""
 import dataclasses
 import importlib.util
+import json
 import pathlib
 
 import pytest
@@ -22,9 +23,10 @@ from anisotropy_jax.configs.depth import DepthConfig
 from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.configs.report import ModalitiesConfig, ReproduceConfig
 from anisotropy_jax.configs.series import SeriesConfig
-from anisotropy_jax.configs.sweep import SweepConfig
+from anisotropy_jax.configs.sweep import SweepConfig, upgrade_recorded
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "anisotropy_jax" / "configs"
+RESULTS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results"
 SERIES_DIR = "runs/series"  # SeriesConfig.series_dir is required (its default '' is refused)
 
 
@@ -115,13 +117,55 @@ def test_bias_sweep_defaults_are_the_design_contract():
     """The bias-sweep config fields of the design contract (docs/SWEEP.md): the main job's
     defaults. They come from BlockConfig and SweepConfig; changing one changes the main job's results."""
     c = _module("sweep").get_config(None)
-    assert c.model.to_dict() == {
+    contract = {
         "d_model": 768, "num_heads": 12, "d_ff": 3072, "norm_position": "post", "init": "bert",
         "init_std": 0.02, "layer_norm_eps": 1e-12, "attention": "softmax",
         "logit_temperature": 1.0, "causal": False, "use_mlp": True, "use_bias": True,
-        "attention_impl": "xla"}
-    assert (c.batch_size, c.seq_len, c.num_seeds, c.seed, c.precision) == (16, 128, 3, 0, "highest")
+        "attention_impl": "xla", "precision": "highest"}
+    assert {name: c.model[name] for name in contract} == contract
+    assert (c.batch_size, c.seq_len, c.num_seeds, c.seed) == (16, 128, 3, 0)
     assert c.bias_norms == DEFAULT_BIAS_NORMS and len(c.bias_norms) == 30
+
+
+@pytest.mark.parametrize("name, cls", [("sweep", SweepConfig), ("depth", DepthConfig)])
+def test_the_command_line_path_is_the_dataclass_path(name, cls):
+    """The form the command line edits is the dataclass's: every block field under `model`
+    (`--config.model.precision`), nothing hoisted; the sweep adds `compare_fields` (dataclass
+    paths) and `compare_values`."""
+    form = _module(name).get_config(None).to_dict()
+    extra = {"compare_fields": (), "compare_values": ()} if name == "sweep" else {}
+    assert form == {**config_dict(cls).to_dict(), **extra}
+    assert "precision" not in form and "precision" in form["model"]
+
+
+def test_recorded_configs_of_the_older_forms_are_read():
+    """Committed results.json files recorded the older forms: the experiment form with `model`
+    lacking `precision`, a top-level `precision` and `compare_field` names joined by ',', and
+    the dataclasses with their block under `block`. Both read back as the sweeps they ran."""
+    doc = json.loads((RESULTS / "sweep" / "normalizations" / "results.json").read_text())
+    old = doc["config"]
+    assert "precision" in old and "precision" not in old["model"] and "," in old["compare_field"]
+    runs = sweep_configs_from_mapping(old)
+    assert [label for label, _ in runs] == list(doc["runs"])  # the labels the results use
+    current = _module("sweep").get_config("normalizations")
+    current.bias_norms = tuple(old["bias_norms"])
+    assert runs == sweep_configs_from_mapping(current)
+    for label, cfg in runs:
+        recorded = doc["runs"][label]["sweep_config"]
+        assert "block" in recorded
+        assert from_mapping(SweepConfig, upgrade_recorded(recorded)) == cfg
+    upgraded = upgrade_recorded(old)
+    assert upgraded["compare_fields"] == ("model.attention_normalization",
+                                          "model.attention_output_gate", "inputs")
+    assert upgraded["model"]["precision"] == "highest" and "precision" not in upgraded
+    depth_doc = json.loads((RESULTS / "depth" / "cpu" / "results.json").read_text())
+    assert "precision" in depth_doc["config"] and "block" in depth_doc["depth_config"]
+    cfg = depth_config_from_mapping(depth_doc["config"])
+    assert cfg == from_mapping(DepthConfig, upgrade_recorded(depth_doc["depth_config"]))
+    assert cfg == depth_config_from_mapping(
+        {**_module("depth").get_config("cpu").to_dict(), "weights": cfg.weights})
+    assert upgrade_recorded(_module("sweep").get_config("control")) == \
+        _module("sweep").get_config("control").to_dict()  # the current form as it is
 
 
 def test_train_defaults_differ_by_objective_only_where_the_family_does():
@@ -177,9 +221,9 @@ def test_one_precision_vocabulary_with_aliases():
         assert EmbeddingsConfig(precision=alias).precision == name
         assert PretrainedConfig(precision=alias).precision == name
         assert SeriesConfig(series_dir=SERIES_DIR, precision=alias).precision == name
-    (_, sweep), = sweep_configs_from_mapping({"precision": "tf32"})
-    assert sweep.block.precision == "default"
-    assert depth_config_from_mapping({"precision": "tf32"}).block.precision == "default"
+    (_, sweep), = sweep_configs_from_mapping({"model": {"precision": "tf32"}})
+    assert sweep.model.precision == "default"
+    assert depth_config_from_mapping({"model": {"precision": "tf32"}}).model.precision == "default"
     train, _ = config.train_config_from_mapping({"model": {"precision": "tf32"}})
     assert train.model.precision == "default"
     with pytest.raises(config.ConfigError, match=r"^model.precision: unknown precision 'fp8'"):

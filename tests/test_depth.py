@@ -23,7 +23,7 @@ from tests import reference
 
 CONFIG = DepthConfig(widths=(16,), head_dim=8, num_layers=3, batch_size=2, seq_len=5,
                      bias_norms=(0.0, 3.0, 20.0), num_seeds=2, seed=3, chunk_size=4,
-                     block=BlockConfig(init="lecun"))  # lecun: O(1) logits, non-trivial layers
+                     model=BlockConfig(init="lecun"))  # lecun: O(1) logits, non-trivial layers
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_one_device_and_stacked_weights_give_the_same_numbers(result):
 
 def test_auto_weights_stack_only_what_fits():
     bert_base = DepthConfig(widths=(768,), num_layers=12)  # 12 · 12 · 768² · 4 B = 0.34 GB
-    llm = DepthConfig(widths=(8192,), num_layers=48, block=BlockConfig(precision="bfloat16"))
+    llm = DepthConfig(widths=(8192,), num_layers=48, model=BlockConfig(precision="bfloat16"))
     assert grid.weights_mode(bert_base, "post", 768) == "stacked"
     assert grid.weights_mode(llm, "post", 8192) == "per_layer"  # 155 GB
     assert grid.weights_mode(llm.replace(weights="stacked"), "post", 8192) == "stacked"
@@ -194,7 +194,7 @@ def test_gelu_second_moment_matches_monte_carlo():
 @pytest.mark.parametrize("init", ["bert", "lecun"])
 def test_pre_ln_branch_norms_match_the_closed_form_over_weight_draws(init):
     """Identical tokens (c = 1): E‖attn_out‖² = A and E‖mlp_out‖² = M over 400 weight draws."""
-    cfg = CONFIG.replace(widths=(32,), block=BlockConfig(init=init, init_std=0.05))
+    cfg = CONFIG.replace(widths=(32,), model=BlockConfig(init=init, init_std=0.05))
     layer = grid.stack_layer(cfg, "pre", 32)
     x = jnp.broadcast_to(jax.random.normal(jax.random.key(5), (32,)), (1, 4, 32))
 
@@ -245,7 +245,7 @@ def test_a_stack_past_float32_range_keeps_its_earlier_layers_and_warns(tmp_path)
     # σ_w = 3 at width 16: each attention-only layer multiplies the norm by ~(3·√16)² = 144, so
     # the logits leave float32's range within a dozen layers.
     cfg = dataclasses.replace(CONFIG, architectures=("attention_only",), num_layers=12,
-                              block=BlockConfig(init="bert", init_std=3.0))
+                              model=BlockConfig(init="bert", init_std=3.0))
     with pytest.warns(RuntimeWarning, match="leaves float32's range at layer"):
         res = depth.run(cfg)
     st = res.stacks["attention_only_d16"]
@@ -285,9 +285,11 @@ def test_mapping_refuses_per_stack_block_fields_and_unknown_keys():
         depth_config_from_mapping({"model": {"d_model": 64}})
     with pytest.raises(ConfigError, match="depthh: unknown field"):
         depth_config_from_mapping({"depthh": 3})
-    cfg = depth_config_from_mapping({"widths": [64], "precision": "bfloat16",
+    with pytest.raises(ConfigError, match="^model.residual_scale: set per stack by branch_scale"):
+        DepthConfig(model=BlockConfig(residual_scale=0.5))
+    cfg = depth_config_from_mapping({"widths": [64], "model": {"precision": "bfloat16"},
                                      "scale_with_depth": True, "num_layers": 8})
-    assert cfg.block.precision == "bfloat16" and cfg.alpha == pytest.approx(0.25)
+    assert cfg.model.precision == "bfloat16" and cfg.alpha == pytest.approx(0.25)
 
 
 def test_chunk_store_refuses_another_config(tmp_path):

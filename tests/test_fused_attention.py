@@ -74,7 +74,7 @@ def test_sweep_metrics_with_the_fused_kernel_equal_the_plain_path(causal, inputs
     (affine inputs for x = z + s·u, a stored projection for the control) against the plain path,
     which reduces the logits and weights probes."""
     block = CFG.replace(causal=causal)
-    cfg = SweepConfig(block=block, batch_size=2, seq_len=16, bias_norms=(0.0, 3.0, 30.0),
+    cfg = SweepConfig(model=block, batch_size=2, seq_len=16, bias_norms=(0.0, 3.0, 30.0),
                             num_seeds=2, chunk_size=0)
     state = grid.init_seeds(cfg)
     s = jnp.asarray(cfg.bias_norms)
@@ -112,7 +112,7 @@ def test_affine_inputs_under_vmap_equal_the_assembled_projection(causal):
     block on x = z + s·u, with random parameters and biases, s up to 500."""
 
     block = CFG.replace(causal=causal)
-    config = SweepConfig(block=block, batch_size=2, seq_len=16, num_seeds=1,
+    config = SweepConfig(model=block, batch_size=2, seq_len=16, num_seeds=1,
                                bias_norms=(0.0, 1.0, 30.0, 500.0), chunk_size=0)
     state = grid.init_seeds(config)
     leaves, tree = jax.tree_util.tree_flatten_with_path(state.params)

@@ -27,7 +27,7 @@ MODERATE = np.asarray(NORMS) <= 256.0
 @pytest.fixture(scope="module", params=["post", "pre"])
 def both(request):
     block = BlockConfig(d_model=128, num_heads=4, d_ff=256, norm_position=request.param)
-    cfg = SweepConfig(block=block, batch_size=4, seq_len=32, bias_norms=NORMS,
+    cfg = SweepConfig(model=block, batch_size=4, seq_len=32, bias_norms=NORMS,
                             num_seeds=2, chunk_size=0)
     state = grid.init_seeds(cfg)
     s = jnp.asarray(NORMS)

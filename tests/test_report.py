@@ -27,6 +27,7 @@ def _config(variant):
     path = ROOT / "anisotropy_jax" / "configs" / "report.py"
     spec = importlib.util.spec_from_file_location("reproduce_config", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module.get_config(variant)
 

@@ -27,7 +27,7 @@ from anisotropy_jax.studies.sweep import affine, grid, points, report, theory
 from tests import reference
 
 BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
-CONFIG = SweepConfig(block=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
+CONFIG = SweepConfig(model=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
                            num_seeds=2, seed=7, chunk_size=0)
 MESH = grid.grid_mesh()  # both fake CPU devices (conftest)
 # The only metric-reducing compilation of this module; every test below that reduces metrics
@@ -170,7 +170,7 @@ def test_reused_projections_equal_the_literal_block(norm_position, kind):
     block run literally on its inputs, on random parameters with biases, at bias norms up to
     1e4; pre-LN ignores the option."""
     block = BLOCK.replace(norm_position=norm_position)
-    config = CONFIG.replace(block=block, inputs=kind)
+    config = CONFIG.replace(model=block, inputs=kind)
     state = grid.init_seeds(config)
     params = _randomised(state.params, seed=5)
     norms = np.array([0.0, 0.7, 40.0, 1e4], np.float32)
@@ -403,9 +403,9 @@ def test_closed_forms_follow_the_config():
     v = theory.logit_variance(SweepConfig(), s)
     assert np.all(np.isfinite(forms["attention_entropy"]["predicted"]) == (v <= 1.0))
     assert v[2] > 1.0 > v[0]  # s = 100: (σ²d)²(1 + s²/d) ≈ 1.3, beyond the expansion
-    causal = theory.closed_forms(SweepConfig(block=BlockConfig(causal=True)), s)
+    causal = theory.closed_forms(SweepConfig(model=BlockConfig(causal=True)), s)
     assert "attention_entropy" not in causal and "query_norm" in causal
-    pre = theory.closed_forms(SweepConfig(block=BlockConfig(norm_position="pre")), s)
+    pre = theory.closed_forms(SweepConfig(model=BlockConfig(norm_position="pre")), s)
     assert "output_norm" not in pre and "output_norm" in forms
     one = theory.closed_forms(SweepConfig(batch_size=1), s)
     assert "input_cross_sequence_cosine" not in one and "input_cross_sequence_cosine" in forms
@@ -439,17 +439,19 @@ def test_the_main_job_is_unchanged_by_the_controls():
 def _experiment_config(arg=None):
     import importlib.util
     import pathlib
+    import sys
 
     path = pathlib.Path(__file__).parent.parent / "anisotropy_jax" / "configs" / "sweep.py"
     spec = importlib.util.spec_from_file_location("bias_sweep_config", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module.get_config(arg)
 
 
 def test_default_config_is_the_science_protocol_and_variants_validate():
     (label, cfg), = sweep_configs_from_mapping(_experiment_config())
-    assert cfg.block == BlockConfig()  # BERT-base post-LN, N(0, 0.02²), eps 1e-12
+    assert cfg.model == BlockConfig()  # BERT-base post-LN, N(0, 0.02²), eps 1e-12
     assert (cfg.batch_size, cfg.seq_len, cfg.num_seeds) == (16, 128, 3)
     assert cfg.bias_norms[0] == 0.0 and max(cfg.bias_norms) >= 1024
     assert np.all(np.diff(np.log(cfg.bias_norms[1:])) > 0)  # log-spaced, increasing
@@ -459,13 +461,13 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     for variant, count in expected.items():
         assert len(sweep_configs_from_mapping(_experiment_config(variant))) == count
     config = _experiment_config()
-    config.precision = "bfloat16"
+    config.model.precision = "bfloat16"
     (_, bf16), = sweep_configs_from_mapping(config)
-    assert bf16.block.precision == "bfloat16"
+    assert bf16.model.precision == "bfloat16"
     (_, pre), = sweep_configs_from_mapping(_experiment_config("pre_ln"))
-    assert pre.block.norm_position == "pre"
+    assert pre.model.norm_position == "pre"
     (_, att), = sweep_configs_from_mapping(_experiment_config("attention_only"))
-    assert not att.block.use_mlp
+    assert not att.model.use_mlp
     labels = [lbl for lbl, _ in sweep_configs_from_mapping(_experiment_config("post_vs_pre"))]
     assert labels == ["norm_position=post", "norm_position=pre"]
     (lb, biased), (lc, control) = sweep_configs_from_mapping(_experiment_config("control"))
@@ -476,7 +478,7 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     assert [cfg.inputs for _, cfg in runs] == ["biased", "norm_matched", "fixed_norm",
                                                "per_sequence"]
     assert all(cfg.replace(inputs="biased") == runs[0][1] for _, cfg in runs)
-    assert runs[0][1].block.norm_position == "pre"
+    assert runs[0][1].model.norm_position == "pre"
     for variant, kind in (("fixed_norm", "fixed_norm"), ("per_sequence", "per_sequence")):
         assert [cfg.inputs for _, cfg in sweep_configs_from_mapping(
             _experiment_config(variant))] == ["biased", kind]
@@ -495,8 +497,9 @@ def test_default_config_is_the_science_protocol_and_variants_validate():
     ("num_seeds", 0),
     ("chunk_size", -1),
     ("points_per_step", -2),
-    ("precision", "float8"),
-    ("compare_field", "depth"),
+    ("model.precision", "float8"),
+    ("compare_fields", ("depth",)),
+    ("compare_fields", ("model.depth",)),
     ("inputs", "shuffled"),
 ])
 def test_bad_input_is_one_line_naming_the_field(field, value):
@@ -519,6 +522,8 @@ def test_compare_values_are_validated_like_model_fields():
     config.compare_values = ("post", "sideways")
     with pytest.raises(ConfigError, match="^compare_values: model.norm_position"):
         sweep_configs_from_mapping(config)
+    with pytest.raises(ConfigError, match="^compare_fields: must be a tuple of field paths"):
+        sweep_configs_from_mapping({"compare_fields": "inputs", "compare_values": ("biased",)})
     config = _experiment_config("smoke+control")
     config.compare_values = ("biased", "sideways")
     with pytest.raises(ConfigError, match="^compare_values: inputs: unknown inputs 'sideways'"):
@@ -547,7 +552,7 @@ def test_run_with_compiler_options_as_on_gpus(monkeypatch):
     which JAX accepts only on top-level jits: the same run on the CPU with an option set, so that
     a nested options-jit (an error on GPUs only) fails here too; the results equal the default's
     up to float32 rounding (another optimisation level fuses differently)."""
-    config = SweepConfig(block=BlockConfig(d_model=32, num_heads=2, d_ff=64), batch_size=2,
+    config = SweepConfig(model=BlockConfig(d_model=32, num_heads=2, d_ff=64), batch_size=2,
                          seq_len=16, bias_norms=(0.0, 1.0, 5.0), num_seeds=2)
     want = grid.run(config)
     monkeypatch.setattr(layers, "compiler_options",

@@ -19,7 +19,7 @@ from anisotropy_jax.studies.sweep import affine, controls, grid, theory
 from tests import reference
 
 BLOCK = BlockConfig(d_model=32, num_heads=4, d_ff=64)
-CONFIG = SweepConfig(block=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
+CONFIG = SweepConfig(model=BLOCK, batch_size=3, seq_len=6, bias_norms=(0.0, 0.5, 3.0, 20.0),
                      num_seeds=2, seed=7, chunk_size=0)
 
 
@@ -110,7 +110,7 @@ def test_sweep_inputs_of_each_kind_match_numpy():
 # The identities on the block's own logits
 
 def _logits(block, kind, s, projected=False):
-    state = grid.init_seeds(CONFIG.replace(block=block, inputs=kind))
+    state = grid.init_seeds(CONFIG.replace(model=block, inputs=kind))
     params = jax.tree.map(lambda a: a[0], state.params)
     z, u = state.z[0], state.u[0]
     proj = affine.project_seed(block, params, z, u) if projected else None
@@ -182,7 +182,7 @@ def test_closed_forms_of_every_kind_match_a_float64_monte_carlo(norm_position, k
     dependent logit variance rests on ‖W_hᵀu‖², a χ² of Dh degrees of freedom per head), plus
     5% of the entropy deficit ln L − H for the expansion (softmax of Gaussian logits: ln L − v/2
     up to O(e^v/L)) and 1% of ‖q‖ for E‖q‖ < √E‖q‖² (Jensen, 1/(4 Dh) = 0.4%) and LN's centring."""
-    config = SweepConfig(block=BlockConfig(d_model=D, num_heads=H, d_ff=4 * D,
+    config = SweepConfig(model=BlockConfig(d_model=D, num_heads=H, d_ff=4 * D,
                                            norm_position=norm_position),
                          batch_size=B, seq_len=L, inputs=kind, bias_norms=tuple(MC_NORMS))
     forms = theory.closed_forms(config, MC_NORMS)
@@ -213,7 +213,7 @@ def test_input_cosine_forms_of_every_kind_match_numpy_inputs():
     u_b /= np.linalg.norm(u_b, axis=1, keepdims=True)
     s_all = np.array([0.0, 4.0, 8.0, 16.0, 64.0])
     for kind in ("biased", "norm_matched", "fixed_norm", "per_sequence"):
-        config = SweepConfig(block=BlockConfig(d_model=d, num_heads=4, d_ff=128), batch_size=b,
+        config = SweepConfig(model=BlockConfig(d_model=d, num_heads=4, d_ff=128), batch_size=b,
                              seq_len=seq_len, inputs=kind, bias_norms=tuple(s_all))
         forms = theory.closed_forms(config, s_all)
         for j, s in enumerate(s_all):

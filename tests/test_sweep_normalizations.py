@@ -140,12 +140,12 @@ def test_softmax_only_forms_and_the_rounding_bound_are_left_out():
     s = np.array([0.0, 3.0])
     for block in (BLOCK.replace(attention_normalization="sigmoid"),
                   BLOCK.replace(attention_output_gate=True)):
-        forms = theory.closed_forms(SweepConfig(block=block, bias_norms=(0.0, 3.0)), s)
+        forms = theory.closed_forms(SweepConfig(model=block, bias_norms=(0.0, 3.0)), s)
         assert "attention_entropy" not in forms
         assert "attention_output_cross_sequence_cosine" not in forms
         assert {"input_cosine", "query_norm", "output_norm"} <= set(forms)  # not softmax forms
-    assert "attention_entropy" in theory.closed_forms(SweepConfig(block=BLOCK), s)
-    sweep = SweepConfig(block=BLOCK.replace(attention_normalization="softpick"))
+    assert "attention_entropy" in theory.closed_forms(SweepConfig(model=BLOCK), s)
+    sweep = SweepConfig(model=BLOCK.replace(attention_normalization="softpick"))
     assert sweep.reports_sink_metrics and not SweepConfig().reports_sink_metrics
     result = grid.SweepResult(sweep, s, {"input_cosine": np.zeros((1, 2))}, {}, None, 1, 0.0, 0.0)
     assert report.reliable_points(result) == [None, None]  # not assessed, never "reliable"
@@ -160,7 +160,7 @@ def test_normalizations_variant_and_several_compared_fields():
     for variant in ("normalizations", "smoke+normalizations"):
         runs = sweep_configs_from_mapping(_experiment_config(variant))
         assert len(runs) == 12
-        blocks = [(c.block.attention_normalization, c.block.attention_output_gate) for _, c in runs]
+        blocks = [(c.model.attention_normalization, c.model.attention_output_gate) for _, c in runs]
         assert set(blocks) == {("softmax", False), ("off_by_one", False), ("sigmoid", False),
                                ("softpick", False), ("clipped_softmax", False), ("softmax", True)}
         for (_, biased), (label, control) in zip(runs[::2], runs[1::2]):
@@ -169,18 +169,18 @@ def test_normalizations_variant_and_several_compared_fields():
             assert label.endswith(", inputs=norm_matched")
     assert runs[0][0] == "attention_normalization=softmax, attention_output_gate=False, inputs=biased"
     config = _experiment_config("smoke")
-    config.compare_field = "attention_normalization,inputs"
+    config.compare_fields = ("model.attention_normalization", "inputs")
     config.compare_values = (("sigmoid",),)
     with pytest.raises(ConfigError, match="compare_values: .* one value for each"):
         sweep_configs_from_mapping(config)
     config.compare_values = (("sigmoid", "biased"), ("softmax", "sideways"))
     with pytest.raises(ConfigError, match="compare_values: inputs"):
         sweep_configs_from_mapping(config)
-    config.compare_field = "attention_normalization,colour"
-    with pytest.raises(ConfigError, match="compare_field: 'colour'"):
+    config.compare_fields = ("model.attention_normalization", "colour")
+    with pytest.raises(ConfigError, match="^compare_fields: 'colour'"):
         sweep_configs_from_mapping(config)
     config = _experiment_config("smoke")
-    config.compare_field, config.compare_values = "attention_impl", ("xla",)
+    config.compare_fields, config.compare_values = ("model.attention_impl",), ("xla",)
     config.model.attention_impl = "xla"
     one, = sweep_configs_from_mapping(config)
     assert one[0] == "attention_impl=xla"
@@ -190,7 +190,7 @@ def test_controls_identity_holds_for_another_normalization():
     """The norm-matched control's logits are the s = 0 logits × c² (post-LN): the query agreement
     (votes by the largest logit) is its s = 0 value for sigmoid attention too; the biased run's
     is not constant."""
-    base = SweepConfig(block=BLOCK.replace(attention_normalization="sigmoid"), batch_size=2,
+    base = SweepConfig(model=BLOCK.replace(attention_normalization="sigmoid"), batch_size=2,
                        seq_len=8, bias_norms=(0.0, 4.0, 40.0), num_seeds=2, chunk_size=0)
     runs = {kind: grid.run(base.replace(inputs=kind)) for kind in ("biased", "norm_matched")}
     assert set(points.SINK_METRICS) <= set(runs["biased"].per_seed)

@@ -43,7 +43,7 @@ D, H, DH, SIGMA = 768, 12, 64, 0.02
 N = BATCH * SEQ
 
 
-POST = SweepConfig(block=BlockConfig(), batch_size=BATCH, seq_len=SEQ, bias_norms=NORMS,
+POST = SweepConfig(model=BlockConfig(), batch_size=BATCH, seq_len=SEQ, bias_norms=NORMS,
                    num_seeds=SEEDS, seed=3, chunk_size=0)
 
 
@@ -75,7 +75,7 @@ def _predicted(config, name):
     return np.asarray(theory.closed_forms(config, np.asarray(NORMS))[name]["predicted"])
 
 
-PRE = POST.replace(block=BlockConfig(norm_position="pre", layer_norm_eps=1e-5))
+PRE = POST.replace(model=BlockConfig(norm_position="pre", layer_norm_eps=1e-5))
 
 
 def test_extreme_bias_norms_are_finite_for_post_and_pre(post, pre):

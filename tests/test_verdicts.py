@@ -16,7 +16,7 @@ def _metric(mean_curve, spread=1e-3):
 
 def _run(inputs, entropy, agreement, norm="post", label=None):
     return {"label": label or f"inputs={inputs}", "inputs": inputs, "bias_norms": NORMS,
-            "sweep_config": {"block": {"norm_position": norm, "d_model": 64, "num_heads": 4,
+            "sweep_config": {"model": {"norm_position": norm, "d_model": 64, "num_heads": 4,
                                        "init": "bert"}, "seq_len": 16},
             "metrics": {"attention_entropy_normalized": _metric(entropy),
                         "attention_query_agreement": _metric(agreement),
@@ -86,7 +86,7 @@ def test_sweep_verdicts_not_measured():
     assert "0.1–0.6" in V.godey_3b(no_points).numbers[0]
     pre_first = _sweep((h, RISING_AGREEMENT), (h, RISING_AGREEMENT), (h, FLAT_AGREEMENT))
     for run in pre_first["runs"].values():
-        run["sweep_config"]["block"]["norm_position"] = "pre"
+        run["sweep_config"]["model"]["norm_position"] = "pre"
     assert V.godey_3a(pre_first).verdict == V.NOT_MEASURED
     assert V.godey_3a(None, "skipped").numbers == ("not measured: skipped",)
 

@@ -46,16 +46,6 @@ def config_dict(config: Any, fields: Sequence[str] | None = None) -> ml_collecti
     return out
 
 
-def block_form(config: Any, model_fields: Sequence[str]) -> ml_collections.ConfigDict:
-    """The experiment form of a study config holding a `block` (SweepConfig, DepthConfig): its
-    other fields at top level, `model` = the block's `model_fields`, and the block's `precision`
-    at top level (the form `sweep_configs_from_mapping` and `depth_config_from_mapping` read)."""
-    out = config_dict(config, [name for name in field_names(config) if name != "block"])
-    out.model = config_dict(config.block, model_fields)
-    out.precision = config.block.precision
-    return out
-
-
 # The error of an unknown variant (formatted with its name and the config's variants).
 UNKNOWN_VARIANT = "config variant: unknown variant {!r}; choose one of {}"
 UNKNOWN_COMBINED_VARIANT = "config: unknown variant {!r}; choose from {}"

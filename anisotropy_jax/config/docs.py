@@ -1,6 +1,6 @@
 """The meaning of every config field, read from where it is written once: the `Attributes:`
 section of each config dataclass's docstring (and the field lists of the experiment-form
-functions' docstrings, e.g. `sweep_config_dict`'s top-level `precision`). The command line's
+functions' docstrings, e.g. `sweep_config_dict`'s `compare_fields`). The command line's
 --help lists them (`anisotropy_jax.configs.describe`).
 
 A documented field is a line indented under the section, `name: meaning` (or `a, b, c: meaning`
@@ -64,7 +64,7 @@ def _classes(roots: Mapping[str, Any], path: tuple[str, ...]) -> tuple[Any, ...]
 def meaning(roots: Mapping[str, Any], path: Sequence[str]) -> str:
     """The meaning of the field at `path` (a ConfigDict key path), or '' where none is written.
     Looked up in the documenting objects of its parent (`roots`, then field types), then in
-    their dataclass-typed fields (a block's `precision` hoisted to the top level)."""
+    their dataclass-typed fields (a field of a nested config shown at its parent's level)."""
     sources = _classes(roots, tuple(path[:-1]))
     for source in sources:
         text = attribute_docs(source).get(path[-1])

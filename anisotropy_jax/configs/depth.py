@@ -14,10 +14,11 @@ with '+'):
   llm        D = 1,024 … 8,192, 48 layers, bfloat16 matmuls, causal, LayerNorm eps 1e-5
   lecun      lecun_normal init (variance 1/fan_in) instead of N(0, 0.02²)
   scaled     residual branches × 1/√(2N) (GPT-2's scaling of the output projections)
-Any field can be overridden, e.g. `--config.num_layers=24 --config.widths='(256, 512)'`.
+Any field can be overridden at its dataclass path, e.g. `--config.num_layers=24
+--config.widths='(256, 512)' --config.model.precision=bfloat16`.
 Fields, defaults and their meaning: DepthConfig in anisotropy_jax/configs/depth.py (`model`: its
-template block's DEPTH_MODEL_FIELDS; `precision` at top level); `anisotropy-jax depth --help`
-lists them.
+template block; the fields in PER_STACK_FIELDS are set per stack and stay at their defaults);
+`anisotropy-jax depth --help` lists them.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ from typing import Any, Mapping
 import ml_collections
 
 from anisotropy_jax.config import BlockConfig, with_variants
-from anisotropy_jax.config.base import ConfigError, from_mapping, require, require_bool, require_int
-from anisotropy_jax.config.defaults import block_form
-from anisotropy_jax.configs.sweep import _as_bias_norms
+from anisotropy_jax.config.base import from_mapping, require, require_bool, require_int
+from anisotropy_jax.config.defaults import config_dict
+from anisotropy_jax.configs.sweep import _as_bias_norms, upgrade_recorded
 
 # The settings: each field, its meaning and its check.
 # post: BERT (x ← LN(x + α·Attn(x)), x ← LN(x + α·MLP(x))); pre: GPT-2 (x ← x + α·Attn(LN x),
@@ -41,9 +42,21 @@ ARCHITECTURES = ("post", "pre", "attention_only")
 # scanned over; per_layer: each layer's parameters drawn inside the scan from its key (P floats).
 WEIGHT_MODES = ("auto", "stacked", "per_layer")
 STACKED_WEIGHTS_BYTES = 2 ** 30  # 'auto' stacks a stack's weights up to 1 GiB (BERT-base: 0.34 GB)
-# The BlockConfig fields of the experiment form's `model` (anisotropy_jax/configs/depth.py;
-# the others are set per stack, `precision` is top level).
-DEPTH_MODEL_FIELDS = ("init", "init_std", "layer_norm_eps", "causal", "use_bias")
+# The template block's fields that every stack sets itself (`DepthConfig.block_for`,
+# studies/depth/grid.py), and the DepthConfig fields that set them: they must stay at
+# BlockConfig's defaults (a one-line ConfigError names them otherwise).
+PER_STACK_FIELDS = {
+    "d_model": "widths", "num_heads": "widths and head_dim", "d_ff": "ff_ratio",
+    "head_dim": "head_dim", "norm_position": "architectures", "use_mlp": "architectures",
+    "residual_scale": "branch_scale and scale_with_depth", "skip_scale": "attention_only_skip"}
+
+
+def _check_per_stack(model: Mapping[str, Any]) -> None:
+    """The template block's PER_STACK_FIELDS in `model` (its fields) are at their defaults."""
+    for name, by in PER_STACK_FIELDS.items():
+        value, default = model.get(name, getattr(BlockConfig, name)), getattr(BlockConfig, name)
+        require(value == default, f"model.{name}",
+                f"set per stack by {by}; leave it at its default {default!r}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +64,10 @@ class DepthConfig:
     """A depth sweep.
 
     Attributes:
-      block: the template block (init, init_std, layer_norm_eps, attention, temperature, causal,
-        use_bias, precision); its d_model, num_heads, d_ff, norm_position and use_mlp are set per
-        (architecture, width).
+      model: the template block (init, init_std, layer_norm_eps, attention, temperature, causal,
+        use_bias, precision, ...); its d_model, num_heads, d_ff, head_dim, norm_position,
+        use_mlp, residual_scale and skip_scale are set per (architecture, width) and stay at
+        their defaults here (PER_STACK_FIELDS).
       architectures: stacks to run, from ARCHITECTURES.
       widths: residual widths D; num_heads = D / head_dim, d_ff = ff_ratio · D.
       head_dim: Dh of every width.
@@ -74,7 +88,7 @@ class DepthConfig:
       points_per_step: points vmapped at once inside a chunk; 0 = auto (1 on CPU, all on GPU).
     """
 
-    block: BlockConfig = BlockConfig()
+    model: BlockConfig = BlockConfig()
     architectures: tuple[str, ...] = ARCHITECTURES
     widths: tuple[int, ...] = (768,)
     head_dim: int = 64
@@ -93,8 +107,9 @@ class DepthConfig:
     points_per_step: int = 0
 
     def __post_init__(self):
-        require(isinstance(self.block, BlockConfig), "model",
-                f"expected a BlockConfig, got {type(self.block).__name__}")
+        require(isinstance(self.model, BlockConfig), "model",
+                f"expected a BlockConfig, got {type(self.model).__name__}")
+        _check_per_stack(dataclasses.asdict(self.model))
         for name, minimum in (("head_dim", 1), ("ff_ratio", 1), ("num_layers", 1),
                               ("batch_size", 1), ("seq_len", 2), ("num_seeds", 1), ("seed", 0),
                               ("chunk_size", 0), ("points_per_step", 0)):
@@ -131,7 +146,7 @@ class DepthConfig:
 
     def block_for(self, architecture: str, width: int) -> BlockConfig:
         """The block of one (architecture, width)."""
-        return self.block.replace(
+        return self.model.replace(
             d_model=width, num_heads=width // self.head_dim, d_ff=self.ff_ratio * width,
             norm_position="none" if architecture == "attention_only" else architecture,
             use_mlp=architecture != "attention_only")
@@ -141,34 +156,21 @@ class DepthConfig:
 
 
 def depth_config_dict() -> ml_collections.ConfigDict:
-    """DepthConfig's defaults in the experiment form that `depth_config_from_mapping` reads
-    (anisotropy_jax/configs/depth.py starts from it): DepthConfig's fields, `model` = the
-    template block's DEPTH_MODEL_FIELDS, and `precision` (the block's matmul precision, 'highest'
-    | 'default' | 'bfloat16') at top level."""
-    return block_form(DepthConfig(), DEPTH_MODEL_FIELDS)
+    """DepthConfig's defaults as the experiment form that `depth_config_from_mapping` reads
+    (anisotropy_jax/configs/depth.py starts from it): every field at its dataclass path, the
+    template block's under `model` (its `precision` included)."""
+    return config_dict(DepthConfig)
 
 
 def depth_config_from_mapping(fields: Mapping[str, Any]) -> DepthConfig:
-    """Validates an experiment config (e.g. a ConfigDict) into a DepthConfig: `model` holds the
-    template block's fields, `precision` is top level (as in the bias sweep)."""
-    rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
-    model_fields = dict(rest.pop("model", {}))
-    require("precision" not in model_fields, "model.precision",
-            "set the top-level `precision` instead")
-    for name in ("d_model", "num_heads", "d_ff", "norm_position", "use_mlp"):
-        require(name not in model_fields, f"model.{name}",
-                "set per stack by widths / head_dim / ff_ratio / architectures")
-    if "precision" in rest:
-        model_fields["precision"] = rest.pop("precision")
-    if "block" in rest:
-        raise ConfigError("block: unknown field; the block's fields go under `model`")
-    block = from_mapping(BlockConfig, model_fields, "model.")
+    """Validates an experiment config (e.g. a ConfigDict) into a DepthConfig; a recorded config
+    of the older form is read too (`configs.sweep.upgrade_recorded`)."""
+    rest = upgrade_recorded(fields)
+    if isinstance(rest.get("model"), Mapping):
+        _check_per_stack(rest["model"])  # before the block's own checks (d_model % num_heads)
     if "bias_norms" in rest:
         rest["bias_norms"] = _as_bias_norms(rest["bias_norms"])
-    for name in ("widths", "architectures"):
-        if isinstance(rest.get(name), list):
-            rest[name] = tuple(rest[name])
-    return from_mapping(DepthConfig, rest, block=block)
+    return from_mapping(DepthConfig, rest)
 
 
 # The named variants (`--config=depth:VARIANT`).
@@ -180,7 +182,8 @@ SETTINGS = {
     "cpu": {"widths": (128, 256, 512), "num_layers": 16, "batch_size": 4, "seq_len": 32,
             "num_seeds": 3, "bias_norms": (0.0, 4.0, 16.0, 64.0, 256.0), "chunk_size": 8},
     "bert_base": {},
-    "llm": {"widths": (1024, 2048, 4096, 8192), "num_layers": 48, "precision": "bfloat16",
+    "llm": {"widths": (1024, 2048, 4096, 8192), "num_layers": 48,
+            "model.precision": "bfloat16",
             "model.causal": True, "model.layer_norm_eps": 1e-5,
             "bias_norms": (0.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0), "num_seeds": 2,
             "chunk_size": 8},

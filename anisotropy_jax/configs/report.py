@@ -161,8 +161,8 @@ def _sweeps(sweep: Mapping[str, Any], pre_ln: Mapping[str, Any]
     if pre_ln:
         second = _prefixed("sweep_pre_ln.", sweep_configs_from_mapping, pre_ln)
         for _, cfg in second:
-            require(cfg.block.norm_position == "pre", "sweep_pre_ln.model.norm_position",
-                    f"the second sweep is the pre-LN block's, got {cfg.block.norm_position!r}")
+            require(cfg.model.norm_position == "pre", "sweep_pre_ln.model.norm_position",
+                    f"the second sweep is the pre-LN block's, got {cfg.model.norm_position!r}")
         out += [(PRE_LN_PREFIX + label, cfg) for label, cfg in second]
     return tuple(out)
 
@@ -170,7 +170,7 @@ def _sweeps(sweep: Mapping[str, Any], pre_ln: Mapping[str, Any]
 def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
     """Validates the experiment form (anisotropy_jax/configs/report.py): `studies`, `seeds`,
     `pretrained_models`, and one sub-mapping per study in its own experiment form (`sweep` with
-    compare_field = 'inputs', optionally `sweep_pre_ln` (the same form for a second block, its
+    compare_fields = ('inputs',), optionally `sweep_pre_ln` (the same form for a second block, its
     labels prefixed PRE_LN_PREFIX; empty = none), `training` {objective: train config},
     `pretrained`, `modalities`, `depth`, `embeddings`). Every error is a one-line ConfigError
     naming the field with its prefix."""

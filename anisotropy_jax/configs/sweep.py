@@ -11,13 +11,13 @@ Variants (`--config=sweep:VARIANT`, or `--config=sweep:VARIANT`):
   pre_ln          GPT-2-style pre-LN layer (LayerNorm eps 1e-5)
   lecun           Flax's default lecun_normal init instead of N(0, 0.02²)
   attention_only  the attention sublayer alone (post-LN, no MLP)
-  post_vs_pre     post-LN and pre-LN into shared figures (compare_field = norm_position)
+  post_vs_pre     post-LN and pre-LN into shared figures (compare_fields = model.norm_position)
   init_std        N(0, σ²) for σ in 0.01, 0.02, 0.05 into shared figures
   temperature     logit temperature τ in 0.5, 1, 2 into shared figures
   dense_1024      1,024 bias norms (0 and 1,023 log-spaced in [2^-2, 2^12]), B = 32, 1 seed:
                   the memory check (chunk_size bounds the points in flight)
   control         biased inputs x = z + s·u and the norm-matched control x = z·√(1 + s²/d) into
-                  shared figures (compare_field = inputs; same weights, seeds and grid)
+                  shared figures (compare_fields = inputs; same weights, seeds and grid)
   fixed_norm      biased inputs and the fixed-norm control x = (z + s·u)/√(1 + s²/d) (the shared
                   direction without the norm growth), shared figures
   per_sequence    biased inputs and the per-sequence control x_b = z_b + s·u_b (one direction per
@@ -30,9 +30,11 @@ Variants (`--config=sweep:VARIANT`, or `--config=sweep:VARIANT`):
                   with the attention mass, sink rate and no-op score (docs/SWEEP.md
                   "Softmax alternatives at init"; `:smoke+normalizations` for CI)
 Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
-line, e.g. `--config.num_seeds=5 --config.model.init_std=0.05 --config.chunk_size=4`.
-Fields, defaults and their meaning: SweepConfig and BlockConfig (`model`) in anisotropy_jax/config
-(`sweep_config_dict`: top-level `precision`, `compare_field`, `compare_values`);
+line at its dataclass path, e.g. `--config.num_seeds=5 --config.model.init_std=0.05
+--config.model.precision=default --config.chunk_size=4`, or
+`--config.compare_fields='("model.init",)' --config.compare_values='("bert", "lecun")'`.
+Fields, defaults and their meaning: SweepConfig (below) and BlockConfig (`model`, in
+anisotropy_jax/config); `sweep_config_dict` adds `compare_fields`, `compare_values`;
 `anisotropy-jax sweep --help` lists them.
 """
 from __future__ import annotations
@@ -46,7 +48,7 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig, with_variants
 from anisotropy_jax.config.base import ConfigError, from_mapping, require, require_bool, require_choice, require_int
-from anisotropy_jax.config.defaults import block_form
+from anisotropy_jax.config.defaults import config_dict, field_names
 
 # The settings: each field, its meaning and its check.
 # s = 0 plus 2^-2 … 2^12 in half-octave steps (29 values): from "no bias" through s² ≈ d (s ≈ 28 for
@@ -57,14 +59,9 @@ DEFAULT_BIAS_NORMS: tuple[float, ...] = (0.0,) + tuple(2.0 ** (k / 2) for k in r
 # direction without the norm growth) | x_b = z_b + s·u_b (one direction per sequence: shared
 # within a sequence only). docs/SWEEP.md "The controls".
 INPUTS = ("biased", "norm_matched", "fixed_norm", "per_sequence")
-# Sweep (not model) fields that `compare_field` may vary: the compared sweeps keep weights, seeds
-# and grid.
+# Sweep (not model) fields that `compare_fields` may vary besides the block's (`model.NAME`): the
+# compared sweeps keep weights, seeds and grid.
 COMPARABLE_SWEEP_FIELDS = ("inputs",)
-# The BlockConfig fields of the experiment form's `model` (anisotropy_jax/configs/sweep.py;
-# `precision` is top level there). Others may be added to BlockConfig without joining the form.
-SWEEP_MODEL_FIELDS = ("d_model", "num_heads", "d_ff", "norm_position", "init", "init_std",
-                      "layer_norm_eps", "attention", "logit_temperature", "causal", "use_mlp",
-                      "use_bias", "attention_impl")
 
 
 def _as_bias_norms(value: Any) -> tuple[float, ...]:
@@ -88,7 +85,7 @@ class SweepConfig:
     """A bias sweep: the block, the inputs, the grid and how it is chunked.
 
     Attributes:
-      block: the block (its `precision` is the sweep's matmul precision).
+      model: the block (its `precision` is the sweep's matmul precision).
       batch_size: B sequences per grid point.
       seq_len: L tokens per sequence (≥ 2: attention needs a choice).
       bias_norms: the swept s values (finite, ≥ 0), in the order reported.
@@ -117,7 +114,7 @@ class SweepConfig:
         on by itself for an attention_normalization other than softmax.
     """
 
-    block: BlockConfig = BlockConfig()
+    model: BlockConfig = BlockConfig()
     batch_size: int = 16
     seq_len: int = 128
     bias_norms: tuple[float, ...] = DEFAULT_BIAS_NORMS
@@ -130,8 +127,8 @@ class SweepConfig:
     sink_metrics: bool = False
 
     def __post_init__(self):
-        require(isinstance(self.block, BlockConfig), "model",
-                f"expected a BlockConfig, got {type(self.block).__name__}")
+        require(isinstance(self.model, BlockConfig), "model",
+                f"expected a BlockConfig, got {type(self.model).__name__}")
         for name, minimum in (("batch_size", 1), ("seq_len", 2), ("num_seeds", 1), ("seed", 0),
                               ("chunk_size", 0), ("points_per_step", 0)):
             require_int(getattr(self, name), name, minimum)
@@ -145,7 +142,7 @@ class SweepConfig:
     @property
     def reports_sink_metrics(self) -> bool:
         """`sink_metrics`, or a normalisation whose weights need not sum to one."""
-        return self.sink_metrics or self.block.attention_normalization != "softmax"
+        return self.sink_metrics or self.model.attention_normalization != "softmax"
 
     @property
     def num_points(self) -> int:
@@ -165,74 +162,105 @@ def default_label(block: BlockConfig) -> str:
 
 
 def sweep_config_dict() -> ml_collections.ConfigDict:
-    """SweepConfig's defaults in the experiment form that `sweep_configs_from_mapping` reads
-    (anisotropy_jax/configs/sweep.py starts from it): SweepConfig's fields, `model` = the
-    block's SWEEP_MODEL_FIELDS, and at top level
+    """SweepConfig's defaults as the experiment form that `sweep_configs_from_mapping` reads
+    (anisotropy_jax/configs/sweep.py starts from it): every SweepConfig field at its dataclass
+    path (the block's under `model`, its `precision` included), and
 
-      precision: the block's matmul precision, 'highest' | 'default' | 'bfloat16'.
-      compare_field: '' (one sweep), or a model field or one of COMPARABLE_SWEEP_FIELDS
-        ('inputs') to vary into shared figures: one sweep per value of compare_values; or
-        several such fields joined by ',' (e.g. 'attention_normalization,inputs').
-      compare_values: the values of compare_field, one sweep each (same weights, seeds and grid
-        for every value); with several fields, one tuple of values (in field order) per sweep.
+      compare_fields: () (one sweep), or the dataclass paths of the fields to vary into shared
+        figures, one sweep per entry of compare_values: block fields ('model.norm_position')
+        and COMPARABLE_SWEEP_FIELDS ('inputs').
+      compare_values: one value per sweep (same weights, seeds and grid for every value): with
+        one field the value itself, with several a tuple of values in field order.
     """
-    out = block_form(SweepConfig(), SWEEP_MODEL_FIELDS)
-    out.compare_field, out.compare_values = "", ()
+    out = config_dict(SweepConfig)
+    out.compare_fields, out.compare_values = (), ()
     return out
+
+
+def _compare_fields(value: Any) -> tuple[str, ...]:
+    """`compare_fields` as a tuple of valid dataclass paths (one-line ConfigError otherwise)."""
+    choices = [f"model.{name}" for name in field_names(BlockConfig)] + list(
+        COMPARABLE_SWEEP_FIELDS)
+    require(isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value),
+            "compare_fields", f"must be a tuple of field paths such as ('model.norm_position',), "
+            f"got {value!r}")
+    for path in value:
+        require(path in choices, "compare_fields",
+                f"{path!r} is not a block field (model.NAME) or one of "
+                f"{COMPARABLE_SWEEP_FIELDS}; choose from {choices}")
+    require(len(set(value)) == len(value), "compare_fields", f"repeated paths {tuple(value)}")
+    return tuple(value)
 
 
 def sweep_configs_from_mapping(fields: Mapping[str, Any]) -> list[tuple[str, SweepConfig]]:
     """Validates an experiment config (e.g. an ml_collections ConfigDict) into typed sweeps.
 
-    The experiment form has `model` (the block), a top-level `precision`, and optionally
-    `compare_field` / `compare_values`. Returns [(label, SweepConfig)]: one sweep, or one per
-    entry of `compare_values` when `compare_field` names a model field or one of
-    `COMPARABLE_SWEEP_FIELDS` (labels "field=value", or "f1=v1, f2=v2" with several fields
-    joined by ','; the sweeps share seeds and grid). Every
-    error is a one-line `ConfigError` naming the field.
+    The experiment form is SweepConfig's (`model` the block), and optionally `compare_fields` /
+    `compare_values`. Returns [(label, SweepConfig)]: one sweep, or one per entry of
+    `compare_values` (labels "name=value", or "n1=v1, n2=v2" with several fields, each name the
+    last component of its path; the sweeps share seeds and grid). A recorded config of the
+    older form is read too (`upgrade_recorded`). Every error is a one-line `ConfigError`
+    naming the field.
     """
-    rest = dict(fields.to_dict() if hasattr(fields, "to_dict") else fields)
-    model_fields = dict(rest.pop("model", {}))
-    require("precision" not in model_fields, "model.precision",
-            "set the top-level `precision` instead")
-    if "precision" in rest:
-        model_fields["precision"] = rest.pop("precision")
-    compare_field = rest.pop("compare_field", "") or ""
+    rest = upgrade_recorded(fields)
+    paths = _compare_fields(rest.pop("compare_fields", ()) or ())
     compare_values = tuple(rest.pop("compare_values", ()) or ())
-    block = from_mapping(BlockConfig, model_fields, "model.")
-    if "block" in rest:
-        raise ConfigError("block: unknown field; the block's fields go under `model`")
     if "bias_norms" in rest:
         rest["bias_norms"] = _as_bias_norms(rest["bias_norms"])
-    base = from_mapping(SweepConfig, rest, block=block)
-    if not compare_field:
+    base = from_mapping(SweepConfig, rest)
+    if not paths:
         require(not compare_values, "compare_values",
-                "set compare_field to the model field they vary")
-        return [(default_label(block), base)]
-    known = {f.name for f in dataclasses.fields(BlockConfig)} - {"precision"}
-    fields = [name.strip() for name in compare_field.split(",")]
-    for name in fields:
-        require(name in known | set(COMPARABLE_SWEEP_FIELDS), "compare_field",
-                f"{name!r} is not a model field or one of {COMPARABLE_SWEEP_FIELDS}; "
-                f"choose one of {sorted(known) + list(COMPARABLE_SWEEP_FIELDS)}")
-    require(len(compare_values) >= 1, "compare_values", "give at least one value of compare_field")
+                "set compare_fields to the fields they vary")
+        return [(default_label(base.model), base)]
+    require(len(compare_values) >= 1, "compare_values",
+            "give at least one value of compare_fields")
+    names = [path.rsplit(".", 1)[-1] for path in paths]
     sweeps = []
     for value in compare_values:
-        values = (tuple(value) if len(fields) > 1 and isinstance(value, (tuple, list))
+        values = (tuple(value) if len(paths) > 1 and isinstance(value, (tuple, list))
                   else (value,))
-        require(len(values) == len(fields), "compare_values",
-                f"{value!r} does not give one value for each of {fields}")
-        sweep_changes = {f: v for f, v in zip(fields, values) if f in COMPARABLE_SWEEP_FIELDS}
-        model_changes = {f: v for f, v in zip(fields, values) if f not in sweep_changes}
+        require(len(values) == len(paths), "compare_values",
+                f"{value!r} does not give one value for each of {paths}")
+        sweep_changes = {p: v for p, v in zip(paths, values) if p in COMPARABLE_SWEEP_FIELDS}
+        model_changes = {p.split(".", 1)[1]: v for p, v in zip(paths, values)
+                         if p not in sweep_changes}
         try:
-            sweep = base.replace(block=block.replace(**model_changes), **sweep_changes)
+            sweep = base.replace(model=base.model.replace(**model_changes), **sweep_changes)
         except ConfigError as err:
             raise ConfigError(f"compare_values: {err}") from None
-        sweeps.append((", ".join(f"{f}={v}" for f, v in zip(fields, values)), sweep))
+        sweeps.append((", ".join(f"{n}={v}" for n, v in zip(names, values)), sweep))
     labels = [label for label, _ in sweeps]
     require(len(set(labels)) == len(labels), "compare_values",
             f"repeated values {list(compare_values)}")
     return sweeps
+
+
+def upgrade_recorded(config: Any) -> dict[str, Any]:
+    """A recorded sweep or depth config (results.json "config", config.json, a run's
+    "sweep_config" / "depth_config", a report's stamps) in the current form, as a plain dict;
+    one of the current form is returned as it is. The older forms:
+
+      the experiment form before the command line equalled the dataclass: `model` without
+        `precision`, the block's `precision` at top level, and (sweep) `compare_field`, field
+        names joined by ',' (-> `compare_fields`, their dataclass paths);
+      the dataclass itself before its block field was named `model`: `block`.
+    """
+    out = dict(config.to_dict() if hasattr(config, "to_dict") else config)
+    if "block" in out and "model" not in out:
+        out["model"] = out.pop("block")
+    if "precision" in out:
+        model = dict(out.get("model") or {})
+        require("precision" not in model, "precision",
+                "the block's precision is `model.precision`")
+        model["precision"] = out.pop("precision")
+        out["model"] = model
+    if "compare_field" in out:
+        require("compare_fields" not in out, "compare_field", "use compare_fields alone")
+        old = out.pop("compare_field") or ""
+        names = [name.strip() for name in old.split(",")] if old else []
+        out["compare_fields"] = tuple(
+            name if name in COMPARABLE_SWEEP_FIELDS else f"model.{name}" for name in names)
+    return out
 
 
 # The named variants (`--config=sweep:VARIANT`).
@@ -252,15 +280,17 @@ SETTINGS = {
     "pre_ln": {"model.norm_position": "pre", "model.layer_norm_eps": 1e-5},
     "lecun": {"model.init": "lecun"},
     "attention_only": {"model.use_mlp": False},
-    "post_vs_pre": {"compare_field": "norm_position", "compare_values": ("post", "pre")},
-    "init_std": {"compare_field": "init_std", "compare_values": (0.01, 0.02, 0.05)},
-    "temperature": {"compare_field": "logit_temperature", "compare_values": (0.5, 1.0, 2.0)},
+    "post_vs_pre": {"compare_fields": ("model.norm_position",), "compare_values": ("post", "pre")},
+    "init_std": {"compare_fields": ("model.init_std",), "compare_values": (0.01, 0.02, 0.05)},
+    "temperature": {"compare_fields": ("model.logit_temperature",),
+                    "compare_values": (0.5, 1.0, 2.0)},
     "dense_1024": {"bias_norms": DENSE_1024_BIAS_NORMS, "batch_size": 32, "num_seeds": 1},
-    "control": {"compare_field": "inputs", "compare_values": ("biased", "norm_matched")},
-    "fixed_norm": {"compare_field": "inputs", "compare_values": ("biased", "fixed_norm")},
-    "per_sequence": {"compare_field": "inputs", "compare_values": ("biased", "per_sequence")},
-    "controls": {"compare_field": "inputs", "compare_values": CONTROLS},
-    "normalizations": {"compare_field": "attention_normalization,attention_output_gate,inputs",
+    "control": {"compare_fields": ("inputs",), "compare_values": ("biased", "norm_matched")},
+    "fixed_norm": {"compare_fields": ("inputs",), "compare_values": ("biased", "fixed_norm")},
+    "per_sequence": {"compare_fields": ("inputs",), "compare_values": ("biased", "per_sequence")},
+    "controls": {"compare_fields": ("inputs",), "compare_values": CONTROLS},
+    "normalizations": {"compare_fields": ("model.attention_normalization",
+                                          "model.attention_output_gate", "inputs"),
                        "compare_values": NORMALIZATION_RUNS, "sink_metrics": True},
 }
 VARIANTS = tuple(SETTINGS)

@@ -72,7 +72,7 @@ def main(args, report):
     impl = "pallas" if jax.default_backend() == "gpu" and precision != "highest" else "xla"
     block = BlockConfig(precision=precision, attention_impl=impl)
     mesh = grid.grid_mesh(jax.devices()[:1])
-    config = SweepConfig(block=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
+    config = SweepConfig(model=block, batch_size=32, seq_len=128, bias_norms=(0.0,),
                                num_seeds=1)
     state = jax.device_put(tuple(grid.init_seeds(config)), NamedSharding(mesh, P()))
     if args.variant == "three":

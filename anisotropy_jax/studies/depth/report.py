@@ -17,6 +17,7 @@ import numpy as np
 from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs.depth import DepthConfig
+from anisotropy_jax.configs.sweep import upgrade_recorded
 from anisotropy_jax.plotting import depth as depth_plots
 from anisotropy_jax.studies.depth import theory
 from anisotropy_jax.studies.depth.grid import DepthResult, StackResult
@@ -39,7 +40,7 @@ class ChunkStore:
         stamp = json.loads(json.dumps(results.to_jsonable(config)))
         path = self.root / "config.json"
         if path.exists():
-            if json.loads(path.read_text())["config"] != stamp:
+            if upgrade_recorded(json.loads(path.read_text())["config"]) != stamp:
                 raise ConfigError(f"workdir: {self.root} holds chunks of another depth config; "
                                  f"use a new --workdir or delete it")
         else:

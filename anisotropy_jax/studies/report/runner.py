@@ -15,6 +15,7 @@ from anisotropy_jax import media, results
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
 from anisotropy_jax.configs.report import ReproduceConfig
+from anisotropy_jax.configs.sweep import upgrade_recorded
 from anisotropy_jax.models.families import bert, mpnet
 from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.protocol import SILENT, Progress, config_difference
@@ -158,6 +159,16 @@ def _stamp(config: ReproduceConfig, name: str) -> Any:
     return json.loads(json.dumps(results.to_jsonable(part)))
 
 
+def _upgraded(name: str, recorded: Any) -> Any:
+    """A recorded stamp of the sweep or depth study in the current form (a block field named
+    `block` before it was `model`: `configs.sweep.upgrade_recorded`); others as they are."""
+    if name == "sweep" and isinstance(recorded, list):
+        return [[label, upgrade_recorded(cfg)] for label, cfg in recorded]
+    if name == "depth" and isinstance(recorded, dict):
+        return upgrade_recorded(recorded)
+    return recorded
+
+
 def _finished(name: str, out: pathlib.Path, stamp: Any) -> StudyRun | None:
     """The study's StudyRun from an earlier run into the same folder, or None. A folder holding
     the study of another config is refused (ConfigError naming it) rather than mixed in."""
@@ -165,7 +176,7 @@ def _finished(name: str, out: pathlib.Path, stamp: Any) -> StudyRun | None:
     if not path.exists():
         return None
     doc = json.loads(path.read_text())
-    difference = config_difference(doc.get("config"), stamp)
+    difference = config_difference(_upgraded(name, doc.get("config")), stamp)
     if difference is not None:
         field, was, now = difference
         raise ConfigError(f"workdir: {out} holds the {name} study of another config "

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from anisotropy_jax.configs.report import PRE_LN_PREFIX
+from anisotropy_jax.configs.sweep import upgrade_recorded
 from anisotropy_jax.metrics.correlation import t_interval
 from anisotropy_jax.studies.report.verdict import (FAILS, HOLDS, PARTLY, Verdict, g, interval,
                                                       not_measured)
@@ -56,8 +57,8 @@ def _points(sweep: Mapping[str, Any], biased: Mapping[str, Any]) -> list[int]:
 
 
 def _scope(biased: Mapping[str, Any]) -> str:
-    c = biased["sweep_config"]
-    b = c["block"]
+    c = upgrade_recorded(biased["sweep_config"])  # results.json of any form
+    b = c["model"]
     return (f"one untrained {b['norm_position']}-LN block, d = {b['d_model']}, {b['num_heads']} "
             f"heads, init {b['init']} (σ = {b.get('init_std', 0.02)}), Gaussian inputs, "
             f"L = {c['seq_len']}, {_per_seed(biased, ENTROPY).shape[0]} seeds")
@@ -69,7 +70,7 @@ def _checked(key: str, crit: str, sweep: Mapping[str, Any] | None, needs: tuple[
     missing = [k for k in needs if k not in runs]
     if missing:
         return not_measured(key, crit, reason or f"the sweep has no {', '.join(missing)} run")
-    if runs["biased"]["sweep_config"]["block"]["norm_position"] != "post":
+    if upgrade_recorded(runs["biased"]["sweep_config"])["model"]["norm_position"] != "post":
         return not_measured(key, crit, "the sweep's first block is not post-LN")
     if _per_seed(runs["biased"], ENTROPY).shape[0] < 2:
         return not_measured(key, crit, "one seed: no interval over seeds")

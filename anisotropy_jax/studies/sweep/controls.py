@@ -97,7 +97,7 @@ def summary(runs: Mapping[str, Any]) -> dict[str, Any]:
         if entry is None:
             points = operating_points(base.bias_norms, base.per_seed["input_cosine"])
             entry = out[base_label] = {
-                "norm_position": base.config.block.norm_position,
+                "norm_position": base.config.model.norm_position,
                 "input_cosine_range": list(INPUT_COSINE_RANGE),
                 "operating_points": points,
                 "operating_bias_norms": [float(base.bias_norms[i]) for i in points],
@@ -106,6 +106,6 @@ def summary(runs: Mapping[str, Any]) -> dict[str, Any]:
             "inputs": result.config.inputs,
             "minus_biased": {n: paired_difference(result.per_seed[n], base.per_seed[n])
                              for n in COMPARED_METRICS if n in result.per_seed},
-            "identity": identity(result.config.inputs, result.config.block.norm_position,
+            "identity": identity(result.config.inputs, result.config.model.norm_position,
                                  result.per_seed, base.per_seed)}
     return out

@@ -25,7 +25,7 @@ How it runs:
 
 The per-chunk function is public so that benchmarks can reuse it: `chunk_computation(block,
 with_metrics=False)` is the bare forward (one scalar per point so that nothing is pruned),
-`config.block.precision` selects 'highest' | 'default' | 'bfloat16' matmuls.
+`config.model.precision` selects 'highest' | 'default' | 'bfloat16' matmuls.
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def init_seeds(config: SweepConfig) -> SeedState:
     """Weights, z and u of every seed (a pure function of config.seed, the shapes and, for the
     shape of u, config.inputs)."""
     keys = inputs.seed_keys(config.seed, config.num_seeds)
-    return _init_seeds_jit(jax.default_backend())(keys, config.block, config.batch_size,
+    return _init_seeds_jit(jax.default_backend())(keys, config.model, config.batch_size,
                                                   config.seq_len, config.inputs)
 
 
@@ -105,7 +105,7 @@ def _compiled_while_initialising(config: SweepConfig, fn: Callable, layout: "Chu
     if not hasattr(fn, "lower"):
         return fetch(init_seeds(config)), fn
     state_shapes = jax.eval_shape(functools.partial(  # not the jitted one: options are top-level
-        _init_seeds, block=config.block, batch_size=config.batch_size, seq_len=config.seq_len,
+        _init_seeds, block=config.model, batch_size=config.batch_size, seq_len=config.seq_len,
         kind=config.inputs),
         inputs.seed_keys(config.seed, config.num_seeds))
     replicated, grid_sharding = NamedSharding(mesh, P()), NamedSharding(mesh, P(GRID_AXIS))
@@ -318,7 +318,7 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
     Args:
       config: the sweep.
       mesh: devices to shard the s axis over (default `grid_mesh()`: all visible devices).
-      chunk_fn: a prebuilt jitted chunk function (default `make_chunk_fn(config.block, mesh,
+      chunk_fn: a prebuilt jitted chunk function (default `make_chunk_fn(config.model, mesh,
         with_metrics)`, cached, so repeated sweeps of the same shapes compile once).
       with_metrics: False runs the bare forward (benchmarks); per_seed then holds
         "output_checksum".
@@ -328,7 +328,7 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
       FloatingPointError: a metric is not finite (names the metric, s and seed).
     """
     mesh = grid_mesh() if mesh is None else mesh
-    fn = (make_chunk_fn(config.block, mesh, with_metrics, config.reuse_projections,
+    fn = (make_chunk_fn(config.model, mesh, with_metrics, config.reuse_projections,
                         config.points_per_step, config.inputs, config.reports_sink_metrics)
           if chunk_fn is None else chunk_fn)
     norms = np.asarray(config.bias_norms, np.float32)
@@ -354,7 +354,7 @@ def run(config: SweepConfig, *, mesh: Mesh | None = None, chunk_fn: Callable | N
             s_chunk[: hi - lo] = norms[lo:hi]
             out = fetch(fn(params, z, u, place(s_chunk, grid_sharding)))
             out = {k: v[: len(real_seeds), : hi - lo] for k, v in out.items()}
-            _check_finite(out, real_seeds, norms[lo:hi], config.block)
+            _check_finite(out, real_seeds, norms[lo:hi], config.model)
             _store(out, real_seeds, lo, (num_seeds, num_bias), per_seed, per_head)
             seconds.append(time.perf_counter() - t0)
             progress.mark(f"chunk {len(seconds)}")

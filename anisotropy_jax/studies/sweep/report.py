@@ -54,7 +54,7 @@ def reliable_points(result: SweepResult) -> list[bool | None]:
     normalisation other than softmax, for which the bound is not derived."""
     bound = result.per_seed.get("attention_rounding_bound")
     if bound is None:
-        assessed = result.config.block.attention_normalization == "softmax"
+        assessed = result.config.model.attention_normalization == "softmax"
         return [True if assessed else None] * len(result.bias_norms)
     return (np.asarray(bound).max(axis=0) <= points.RELIABLE_ROUNDING_BOUND).tolist()
 
@@ -80,7 +80,7 @@ def run_summary(label: str, result: SweepResult) -> dict:
         "reliable": reliable_points(result),
         "reliable_rounding_bound": points.RELIABLE_ROUNDING_BOUND,
         "seq_len": cfg.seq_len,
-        "d_model": cfg.block.d_model,
+        "d_model": cfg.model.d_model,
         "metrics": theory.summarize(result.per_seed),
         "closed_forms": theory.compare_with_closed_forms(cfg, result.bias_norms,
                                                          result.per_seed),

@@ -51,9 +51,9 @@ def attention_input_gain(config: SweepConfig, s: np.ndarray) -> np.ndarray:
     """g(s) = E‖a‖²/d for the attention input a of a token. Post-LN / no LN (a = x): 1 + s²/d for
     the biased, norm-matched and per-sequence inputs, 1 for the fixed-norm ones. Pre-LN
     (a = LN(x), norm √d): 1 for every kind. F2 is ‖q‖ = σ_w √(d·Dh) √g."""
-    if config.block.norm_position == "pre" or config.inputs == "fixed_norm":
+    if config.model.norm_position == "pre" or config.inputs == "fixed_norm":
         return np.ones_like(s)
-    return 1.0 + s ** 2 / config.block.d_model
+    return 1.0 + s ** 2 / config.model.d_model
 
 
 def logit_variance(config: SweepConfig, s: np.ndarray) -> np.ndarray:
@@ -66,12 +66,12 @@ def logit_variance(config: SweepConfig, s: np.ndarray) -> np.ndarray:
     for a block whose attention sees x (post-LN, no LN). Pre-LN attention sees LN(x), which for
     x = z + s·u (or its fixed-norm rescaling) is ≈ (z + s·u)/c: r = 1/c²; for the norm-matched
     z·c it is LN(z): r = 1."""
-    d, v0 = config.block.d_model, (kernel_variance(config.block) * config.block.d_model
-                                   / config.block.logit_temperature) ** 2
+    d, v0 = config.model.d_model, (kernel_variance(config.model) * config.model.d_model
+                                   / config.model.logit_temperature) ** 2
     c2 = 1.0 + s ** 2 / d
     if config.inputs == "norm_matched":
-        ratio = np.ones_like(s) if config.block.norm_position == "pre" else c2 ** 2
-    elif config.block.norm_position == "pre" or config.inputs == "fixed_norm":
+        ratio = np.ones_like(s) if config.model.norm_position == "pre" else c2 ** 2
+    elif config.model.norm_position == "pre" or config.inputs == "fixed_norm":
         ratio = 1.0 / c2
     else:
         ratio = c2
@@ -80,7 +80,7 @@ def logit_variance(config: SweepConfig, s: np.ndarray) -> np.ndarray:
 
 def _input_forms(config: SweepConfig, s: np.ndarray) -> dict[str, dict[str, Any]]:
     """F1 and its within/cross-sequence parts, and the mean input norm, per inputs kind."""
-    d, kind, seq_len, batch = (config.block.d_model, config.inputs, config.seq_len,
+    d, kind, seq_len, batch = (config.model.d_model, config.inputs, config.seq_len,
                                config.batch_size)
     f1 = s ** 2 / (s ** 2 + d)
     zero = np.zeros_like(s)
@@ -121,7 +121,7 @@ def closed_forms(config: SweepConfig, bias_norms: Any) -> dict[str, dict[str, An
     attention_normalization or with the output gate they are not given (F1, F2 and the output
     norm do not depend on the normalisation).
     """
-    block = config.block
+    block = config.model
     s = np.asarray(bias_norms, np.float64)
     d, dh, seq_len = block.d_model, block.d_head, config.seq_len
     forms = _input_forms(config, s)

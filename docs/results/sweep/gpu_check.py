@@ -24,7 +24,7 @@ def main(path):
     out = {"device": str(device), "device_kind": device.device_kind, "jax": jax.__version__,
            "num_points": len(NORMS), "runs": []}
     for chunk in (32, 128):
-        cfg = sweep.SweepConfig(block=BlockConfig(), batch_size=32, seq_len=128, bias_norms=NORMS,
+        cfg = sweep.SweepConfig(model=BlockConfig(), batch_size=32, seq_len=128, bias_norms=NORMS,
                                 num_seeds=1, chunk_size=chunk)
         t0 = time.perf_counter()
         first = sweep.run_sweep(cfg)
