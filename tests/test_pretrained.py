@@ -5,9 +5,7 @@ file and the whole analysis in process (studies.pretrained).
 
 Parity with Hugging Face transformers (torch) and the script are in test_pretrained_hf.py."""
 import dataclasses
-import importlib.util
 import json
-import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -23,10 +21,9 @@ from anisotropy_jax.models.formats import checkpoint
 from anisotropy_jax.models import registry
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies.pretrained import analysis, report, states, text
+from anisotropy_jax import configs
 from tests import reference
 
-CONFIG_FILE = (pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
-               / "pretrained_anisotropy.py")
 
 TINY_HF = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 16,
            "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 24,
@@ -632,10 +629,7 @@ def test_shortfall_says_when_fewer_sentences_or_inputs_than_requested(tmp_path):
 # The config file and the checks before any compilation
 
 def _config_file(arg=None):
-    spec = importlib.util.spec_from_file_location("pretrained_anisotropy_config", CONFIG_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(arg)
+    return configs.module("pretrained").get_config(arg)
 
 
 def test_config_file_variants_are_valid_configs():

@@ -53,7 +53,10 @@ IRRELEVANT_KEYS = frozenset({
     "summary_proj_to_labels", "summary_first_dropout",
     "hidden_dropout_prob", "attention_probs_dropout_prob", "hidden_dropout", "attention_dropout",
     "activation_dropout", "dropout", "dropout_rate", "resid_pdrop", "embd_pdrop", "attn_pdrop",
-    "gguf_file", "gguf_file_type", "converted_from", "ctranslate2_spec", "source"})
+    "gguf_file", "gguf_file_type", "converted_from", "ctranslate2_spec", "source",
+    # The LM head of a training run exported as a series (studies/series/export.py): the hidden
+    # states never use it, and the families list its tensors as unused.
+    "lm_head"})
 
 
 def check_keys(hf_config: dict[str, Any], known: Collection[str], source: str,
