@@ -239,3 +239,23 @@ def test_the_training_config_names_its_objective_as_a_variant():
         train.get_config("mlm+clm")
     with pytest.raises(ValueError, match="more than one"):
         train.get_config("smoke+small")
+
+
+def test_an_unset_optional_field_can_be_set_from_the_command_line():
+    """`T | None` fields left at None are typed placeholders: `--config.model.qkv_bias=False`
+    sets them (ml_collections refuses to override a plain None)."""
+    from absl import flags
+    from ml_collections import config_flags
+
+    def parsed(*overrides):
+        argv = ["prog", f"--config={CONFIGS / 'sweep.py'}:smoke", *overrides]
+        values = flags.FlagValues()
+        config_flags.DEFINE_config_file("config", flag_values=values, sys_argv=argv)
+        values(argv)
+        return values.config
+
+    block = CONVERTERS["sweep"](parsed("--config.model.qkv_bias=False",
+                                       "--config.model.logit_scale=0.5"))[0][1].model
+    assert block.qkv_bias is False and block.logit_scale == 0.5 and block.mlp_bias is None
+    with pytest.raises(flags.IllegalFlagValueError):
+        parsed("--config.model.qkv_bias=maybe")

@@ -7,6 +7,7 @@ variant is data, the fields it sets (`with_variants`).
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any, Mapping, Sequence
 
 import ml_collections
@@ -26,6 +27,14 @@ def _default(cls: type, name: str) -> Any:
     raise TypeError(f"{cls.__name__}.{name} has no default")
 
 
+def _optional(hint: Any) -> type | None:
+    """T of a `T | None` hint with one plain type T (bool, int, float, str), else None."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if type(None) in typing.get_args(hint) and len(args) == 1 and args[0] in (bool, int, float, str):
+        return args[0]
+    return None
+
+
 def config_dict(config: Any, fields: Sequence[str] | None = None) -> ml_collections.ConfigDict:
     """A ConfigDict of `fields` (default: every init field) of a config dataclass.
 
@@ -36,12 +45,16 @@ def config_dict(config: Any, fields: Sequence[str] | None = None) -> ml_collecti
     """
     names = field_names(config) if fields is None else tuple(fields)
     known = field_names(config)
+    hints = typing.get_type_hints(config if isinstance(config, type) else type(config))
     unknown = [name for name in names if name not in known]
     if unknown:
         raise KeyError(f"{unknown} are not fields of {getattr(config, '__name__', config)}")
     out = ml_collections.ConfigDict()
     for name in names:
         value = _default(config, name) if isinstance(config, type) else getattr(config, name)
+        if value is None and _optional(hints.get(name)) is not None:
+            # `T | None` unset: a typed placeholder, so that `--config.FIELD=VALUE` can set it
+            value = ml_collections.config_dict.placeholder(_optional(hints[name]))
         out[name] = config_dict(value) if dataclasses.is_dataclass(value) else value
     return out
 
