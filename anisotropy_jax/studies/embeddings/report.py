@@ -23,7 +23,6 @@ again from the files: `python -m anisotropy_jax.studies.embeddings.report RESULT
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 from typing import TYPE_CHECKING, Any, Mapping
@@ -218,7 +217,7 @@ def format_report(doc: Doc) -> str:
 
 def _main(argv: list[str]) -> None:
     path = pathlib.Path(argv[1])
-    doc = json.loads(path.read_text())
+    doc = results.read_results(path)
     if "--figures" in argv[2:]:
         with np.load(path.with_name("results.npz")) as f:
             arrays = {k: f[k] for k in f.files}

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any, Mapping
 
@@ -101,7 +100,7 @@ def storage_table(folder: Any) -> str:
 
     sizes = {}
     for path in sorted(pathlib.Path(folder).rglob("results.json")):
-        for name in json.loads(path.read_text())["models"]:
+        for name in results_lib.read_results(path)["models"]:
             sizes[name] = path.stat().st_size
     lines = ["| model | layers | per forward (bytes) | per model (bytes) | results.json (bytes) "
              "| wall (s): trained; untrained seeds |", "|---|---|---|---|---|---|"]
