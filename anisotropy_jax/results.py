@@ -258,6 +258,8 @@ RESULTS_SCHEMA_VERSION = 2
 SCHEMA_1_METRIC_NAMES = {
     "centered_cosine": "centered_average_cosine",  # training analysis, normalisation grid
     "massive_ratio": "massive_top_ratio",  # training analysis, normalisation grid
+    "twonn": "twonn_dimension",  # extreme-token study's states
+    "gride": "gride_dimension",  # extreme-token study's states
 }
 _RENAMED_PREFIXES = ("", "before_", "after_")
 

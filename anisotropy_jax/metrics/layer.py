@@ -71,6 +71,9 @@ ANISOTROPY_FLOOR = 0.01
 _POOLED = ("average_cosine", "centered_average_cosine", "drift_norm", "relative_drift",
            "mean_norm", "isoscore", "effective_rank", "effective_rank_centered",
            "top_pc_variance_ratio", "sampled_pair_cosine", "twonn_dimension", "gride_dimension")
+# Those of them that can take a (B, L, D) cloud with its mask instead of the tokens.
+_MASKED_POOLED = ("average_cosine", "centered_average_cosine", "twonn_dimension",
+                  "gride_dimension")
 
 
 def centering_removed_share(average: float, centred: float) -> float | None:
@@ -87,8 +90,10 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     """The metrics `names` (of LAYER_METRICS, less the host-side centering_removed_share) of one
     hidden state: B sequences of L tokens (B, L, D), `mask_BxL` the measured tokens (None: all).
 
-    The pooled metrics take the measured tokens as one (N, D) cloud: `tokens_NxD` (required with
-    a mask: they cannot be gathered under jit), else x reshaped to (B·L, D). The sequence and
+    The pooled metrics take the measured tokens as one (N, D) cloud: `tokens_NxD` when given,
+    else x reshaped to (B·L, D) without a mask; with a mask, average_cosine,
+    centered_average_cosine and the intrinsic dimensions take x and the mask, and the others
+    need `tokens_NxD` (the tokens cannot be gathered under jit). The sequence and
     activation metrics (cross/within-sequence cosine, massive_top_ratio, kurtosis) take x with
     its mask. within_sequence_cosine is left out when L < 2, cross_sequence_cosine raises when
     B < 2. sampled_pair_cosine needs `key` (its `num_pairs` pairs); an intrinsic dimension is NaN
@@ -102,14 +107,19 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     if x_BxLxD.ndim != 3:
         raise ValueError(f"expected (B, L, D) hidden states, got shape {x_BxLxD.shape}")
     b, l, d = x_BxLxD.shape
-    if tokens_NxD is None:
-        if mask_BxL is not None and any(n in _POOLED for n in names):
-            raise ValueError("the pooled metrics of masked states need their tokens_NxD")
-        tokens_NxD = x_BxLxD.reshape(b * l, d)
-    x_NxD = tokens_NxD
+    # The pooled tokens: the given ones; every token; or x with its mask for the metrics that
+    # take one.
+    points, points_mask = ((tokens_NxD, None) if tokens_NxD is not None
+                           else (x_BxLxD.reshape(b * l, d), None) if mask_BxL is None
+                           else (x_BxLxD, mask_BxL))
+    if points_mask is not None:
+        unmasked = [n for n in names if n in _POOLED and n not in _MASKED_POOLED]
+        if unmasked:
+            raise ValueError(f"{unmasked} of masked states need their tokens_NxD")
+    x_NxD = points
     compute = {
-        "average_cosine": lambda: geometry.average_cosine_similarity(x_NxD),
-        "centered_average_cosine": lambda: geometry.centered_average_cosine(x_NxD),
+        "average_cosine": lambda: geometry.average_cosine_similarity(x_NxD, points_mask),
+        "centered_average_cosine": lambda: geometry.centered_average_cosine(x_NxD, points_mask),
         "drift_norm": lambda: geometry.drift_norm(x_NxD),
         "relative_drift": lambda: geometry.relative_drift(x_NxD),
         "mean_norm": lambda: norms.mean_norm(x_NxD),
@@ -132,7 +142,7 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     for name in names:
         if name in ("twonn_dimension", "gride_dimension"):
             if name not in out:
-                out.update(layer_dimensions(x_NxD))  # both from one neighbour pass
+                out.update(layer_dimensions(x_NxD, points_mask))  # one neighbour pass
         elif name != "within_sequence_cosine" or l >= 2:
             out[name] = compute[name]()
     return {name: out[name] for name in names if name in out}
