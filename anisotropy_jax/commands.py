@@ -233,7 +233,7 @@ def show(folder: str) -> str:
             return (workdir / "REPORT.md").read_text()
         cli.fail(f"{workdir}: no results.json: not a finished run (a run writes it last)")
     try:
-        doc = json.loads(path.read_text())
+        doc = results.read_results(path)  # older schemas: the current metric names
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as error:
         cli.fail(f"{path}: unreadable ({error})")
     name = identify(doc) if isinstance(doc, dict) else None

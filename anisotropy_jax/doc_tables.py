@@ -27,7 +27,6 @@ KINDS (each a study's formatter, imported when used):
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import re
 import sys
@@ -115,7 +114,7 @@ def render(kind: str, path: str | pathlib.Path) -> str:
     if not full.exists():
         raise FileNotFoundError(f"{path}: no such results file or folder")
     formatter = _formatter(kind)
-    table = formatter(full if full.is_dir() else json.loads(full.read_text()))
+    table = formatter(full if full.is_dir() else results.read_results(full))
     return table.rstrip("\n") + "\n"
 
 

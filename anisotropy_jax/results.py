@@ -248,7 +248,60 @@ GIT_COMMIT_ENV = "ANISOTROPY_JAX_GIT_COMMIT"
 # so that an older reader would misread it (a key renamed, moved, removed or given another
 # meaning; adding a key needs no new version). `anisotropy-jax show` refuses a newer version.
 # A document without it predates versioning: version 0, read as version 1.
+# Version 2: provenance names its study; every per-layer metric has one name in every study
+# (metrics.LAYER_METRICS): SCHEMA_1_METRIC_NAMES. Read older documents with `read_results` (or
+# pass them through `upgrade`), never with json.load alone.
 RESULTS_SCHEMA_VERSION = 2
+# The per-layer metric keys of a schema-1 document that schema 2 renamed, old → new, wherever the
+# key occurs in the document (also after the training analysis's "before_"/"after_" prefixes of
+# the final norm's states). The numbers are the same quantities; only the names changed.
+SCHEMA_1_METRIC_NAMES = {
+    "centered_cosine": "centered_average_cosine",  # training analysis, normalisation grid
+    "massive_ratio": "massive_top_ratio",  # training analysis, normalisation grid
+    "twonn": "twonn_dimension",  # extreme-token study's states
+    "gride": "gride_dimension",  # extreme-token study's states
+}
+_RENAMED_PREFIXES = ("", "before_", "after_")
+
+
+def schema_version(doc: Any) -> int:
+    """The results schema of a document: provenance["schema_version"], 0 when it has none (a
+    document that predates versioning, read as version 1)."""
+    provenance = doc.get("provenance") if isinstance(doc, dict) else None
+    version = provenance.get("schema_version", 0) if isinstance(provenance, dict) else 0
+    return version if isinstance(version, int) else 0
+
+
+def _renamed(key: str) -> str:
+    for prefix in _RENAMED_PREFIXES:
+        if key.startswith(prefix) and key[len(prefix):] in SCHEMA_1_METRIC_NAMES:
+            return prefix + SCHEMA_1_METRIC_NAMES[key[len(prefix):]]
+    return key
+
+
+def _rename_keys(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {_renamed(k) if isinstance(k, str) else k: _rename_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rename_keys(v) for v in obj]
+    return obj
+
+
+def upgrade(doc: Any) -> Any:
+    """A results document with the metric names of the current schema: one of schema 1 (or of
+    none, also a study's intermediate files such as the normalisation grid's grid_run.json) gets
+    every key of SCHEMA_1_METRIC_NAMES renamed, at any depth, into a new document (the numbers
+    are untouched; the provenance keeps its schema_version, which says what was written). A
+    document of schema 2 or newer is returned as it is (`anisotropy-jax show` refuses a newer)."""
+    if not isinstance(doc, dict) or schema_version(doc) >= 2:
+        return doc
+    return _rename_keys(doc)
+
+
+def read_results(path: str | os.PathLike) -> Any:
+    """A results JSON file (results.json, or a study's JSON of the same layout), upgraded to the
+    current metric names (`upgrade`): every reader of results goes through here."""
+    return upgrade(json.loads(pathlib.Path(path).read_text()))
 
 
 def _git_commit() -> str | None:

@@ -118,7 +118,7 @@ def parity_point(block, params, z_BxLxD, u_D, bias_norm, projected=None):
     entropy_h = metrics.mean_over_queries(
         metrics.normalized_entropy(probes["attn_entropy"].astype(jnp.float32), counts_Lq), counts_Lq)
     cloud = metrics.cloud_metrics(y, sequences=False, drift=False)  # one set of norms and sums
-    return {"output_norm": cloud["norm"], "output_cosine": cloud["cosine"],
+    return {"output_norm": cloud["mean_norm"], "output_cosine": cloud["average_cosine"],
             "attention_entropy_normalized": jnp.mean(entropy_h)}
 
 

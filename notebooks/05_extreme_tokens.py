@@ -195,7 +195,7 @@ fig.tight_layout()
 fig, axes = panels(len(MODELS))
 for ax, (name, model) in zip(axes, MODELS.items()):
     entry = model["inputs"]["natural"]
-    twonn, low, high = band(entry, "states", "twonn")
+    twonn, low, high = band(entry, "states", "twonn_dimension")
     states = np.arange(len(twonn))
     ax.plot(states, twonn, marker="o", ms=3, label="TwoNN, trained")
     ax.fill_between(states, low, high, color="gray", alpha=0.3, label="untrained")

@@ -14,7 +14,7 @@ from tests import reference
 # in miniature, and more vectors than dimensions.
 SHAPES = [(1, 6, 5), (3, 2, 6), (4, 5, 8), (2, 24, 7)]
 EXISTING = {
-    "cosine": metrics.average_cosine_similarity, "norm": metrics.mean_norm,
+    "average_cosine": metrics.average_cosine_similarity, "mean_norm": metrics.mean_norm,
     "within_sequence_cosine": metrics.within_sequence_cosine_similarity,
     "cross_sequence_cosine": metrics.cross_sequence_cosine_similarity,
     "drift_norm": metrics.drift_norm, "relative_drift": metrics.relative_drift,
@@ -52,7 +52,7 @@ def _numpy_reference(x_BxLxD):
     distinct = ~np.eye(b * l, dtype=bool)
     same_seq = seq_N[:, None] == seq_N[None, :]
     drift = np.linalg.norm(x_NxD.mean(axis=0))
-    out = {"cosine": cos_NxN[distinct].mean(), "norm": norms_N.mean(), "drift_norm": drift,
+    out = {"average_cosine": cos_NxN[distinct].mean(), "mean_norm": norms_N.mean(), "drift_norm": drift,
            "relative_drift": drift / norms_N.mean() if norms_N.mean() > 0 else 0.0,
            "isoscore": reference.isoscore_algorithm(x_NxD)}
     if l >= 2:
@@ -75,7 +75,7 @@ def _assert_close(got, want, rtol=RTOL, atol=ATOL, scale=1.0):
     """Cosines, relative drift and IsoScore in absolute terms, norms relative to `scale`."""
     assert set(got) == set(want)
     for key in want:
-        tol = dict(rtol=rtol, atol=atol * (scale if key in ("norm", "drift_norm") else 1.0))
+        tol = dict(rtol=rtol, atol=atol * (scale if key in ("mean_norm", "drift_norm") else 1.0))
         np.testing.assert_allclose(np.asarray(got[key], np.float64), want[key], **tol,
                                    err_msg=key)
 
@@ -86,14 +86,14 @@ def test_float32_matches_the_existing_functions(shape):
     got, want = _fused(x), _existing(x)
     for value in got.values():
         assert value.dtype == jnp.float32 and value.shape == ()
-    _assert_close(got, want, scale=float(want["norm"]))
+    _assert_close(got, want, scale=float(want["mean_norm"]))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_float32_close_to_float64_reference(shape):
     x = _cloud(sum(shape) + 1, shape)
     want = _numpy_reference(x)
-    _assert_close(_fused(jnp.asarray(x)), want, scale=want["norm"])
+    _assert_close(_fused(jnp.asarray(x)), want, scale=want["mean_norm"])
 
 
 @pytest.mark.parametrize("shape", SHAPES[1:3])
@@ -102,7 +102,7 @@ def test_float64_equals_the_definitions(shape):
     with jax.enable_x64(True):
         x = _cloud(7, shape, dtype=np.float64)
         got = _fused(jnp.asarray(x))
-        assert got["cosine"].dtype == jnp.float64
+        assert got["average_cosine"].dtype == jnp.float64
         _assert_close(got, _numpy_reference(x), rtol=1e-10, atol=1e-12,
                       scale=np.linalg.norm(x, axis=-1).mean())
 
@@ -114,8 +114,8 @@ def test_zero_vectors_have_cosine_zero_with_everything():
     x[2] = 0.0  # a whole sequence of zeros
     want = _numpy_reference(x)
     got = _fused(jnp.asarray(x))
-    _assert_close(got, want, scale=want["norm"])
-    _assert_close(got, _existing(jnp.asarray(x)), scale=want["norm"])
+    _assert_close(got, want, scale=want["mean_norm"])
+    _assert_close(got, _existing(jnp.asarray(x)), scale=want["mean_norm"])
 
 
 def test_all_zero_cloud_is_zero_and_finite():
@@ -136,15 +136,15 @@ def test_extreme_scales_are_exact(scale):
     want = _numpy_reference(x)
     got = _fused(jnp.asarray(x))
     assert all(np.isfinite(float(v)) for v in got.values())
-    _assert_close(got, want, scale=want["norm"])
+    _assert_close(got, want, scale=want["mean_norm"])
 
 
 def test_bfloat16_representable_inputs():
     """The bfloat16 sweep casts its probes to float32 before the metrics: such inputs."""
     x = jnp.asarray(_cloud(5, (4, 16, 12), offset=4.0)).astype(jnp.bfloat16).astype(jnp.float32)
     got, want = _fused(x), _numpy_reference(x)
-    _assert_close(got, want, scale=want["norm"])
-    _assert_close(got, _existing(x), scale=want["norm"])
+    _assert_close(got, want, scale=want["mean_norm"])
+    _assert_close(got, _existing(x), scale=want["mean_norm"])
 
 
 def test_vmap_matches_single_calls():
@@ -158,12 +158,12 @@ def test_vmap_matches_single_calls():
 def test_flags_select_the_keys():
     x = jax.ShapeDtypeStruct((2, 3, 4), jnp.float32)
     keys = lambda x, **flags: set(jax.eval_shape(lambda x: metrics.cloud_metrics(x, **flags), x))
-    assert keys(x) == {"cosine", "norm", "within_sequence_cosine",
+    assert keys(x) == {"average_cosine", "mean_norm", "within_sequence_cosine",
                                              "cross_sequence_cosine", "drift_norm",
                                              "relative_drift"}
-    assert keys(x, sequences=False, drift=False) == {"cosine", "norm"}
+    assert keys(x, sequences=False, drift=False) == {"average_cosine", "mean_norm"}
     assert keys(x, drift=False, isoscore=True) == {
-        "cosine", "norm", "within_sequence_cosine", "cross_sequence_cosine", "isoscore"}
+        "average_cosine", "mean_norm", "within_sequence_cosine", "cross_sequence_cosine", "isoscore"}
     assert "cross_sequence_cosine" not in keys(jax.ShapeDtypeStruct((1, 3, 4), jnp.float32))
     assert "within_sequence_cosine" not in keys(jax.ShapeDtypeStruct((2, 1, 4), jnp.float32))
 

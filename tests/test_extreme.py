@@ -117,8 +117,8 @@ def test_layer_statistics_match_float64_references(name):
             ((units @ units.T).sum() - n) / (n * (n - 1)), abs=1e-5)
         # float64 loops over the pooled tokens (duplicates, e.g. one token at one position of two
         # sequences in the embeddings, have no ratio and drop out, as in the metric)
-        assert got["twonn"] == pytest.approx(reference.twonn(tokens), rel=1e-4)
-        assert got["gride"] == pytest.approx(reference.gride(tokens, *layers.GRIDE_RANKS), rel=1e-4)
+        assert got["twonn_dimension"] == pytest.approx(reference.twonn(tokens), rel=1e-4)
+        assert got["gride_dimension"] == pytest.approx(reference.gride(tokens, *layers.GRIDE_RANKS), rel=1e-4)
 
 
 def test_storage_does_not_grow_with_length():

@@ -59,7 +59,7 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
                 half = t * values.std(ddof=1) / math.sqrt(len(values))
                 assert cell[name]["mean"] == pytest.approx(values.mean())
                 assert cell[name]["low"] == pytest.approx(values.mean() - half)
-            assert 0 <= cell["sink_rate"]["mean"] <= 1 and cell["massive_ratio"]["mean"] >= 1
+            assert 0 <= cell["sink_rate"]["mean"] <= 1 and cell["massive_top_ratio"]["mean"] >= 1
     floor = on_disk["cells"]["bigram_backcopy"]["softmax"]["loss_floor"]
     configs = [plan.grid.train_config("bigram_backcopy", "softmax", s) for s in plan.grid.seeds]
     streams = [data.BatchIterator(c.data) for c in configs]
@@ -116,7 +116,7 @@ def test_hidden_state_extremes_match_a_float64_loop():
     x[1, 0, 2] = 500.0  # one massive activation on the first token
     got = _hidden_metrics(jnp.asarray(x, jnp.float32))
     medians = [np.median(np.abs(x[i])) for i in range(3)]
-    assert float(got["massive_ratio"]) == pytest.approx(500.0 / medians[1], rel=1e-5)
+    assert float(got["massive_top_ratio"]) == pytest.approx(500.0 / medians[1], rel=1e-5)
     kurt = [np.mean((s - s.mean()) ** 4) / np.mean((s - s.mean()) ** 2) ** 2
             for s in (x[i].ravel() for i in range(3))]
     assert float(got["kurtosis"]) == pytest.approx(np.mean(kurt), rel=1e-4)
@@ -124,4 +124,4 @@ def test_hidden_state_extremes_match_a_float64_loop():
     unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
     n = len(unit)
     centred = (np.sum(unit @ unit.T) - n) / (n * (n - 1))
-    assert float(got["centered_cosine"]) == pytest.approx(centred, abs=1e-5)
+    assert float(got["centered_average_cosine"]) == pytest.approx(centred, abs=1e-5)

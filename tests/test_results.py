@@ -43,6 +43,61 @@ def test_provenance_fields():
     assert prov["schema_version"] == results.RESULTS_SCHEMA_VERSION  # every results.json's
 
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _keys(obj):
+    """Every dict key at any depth."""
+    if isinstance(obj, dict):
+        return set(obj) | {k for v in obj.values() for k in _keys(v)}
+    if isinstance(obj, list):
+        return {k for v in obj for k in _keys(v)}
+    return set()
+
+
+def test_schema_1_files_read_the_same_numbers_under_the_current_names():
+    """Committed results of schema 1 (the normalisation grid, a training analysis, the
+    extreme-token study): `read_results` renames every old metric key, nothing else changes."""
+    from anisotropy_jax import metrics
+
+    assert set(results.SCHEMA_1_METRIC_NAMES.values()) <= set(metrics.LAYER_METRICS)
+    grid_path = ROOT / "docs/results/normalizations/cpu/results.json"
+    raw, doc = json.loads(grid_path.read_text()), results.read_results(grid_path)
+    assert results.schema_version(raw) < 2 and "centered_cosine" in _keys(raw)
+    assert not _keys(doc) & set(results.SCHEMA_1_METRIC_NAMES)
+    for dataset, by_norm in raw["cells"].items():
+        for norm, cell in by_norm.items():
+            new = doc["cells"][dataset][norm]
+            assert new["centered_average_cosine"] == cell["centered_cosine"]
+            assert new["massive_top_ratio"] == cell["massive_ratio"]
+            assert {k: v for k, v in new.items() if k not in (
+                "centered_average_cosine", "massive_top_ratio")} == {
+                k: v for k, v in cell.items() if k not in ("centered_cosine", "massive_ratio")}
+    dyn_path = ROOT / "docs/results/extreme/intrinsic_dimension/training/clm_small/seed_0/results.json"
+    raw, doc = json.loads(dyn_path.read_text()), results.read_results(dyn_path)
+    assert doc["layers"]["centered_average_cosine"] == raw["layers"]["centered_cosine"]
+    assert doc["layers"]["massive_top_ratio"] == raw["layers"]["massive_ratio"]
+    assert doc["final_norm"]["before_centered_average_cosine"] == raw["final_norm"][
+        "before_centered_cosine"]
+    assert doc["final_norm"]["after_massive_top_ratio"] == raw["final_norm"]["after_massive_ratio"]
+    assert doc["heads"] == raw["heads"] and doc["provenance"] == raw["provenance"]
+    ext_path = ROOT / "docs/results/extreme/report/all-MiniLM-L6-v2/results.json"
+    raw, doc = json.loads(ext_path.read_text()), results.read_results(ext_path)
+    states = lambda d: next(iter(d["models"].values()))["inputs"]["natural"]["trained"]["states"]
+    assert states(doc)["twonn_dimension"] == states(raw)["twonn"]
+    assert states(doc)["gride_dimension"] == states(raw)["gride"]
+    assert states(doc)["kurtosis"] == states(raw)["kurtosis"]  # unchanged names stay
+
+
+def test_current_documents_are_not_renamed():
+    doc = {"provenance": {"schema_version": results.RESULTS_SCHEMA_VERSION},
+           "layers": {"centered_cosine": [1.0], "twonn": [2.0]}}  # (names no study writes now)
+    assert results.upgrade(doc) is doc
+    old = {"layers": {"centered_cosine": [1.0]}}  # no provenance: schema 0, read as 1
+    assert results.upgrade(old) == {"layers": {"centered_average_cosine": [1.0]}}
+    assert old == {"layers": {"centered_cosine": [1.0]}}  # the input is left as it was
+
+
 def test_git_commit_says_when_the_code_is_not_the_commit(monkeypatch):
     root = str(pathlib.Path(results.__file__).resolve().parent.parent)
     answers = {("rev-parse", "HEAD"): "abc123\n", ("rev-parse", "--show-toplevel"): root + "\n",

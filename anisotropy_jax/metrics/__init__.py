@@ -18,6 +18,10 @@ Extreme tokens and dimensions (docs/SCIENCE.md, "Extreme tokens, sinks and intri
 massive activations, outliers, rogue dimensions and the top PC without the first token in
 `metrics.extreme`; attention sinks, no-op heads and the sink's shared logit term in
 `metrics.sinks`. Intrinsic dimension (TwoNN, GRIDE): `metrics.intrinsic_dimension`.
+
+Per-layer metrics of every study: `layer_metrics` computes any of LAYER_METRICS (one name and
+one-line meaning per quantity, `metrics.layer`) for one hidden state; `cloud_metrics` is the
+sweep's fused subset under the same names.
 """
 from anisotropy_jax.metrics.attention import (CATEGORICAL_STATISTICS, STATISTICS,
                                               CategoricalSums, attention_entropy, attention_max,
@@ -45,6 +49,8 @@ from anisotropy_jax.metrics.geometry import (average_cosine_similarity, centered
                                              sampled_pair_cosine_similarity,
                                              top_pc_variance_ratio,
                                              within_sequence_cosine_similarity)
+from anisotropy_jax.metrics.layer import (ANISOTROPY_FLOOR, LAYER_METRICS,
+                                          centering_removed_share, layer_metrics)
 from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, gride_dimension,
                                                         gride_from_ratios, gride_scaling,
                                                         layer_dimensions, neighbor_distances,
@@ -69,6 +75,8 @@ __all__ = [
     "query_key_geometry_from_means", "relative_drift", "sampled_pair_cosine_similarity",
     "top_pc_variance_ratio", "unit_vectors", "vector_norms", "visible_key_counts",
     "within_sequence_cosine_similarity",
+    # the per-layer metrics of every study, one name per quantity (metrics.layer)
+    "ANISOTROPY_FLOOR", "LAYER_METRICS", "centering_removed_share", "layer_metrics",
     # extreme activations and dimensions (metrics.extreme)
     "activation_inf_norm", "activation_kurtosis", "cosine_contributions", "massive_activations",
     "standardized_average_cosine", "top_contribution_share", "top_pc_share",

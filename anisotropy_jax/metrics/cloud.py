@@ -20,9 +20,9 @@ underflows: it changes no digit of a sum that would not overflow unscaled.
 
 With N = B·L, S = Σ_b S_b, Z the number of non-zero vectors (= Σ_i ‖u_i‖², counted exactly here
 rather than summed from the rounded u_i) and μ = Σ_i x_i / N; in brackets, the function of
-`geometry` or `norms` that each key equals:
-  cosine                  = (‖S‖² − Z) / (N(N − 1))          [average_cosine_similarity]
-  norm                    = Σ_i ‖x_i‖ / N                      [mean_norm]
+`geometry` or `norms` that each key equals (the keys are names of `metrics.layer.LAYER_METRICS`):
+  average_cosine          = (‖S‖² − Z) / (N(N − 1))          [average_cosine_similarity]
+  mean_norm               = Σ_i ‖x_i‖ / N                      [mean_norm]
   within_sequence_cosine  = (Σ_b ‖S_b‖² − Z) / (B·L(L − 1))    [within_sequence_cosine_similarity]
   cross_sequence_cosine   = (‖S‖² − Σ_b ‖S_b‖²) / (N² − B·L²)  [cross_sequence_cosine_similarity]
   drift_norm              = ‖μ‖                                [drift_norm]
@@ -58,7 +58,7 @@ def _cosines(seq_sums_BxD: Array, nonzero: Array, b: int, l: int,
     n = float(b * l)  # Python floats: N(N − 1) overflows int32 beyond N ≈ 46,000
     total_D = jnp.sum(seq_sums_BxD, axis=0)
     total_sq = jnp.sum(total_D * total_D)
-    out = {"cosine": (total_sq - nonzero) / (n * (n - 1.0))}
+    out = {"average_cosine": (total_sq - nonzero) / (n * (n - 1.0))}
     if sequences:
         within_sq = jnp.sum(seq_sums_BxD * seq_sums_BxD)
         if l >= 2:
@@ -81,7 +81,7 @@ def cloud_metrics(x_BxLxD: Array, *, sequences: bool = True, drift: bool = True,
     """The cosine, norm, drift and IsoScore metrics of the point cloud x (B, L, D) at once
     (formulas in the module docstring), each equal within rounding to its function in `geometry`.
 
-    Always "cosine" and "norm"; with `sequences`, "within_sequence_cosine" (when L ≥ 2) and
+    Always "average_cosine" and "mean_norm"; with `sequences`, "within_sequence_cosine" (when L ≥ 2) and
     "cross_sequence_cosine" (when B ≥ 2); with `drift`, "drift_norm" and "relative_drift"; with
     `isoscore`, "isoscore". Scalars in the dtype of x; jit- and vmap-safe. Norms are overflow-safe
     up to ~1e38. Raises ValueError unless x is (B, L, D) with B·L ≥ 2.
@@ -103,7 +103,7 @@ def cloud_metrics(x_BxLxD: Array, *, sequences: bool = True, drift: bool = True,
     nonzero = jnp.sum((q_BxL > 0).astype(x_BxLxD.dtype))
     out = _cosines(seq_sums_BxD, nonzero, b, l, sequences)
     norm_over_c = jnp.mean(m_BxL * inv_c * jnp.sqrt(q_BxL))  # mean ‖x_i‖ / c
-    out["norm"] = norm_over_c * c
+    out["mean_norm"] = norm_over_c * c
     if col_sums_BxD is not None:
         mean_over_c_D = jnp.sum(col_sums_BxD, axis=0) / (b * l)  # μ / c
         if drift:

@@ -27,7 +27,6 @@ pooled features for the CNN).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 from typing import Any, Callable
@@ -194,7 +193,7 @@ def collect(workdir: str | os.PathLike, names: tuple[str, ...]) -> dict[str, Any
         path = pathlib.Path(workdir) / name / "results.json"
         if not path.is_file():
             continue
-        doc = json.loads(path.read_text())
+        doc = results_lib.read_results(path)
         labels = doc["model"]["state_labels"]
         entry = {"modality": MODELS[name][0], "architecture": MODELS[name][1],
                  "labels": labels, "depth": list(np.linspace(0.0, 1.0, len(labels))),

@@ -24,7 +24,6 @@ again from the files: `python -m anisotropy_jax.studies.embeddings.report RESULT
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import sys
 from typing import Any, Mapping
@@ -258,7 +257,7 @@ def format_report(doc: Doc) -> str:
 
 def _main(argv: list[str]) -> None:
     path = pathlib.Path(argv[1])
-    doc = json.loads(path.read_text())
+    doc = results.read_results(path)
     if "--figures" in argv[2:]:
         with np.load(path.with_name("results.npz")) as f:
             arrays = {k: f[k] for k in f.files}

@@ -10,12 +10,12 @@ as if they were independent samples.
 """
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import Any
 
 import numpy as np
 
+from anisotropy_jax import results
 from anisotropy_jax.configs.extreme import EXTREME_MODELS, GEMMA3
 from anisotropy_jax.studies.extreme import summary
 
@@ -37,7 +37,7 @@ def load(folder: str | pathlib.Path) -> dict[str, dict[str, Any]]:
     of EXTREME_MODELS."""
     found: dict[str, dict[str, Any]] = {}
     for path in sorted(pathlib.Path(folder).rglob("results.json")):
-        found.update(json.loads(path.read_text())["models"])
+        found.update(results.read_results(path)["models"])
     return {name: found[name] for name in EXTREME_MODELS if name in found}
 
 

@@ -24,8 +24,9 @@ norm's output where there is one), over the measured tokens (`metrics.extreme`):
   cc_top_share (), cc_top_dims (top_dims,), average_cosine ()    CC_d (rogue dimensions)
   standardized_cosine (), top_pc_share (), top_pc_share_without_first ()
   average_cosine_without_first ()  Σ_d CC_d over every token but each sequence's first
-  twonn (), gride ()  intrinsic dimension of the measured tokens of the batch, pooled
-                    (`metrics.twonn_dimension`; `metrics.gride_dimension` at (n1, n2) = GRIDE_RANKS)
+  twonn_dimension (), gride_dimension ()  intrinsic dimension of the measured tokens of the
+                    batch, pooled (`metrics.layer_metrics`: TwoNN, and GRIDE at (n1, n2) =
+                    GRIDE_RANKS)
 The visible-key mask is read from the logits (masked entries are MASK_VALUE), so causal, padding
 and local-chunk masks are all the model's own.
 """
@@ -39,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from anisotropy_jax.metrics import extreme, intrinsic_dimension, sinks
+from anisotropy_jax.metrics.layer import layer_metrics
 from anisotropy_jax.models.attention import MASK_VALUE
 
 Array = jax.Array
@@ -49,7 +51,8 @@ CARRIED = 0.5  # a query's excess is carried by the shared term: shared_i ≥ CA
 STATE_KEYS = ("top_values", "top_batch", "top_token", "top_dim", "top_ratio", "median",
               "massive_count", "relative_count", "kurtosis", "inf_norm", "cc_top_share",
               "cc_top_dims", "average_cosine", "standardized_cosine", "top_pc_share",
-              "top_pc_share_without_first", "average_cosine_without_first", "twonn", "gride")
+              "top_pc_share_without_first", "average_cosine_without_first", "twonn_dimension",
+              "gride_dimension")
 # GRIDE at neighbours 8 and 16, the scale every study reports (`LAYER_GRIDE_RANKS`, which says
 # why); 16 neighbours stay well inside the smallest batch measured (8 sentences, ~300 tokens).
 GRIDE_RANKS = intrinsic_dimension.LAYER_GRIDE_RANKS
@@ -119,9 +122,7 @@ def state_statistics(x_BxLxD: Array, mask_BxL: Array, top_k: int, top_dims: int
                                                                drop_first=True),
             "average_cosine_without_first": jnp.sum(extreme.cosine_contributions(
                 x_BxLxD[:, 1:], mask_BxL[:, 1:])),
-            "twonn": intrinsic_dimension.twonn_dimension(x_BxLxD, mask_BxL),
-            "gride": intrinsic_dimension.gride_dimension(x_BxLxD, *GRIDE_RANKS,
-                                                         mask=mask_BxL).dimension}
+            **layer_metrics(x_BxLxD, mask_BxL, names=("twonn_dimension", "gride_dimension"))}
 
 
 @functools.lru_cache(maxsize=None)

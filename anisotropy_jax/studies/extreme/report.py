@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any, Mapping
 
@@ -28,7 +27,7 @@ COLUMNS = (("attention", "sink_rate", "sink", "{:.2f}"),
            ("states", "cc_top_share", "cc_top", "{:.2f}"),
            ("states", "top_pc_share", "pc1", "{:.2f}"),
            ("states", "top_pc_share_without_first", "pc1-first", "{:.2f}"),
-           ("states", "twonn", "TwoNN", "{:.1f}"))
+           ("states", "twonn_dimension", "TwoNN", "{:.1f}"))
 
 
 def summary(result: Mapping[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +100,7 @@ def storage_table(folder: Any) -> str:
 
     sizes = {}
     for path in sorted(pathlib.Path(folder).rglob("results.json")):
-        for name in json.loads(path.read_text())["models"]:
+        for name in results_lib.read_results(path)["models"]:
             sizes[name] = path.stat().st_size
     lines = ["| model | layers | per forward (bytes) | per model (bytes) | results.json (bytes) "
              "| wall (s): trained; untrained seeds |", "|---|---|---|---|---|---|"]
@@ -137,8 +136,8 @@ def dimension_table(folder: Any) -> str:
     for name, model in claims.load(folder).items():
         entry = model["inputs"]["natural"]
         trained, mean = entry["trained"]["states"], entry["untrained"]["mean"]["states"]
-        if "twonn" not in trained:
+        if "twonn_dimension" not in trained:
             continue
         lines.append(f"| {name} | " + " | ".join(_dimension_cells(run[key]) for key in (
-            "twonn", "gride") for run in (trained, mean)) + " |")
+            "twonn_dimension", "gride_dimension") for run in (trained, mean)) + " |")
     return "\n".join(lines) + "\n"

@@ -25,7 +25,9 @@ Per hidden state ("states"):
   kurtosis, inf_norm              means over sequences (Bondarenko et al.)
   average_cosine, cc_top_share, cc_top_dims, standardized_cosine   CC_d (Timkey & van Schijndel)
   top_pc_share, top_pc_share_without_first, average_cosine_without_first
-  twonn, gride      intrinsic dimension of the batch's measured tokens (TwoNN; GRIDE (8, 16))
+  twonn_dimension, gride_dimension   intrinsic dimension of the batch's measured tokens (TwoNN;
+                    GRIDE (8, 16))
+The per-state names are those of `metrics.LAYER_METRICS` where the quantity is one of them.
 """
 from __future__ import annotations
 
@@ -92,8 +94,8 @@ def state_summary(state: dict[str, np.ndarray]) -> dict[str, Any]:
             **{key: state[key] for key in ("average_cosine", "cc_top_share", "cc_top_dims",
                                            "standardized_cosine", "top_pc_share",
                                            "top_pc_share_without_first",
-                                           "average_cosine_without_first", "twonn",
-                                           "gride")}}
+                                           "average_cosine_without_first",
+                                           "twonn_dimension", "gride_dimension")}}
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:

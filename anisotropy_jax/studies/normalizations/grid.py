@@ -10,7 +10,6 @@ resumes from its newest checkpoint.
 """
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import Any
 
@@ -24,15 +23,17 @@ from anisotropy_jax.studies import training
 from anisotropy_jax.studies.train import analysis, report
 
 RUN_FILE = "grid_run.json"
-# The grid's scalars per checkpoint and what each is (block outputs: hidden states 1 … layers).
+# The grid's scalars per checkpoint and what each is (block outputs: hidden states 1 … layers;
+# reductions over them of `metrics.LAYER_METRICS` of the same names).
 METRICS = {
     "val_loss": "validation loss (nats per token) on the run's fixed validation batch",
     "cross_sequence_cosine": "cross-sequence average cosine of the hidden states, mean over the "
                              "block outputs",
-    "centered_cosine": "average cosine after removing the mean vector, mean over block outputs",
+    "centered_average_cosine": "average cosine after removing the mean vector, mean over block "
+                               "outputs",
     "sink_rate": "Gu et al.'s sink rate (alpha_0 > 0.3, key 0 = first token) of the attention "
                  "weights, mean over layers and heads",
-    "massive_ratio": "Sun et al.'s top |activation| / median |activation|, largest over the "
+    "massive_top_ratio": "Sun et al.'s top |activation| / median |activation|, largest over the "
                      "block outputs",
     "kurtosis": "Pearson kurtosis of each sequence's activations, mean over sequences and "
                 "block outputs",
@@ -52,9 +53,9 @@ def checkpoint_series(result: analysis.DynamicsResult) -> dict[str, list[float]]
     series = {
         "val_loss": np.array([val.get(int(s), np.nan) for s in result.steps]),
         "cross_sequence_cosine": layers["cross_sequence_cosine"][:, blocks].mean(-1),
-        "centered_cosine": layers["centered_cosine"][:, blocks].mean(-1),
+        "centered_average_cosine": layers["centered_average_cosine"][:, blocks].mean(-1),
         "sink_rate": heads["sink_rate"].reshape(len(result.steps), -1).mean(-1),
-        "massive_ratio": layers["massive_ratio"][:, blocks].max(-1),
+        "massive_top_ratio": layers["massive_top_ratio"][:, blocks].max(-1),
         "kurtosis": layers["kurtosis"][:, blocks].mean(-1),
         "abs_cos_qk": np.abs(heads["mean_query_key_cosine"]).reshape(len(result.steps),
                                                                       -1).mean(-1),
@@ -73,7 +74,7 @@ def read_run(path: pathlib.Path, steps: int) -> dict[str, Any] | None:
     file = path / RUN_FILE
     if not file.is_file():
         return None
-    doc = json.loads(file.read_text())
+    doc = results.read_results(file)  # an older run's: the metrics under their current names
     return doc if doc.get("steps") and doc["steps"][-1] == steps else None
 
 

@@ -17,8 +17,8 @@ INTERVAL = ("95% Student-t interval over seeds of the last checkpoint's value: m
             "t(0.975, n−1)·s/√n")
 # Table columns: (metric, header, format).
 COLUMNS = (("val_loss", "val loss", "{:.3f}"), ("cross_sequence_cosine", "cross-seq cos", "{:.3f}"),
-           ("centered_cosine", "centred cos", "{:.3f}"), ("sink_rate", "sink rate", "{:.2f}"),
-           ("massive_ratio", "max/median", "{:.1f}"), ("kurtosis", "kurtosis", "{:.1f}"),
+           ("centered_average_cosine", "centred cos", "{:.3f}"), ("sink_rate", "sink rate", "{:.2f}"),
+           ("massive_top_ratio", "max/median", "{:.1f}"), ("kurtosis", "kurtosis", "{:.1f}"),
            ("abs_cos_qk", "abs cos(q̄,k̄)", "{:.3f}"))
 
 

@@ -7,7 +7,7 @@ against their untrained re-initialisation (docs/SCIENCE.md, "Pretrained models";
             `run(config) -> PretrainedResult`: hidden states, per-layer metrics, correlations,
             the untrained baseline
   states    the one forward loop of text, images and audio (`collect_states`: the token cloud of
-            each hidden state) and its metrics (`state_metrics`, `cloud_metrics`, `correlations`)
+            each hidden state) and its metrics (`state_metrics`, `layer_values`, `correlations`)
   media_inputs  images and audio for image/audio models (`--config.inputs=DIR`; the offline
             photographs and synthetic speech)
   embeddings  partition isotropy of the input/output embeddings (raw, centred, gain-scaled; both

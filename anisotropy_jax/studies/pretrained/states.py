@@ -5,9 +5,10 @@
 `hidden_states_fn` and keeps, per hidden state, the measured tokens (the mask: no padding, only
 the frames that cover speech) as a cloud of N tokens (N, D), each tagged with the input it comes
 from (a sentence, an image, an utterance) and its position, in (input, position) order
-(`TokenStates`). `state_metrics` measures every state (`cloud_metrics`: every metric of
-METRIC_NAMES from `anisotropy_jax.metrics`; the sequence metrics use the (input, position) layout
-with a mask), and `correlations` relates drift to anisotropy across the states.
+(`TokenStates`). `state_metrics` measures every state (`layer_values`: every metric of
+METRIC_NAMES from `metrics.layer_metrics`, the one per-layer function of every study; the
+sequence metrics use the (input, position) layout with a mask), and `correlations` relates drift
+to anisotropy across the states.
 """
 from __future__ import annotations
 
@@ -22,38 +23,25 @@ from anisotropy_jax import metrics
 from anisotropy_jax.metrics.correlation import (exact_permutation_p,
                                                 mean_correlation_interval, t_interval)
 
-# Per-layer metrics (all computed on the tokens selected by the mask).
-METRIC_NAMES = (
-    "average_cosine",        # all distinct pairs of tokens (metrics.average_cosine_similarity)
-    "centered_average_cosine",  # the same of h − μ (metrics.centered_average_cosine)
-    "centering_removed_share",  # (average − centred) / average; None when average < FLOOR
-    "cross_sequence_cosine",  # pairs from different sentences
-    "within_sequence_cosine",  # pairs from the same sentence (None: one token per input)
-    "sampled_pair_cosine",   # the papers' estimate: K uniformly drawn pairs i ≠ j
-    "drift_norm",            # ‖mean of the unnormalised hidden states‖
-    "relative_drift",        # ‖mean‖ / mean ‖h‖
-    "mean_norm",             # mean ‖h‖
-    "isoscore",              # IsoScore (Rudman et al.)
-    "effective_rank",        # Roy & Vetterli, of the raw (uncentred) token matrix
-    "effective_rank_centered",  # of the centred matrix
-    "top_pc_variance_ratio",  # σ₁²/Σσ² of the centred matrix
-    # Intrinsic dimension of the pooled tokens (metrics.layer_dimensions, one neighbour pass):
-    # TwoNN (Facco et al.) and GRIDE at (n1, n2) = metrics.intrinsic_dimension.LAYER_GRIDE_RANKS
-    # = (8, 16) (Denti et al.; why that scale: its comment). Exact duplicates (e.g. [CLS] at
-    # position 0 of every sentence in state 0) drop out; None where undefined (fewer than 3
-    # tokens, 17 for GRIDE; every token a duplicate).
-    "twonn_dimension",
-    "gride_dimension",
-)
+# Per-state metrics (all computed on the tokens selected by the mask), names and meanings in
+# `metrics.LAYER_METRICS`. The intrinsic dimensions are TwoNN (Facco et al.) and GRIDE at
+# (n1, n2) = metrics.intrinsic_dimension.LAYER_GRIDE_RANKS = (8, 16) (Denti et al.; why that
+# scale: its comment) from one neighbour pass; exact duplicates (e.g. [CLS] at position 0 of
+# every sentence in state 0) drop out; None where undefined (fewer than 3 tokens, 17 for GRIDE;
+# every token a duplicate).
+METRIC_NAMES = ("average_cosine", "centered_average_cosine", "centering_removed_share",
+                "cross_sequence_cosine", "within_sequence_cosine", "sampled_pair_cosine",
+                "drift_norm", "relative_drift", "mean_norm", "isoscore", "effective_rank",
+                "effective_rank_centered", "top_pc_variance_ratio", "twonn_dimension",
+                "gride_dimension")
 # Metrics that may be undefined on a cloud (None in results.json) instead of an error.
 UNDEFINED_AS_NONE = ("twonn_dimension", "gride_dimension")
 # Anisotropy measures correlated with drift_norm and relative_drift across layers.
 CORRELATED_COSINES = ("average_cosine", "cross_sequence_cosine", "sampled_pair_cosine",
                       "centered_average_cosine")
-# Below this average cosine there is no anisotropy for centring to remove: the share
-# (average − centred) / average would divide by noise (an isotropic cloud of D dimensions has
-# |average cosine| of order 1/D), so it is None there.
-ANISOTROPY_FLOOR = 0.01
+# Below this average cosine centering_removed_share is None.
+ANISOTROPY_FLOOR = metrics.ANISOTROPY_FLOOR
+centering_removed_share = metrics.centering_removed_share
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,33 +110,8 @@ def collect_states(forward: Callable[..., Any], params: Any, batches: Iterable[F
                        {k: v for k, v in out[0].items() if k not in ("x", "index", "position")})
 
 
-@jax.jit
-def _cloud_metrics(x_NxD: jax.Array) -> dict[str, jax.Array]:
-    return {
-        "average_cosine": metrics.average_cosine_similarity(x_NxD),
-        "centered_average_cosine": metrics.centered_average_cosine(x_NxD),
-        "drift_norm": metrics.drift_norm(x_NxD),
-        "relative_drift": metrics.relative_drift(x_NxD),
-        "mean_norm": metrics.mean_norm(x_NxD),
-        "isoscore": metrics.isoscore(x_NxD),
-        "effective_rank": metrics.effective_rank(x_NxD),
-        "effective_rank_centered": metrics.effective_rank(x_NxD, center=True),
-        "top_pc_variance_ratio": metrics.top_pc_variance_ratio(x_NxD),
-    }
-
-
-@jax.jit
-def _cross_sequence(x_SxLxD: jax.Array, mask_SxL: jax.Array) -> jax.Array:
-    return metrics.cross_sequence_cosine_similarity(x_SxLxD, mask_SxL)
-
-
-@jax.jit
-def _within_sequence(x_SxLxD: jax.Array, mask_SxL: jax.Array) -> jax.Array:
-    return metrics.within_sequence_cosine_similarity(x_SxLxD, mask_SxL)
-
-
-_sampled_pairs = jax.jit(metrics.sampled_pair_cosine_similarity, static_argnames="num_pairs")
-_dimensions = jax.jit(metrics.layer_dimensions)
+# One program per state shape: every metric of METRIC_NAMES but the host-side share.
+_layer_metrics = jax.jit(metrics.layer_metrics, static_argnames=("names", "num_pairs"))
 
 
 def sequence_layout(sentence_N: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -165,23 +128,22 @@ def sequence_layout(sentence_N: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return slot, position, mask_SxL
 
 
-def cloud_metrics(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
-                  num_pairs: int = 10_000) -> dict[str, float | None]:
-    """Every metric of METRIC_NAMES for one state. within_sequence_cosine is None when every
-    input has a single token (pooled features), an intrinsic dimension (UNDEFINED_AS_NONE) when
-    it is undefined or infinite. FloatingPointError naming another non-finite metric."""
+def layer_values(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
+                 num_pairs: int = 10_000) -> dict[str, float | None]:
+    """Every metric of METRIC_NAMES for one state (`metrics.layer_metrics` over its tokens in
+    their (input, position) layout, then `metrics.centering_removed_share`).
+    within_sequence_cosine is None when every input has a single token (pooled features), an
+    intrinsic dimension (UNDEFINED_AS_NONE) when it is undefined or infinite. FloatingPointError
+    naming another non-finite metric."""
     if len(x_NxD) < 2:
         raise ValueError("fewer than 2 tokens to measure")
     slot, position, mask_SxL = sequence_layout(sentence_N)
     x_SxLxD = np.zeros(mask_SxL.shape + (x_NxD.shape[-1],), np.float32)
     x_SxLxD[slot, position] = x_NxD
-    values = dict(_cloud_metrics(x_NxD))
-    values["cross_sequence_cosine"] = _cross_sequence(x_SxLxD, mask_SxL)
-    values["within_sequence_cosine"] = (_within_sequence(x_SxLxD, mask_SxL)
-                                        if mask_SxL.shape[1] >= 2 else None)
-    values["sampled_pair_cosine"] = _sampled_pairs(x_NxD, key, num_pairs=num_pairs)
-    values.update(_dimensions(x_NxD))
-    values = jax.device_get(values)
+    names = tuple(n for n in METRIC_NAMES if n != "centering_removed_share")
+    values = jax.device_get(_layer_metrics(x_SxLxD, mask_SxL, names=names, tokens_NxD=x_NxD,
+                                           key=key, num_pairs=num_pairs))
+    values.setdefault("within_sequence_cosine", None)  # one token per input
     values["centering_removed_share"] = centering_removed_share(
         float(values["average_cosine"]), float(values["centered_average_cosine"]))
     out: dict[str, float | None] = {}
@@ -192,14 +154,6 @@ def cloud_metrics(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
         if out[name] is not None and not math.isfinite(out[name]):
             raise FloatingPointError(f"metric {name} is not finite ({out[name]})")
     return out
-
-
-def centering_removed_share(average: float, centred: float) -> float | None:
-    """The share of the anisotropy that centring removes, (average − centred) / average: 1 when
-    the centred cloud is isotropic (the anisotropy was one shared offset), 0 when centring leaves
-    it unchanged, above 1 when the centred cloud is anti-aligned (its floor is −1/(N − 1)). None
-    when average < ANISOTROPY_FLOOR (nothing to remove)."""
-    return None if average < ANISOTROPY_FLOOR else (average - centred) / average
 
 
 def state_metrics(states: TokenStates, key: jax.Array, num_pairs: int = 10_000,
@@ -217,7 +171,7 @@ def state_metrics(states: TokenStates, key: jax.Array, num_pairs: int = 10_000,
     for x_NxD, input_N in zip(states.layers, states.index):
         if keep is not None:
             x_NxD, input_N = x_NxD[keep], input_N[keep]
-        for name, value in cloud_metrics(x_NxD, input_N, key, num_pairs).items():
+        for name, value in layer_values(x_NxD, input_N, key, num_pairs).items():
             out[name].append(value)
     return out
 

@@ -109,11 +109,11 @@ def load_bundle(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, str]]:
     docs: dict[str, Any] = {}
     for name in RUNNERS:
         if name in _KEYED:
-            found = {key: json.loads((folder / name / key / "results.json").read_text())
+            found = {key: results.read_results(folder / name / key / "results.json")
                      for key in index["order"].get(name, ())}
         else:
             path = folder / name / "results.json"
-            found = json.loads(path.read_text()) if path.exists() else None
+            found = results.read_results(path) if path.exists() else None
         docs[name] = found or None
     return docs, index["not_measured"]
 

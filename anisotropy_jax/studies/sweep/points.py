@@ -245,15 +245,15 @@ def reduce_probes(probes: Mapping[str, Array], block: BlockConfig, sink_metrics:
     attention = metrics.cloud_metrics(attn, sequences=pair, drift=False)
     output = metrics.cloud_metrics(y, isoscore=True)
     out = {
-        "input_cosine": inputs["cosine"],
+        "input_cosine": inputs["average_cosine"],
         "input_within_sequence_cosine": inputs["within_sequence_cosine"],
-        "input_norm": inputs["norm"],
+        "input_norm": inputs["mean_norm"],
         "input_drift_norm": inputs["drift_norm"],
-        "attention_output_cosine": attention["cosine"],
-        "attention_output_norm": attention["norm"],
-        "output_cosine": output["cosine"],
+        "attention_output_cosine": attention["average_cosine"],
+        "attention_output_norm": attention["mean_norm"],
+        "output_cosine": output["average_cosine"],
         "output_within_sequence_cosine": output["within_sequence_cosine"],
-        "output_norm": output["norm"],
+        "output_norm": output["mean_norm"],
         "output_isoscore": output["isoscore"],
         "output_drift_norm": output["drift_norm"],
         "output_relative_drift": output["relative_drift"],

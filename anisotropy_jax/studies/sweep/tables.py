@@ -16,11 +16,12 @@ tests/test_sweep.py regenerates every one of them from its file and fails when a
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import re
 import sys
 from typing import Any, Mapping
+
+from anisotropy_jax import results
 
 # The s of the docs tables (those present in a run's grid are shown).
 ROWS = (0.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0)
@@ -243,7 +244,7 @@ def render(kind: str, path: str | pathlib.Path) -> str:
     """The table of `kind` from the results.json at `path`."""
     if kind not in TABLES:
         raise ValueError(f"unknown table {kind!r}; choose one of {sorted(TABLES)}")
-    return TABLES[kind](json.loads(pathlib.Path(path).read_text()))
+    return TABLES[kind](results.read_results(path))
 
 
 def embedded_tables(markdown: str) -> list[tuple[str, str, str]]:

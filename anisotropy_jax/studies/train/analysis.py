@@ -29,12 +29,12 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     each control averaged over 4 permutations drawn from a fixed PRNG key per layer, the same at
     every checkpoint, so a rerun gives the same numbers);
   per hidden state (arrays (S, layers + 1); index 0 = the embedding output, i = output of block
-    i − 1; for clm the last one is the input of the final LayerNorm):
+    i − 1; for clm the last one is the input of the final LayerNorm), LAYER_METRICS from
+    `metrics.layer_metrics` (names and meanings: `metrics.LAYER_METRICS`):
     average_cosine (all pairs), cross_sequence_cosine, within_sequence_cosine, drift_norm,
-    relative_drift, isoscore, centered_cosine (`metrics.centered_average_cosine`),
-    massive_ratio (Sun et al.: the largest |activation| of the batch over the median |activation|
-    of its sequence, `metrics.massive_activations`), kurtosis (Pearson's, of each sequence's L·D
-    activations, averaged over the batch, `metrics.activation_kurtosis`), twonn_dimension and
+    relative_drift, isoscore, centered_average_cosine, massive_top_ratio (Sun et al.: the
+    largest |activation| of the batch over the median |activation| of its sequence), kurtosis
+    (Pearson's, of each sequence's L·D activations, averaged over the batch), twonn_dimension and
     gride_dimension (the intrinsic dimension of the B·L tokens pooled: TwoNN and GRIDE at
     (n1, n2) = (8, 16), `metrics.layer_dimensions`; exact duplicates drop out, NaN if undefined;
     neighbours ranked in blocks of 512 rows, so memory is O(512·B·L) per state);
@@ -65,7 +65,6 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, data as data_lib, metrics
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, TransformerConfig
-from anisotropy_jax.metrics.extreme import activation_kurtosis, massive_activations
 from anisotropy_jax.metrics.intervention import REMOVALS, STATISTICS, key_term_intervention
 from anisotropy_jax.metrics.logit_terms import (DECOMPOSITION, logit_variance_decomposition,
                                                 mean_query_key_terms)
@@ -88,9 +87,10 @@ HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
 # The permutations of the intervention's controls: layer i uses split(key(seed), layers)[i] at
 # every checkpoint (common random numbers along training: the steps differ by the weights only).
 PERMUTATION_SEED = 0
+# The per-layer metrics (names and meanings: `metrics.LAYER_METRICS`).
 LAYER_METRICS = ("average_cosine", "cross_sequence_cosine", "within_sequence_cosine",
-                 "drift_norm", "relative_drift", "isoscore", "centered_cosine", "massive_ratio",
-                 "kurtosis", "twonn_dimension", "gride_dimension")
+                 "drift_norm", "relative_drift", "isoscore", "centered_average_cosine",
+                 "massive_top_ratio", "kurtosis", "twonn_dimension", "gride_dimension")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,18 +131,9 @@ class DynamicsResult:
 
 
 def _hidden_metrics(h_BxLxD: jax.Array) -> dict[str, jax.Array]:
-    return {
-        "average_cosine": metrics.average_cosine_similarity(h_BxLxD),
-        "cross_sequence_cosine": metrics.cross_sequence_cosine_similarity(h_BxLxD),
-        "within_sequence_cosine": metrics.within_sequence_cosine_similarity(h_BxLxD),
-        "drift_norm": metrics.drift_norm(h_BxLxD),
-        "relative_drift": metrics.relative_drift(h_BxLxD),
-        "isoscore": metrics.isoscore(h_BxLxD),
-        "centered_cosine": metrics.centered_average_cosine(h_BxLxD),
-        "massive_ratio": massive_activations(h_BxLxD, k=1)["top_ratio"][0],
-        "kurtosis": jnp.mean(activation_kurtosis(h_BxLxD)),
-        **metrics.layer_dimensions(h_BxLxD),  # TwoNN and GRIDE (8, 16) of the B·L tokens
-    }
+    """LAYER_METRICS of one hidden state (B, L, D), every token measured (`metrics.layer_metrics`);
+    TwoNN and GRIDE (8, 16) of the B·L tokens."""
+    return metrics.layer_metrics(h_BxLxD, names=LAYER_METRICS)
 
 
 def sink_metrics(weights_BxHxLxL: jax.Array, causal: bool) -> dict[str, jax.Array]:
