@@ -109,14 +109,12 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     b, l, d = x_BxLxD.shape
     # The pooled tokens: the given ones; every token; or x with its mask for the metrics that
     # take one.
-    points, points_mask = ((tokens_NxD, None) if tokens_NxD is not None
-                           else (x_BxLxD.reshape(b * l, d), None) if mask_BxL is None
-                           else (x_BxLxD, mask_BxL))
-    if points_mask is not None:
-        unmasked = [n for n in names if n in _POOLED and n not in _MASKED_POOLED]
-        if unmasked:
-            raise ValueError(f"{unmasked} of masked states need their tokens_NxD")
-    x_NxD = points
+    x_NxD, points_mask = ((tokens_NxD, None) if tokens_NxD is not None
+                          else (x_BxLxD.reshape(b * l, d), None) if mask_BxL is None
+                          else (x_BxLxD, mask_BxL))
+    unmasked = [n for n in names if n in _POOLED and n not in _MASKED_POOLED]
+    if points_mask is not None and unmasked:
+        raise ValueError(f"{unmasked} of masked states need their tokens_NxD")
     compute = {
         "average_cosine": lambda: geometry.average_cosine_similarity(x_NxD, points_mask),
         "centered_average_cosine": lambda: geometry.centered_average_cosine(x_NxD, points_mask),
