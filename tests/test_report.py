@@ -1,7 +1,6 @@
 """The reproduction report: each verdict function on synthetic results (both outcomes and the
 not-measured case), the config's validation, and experiments/report.py `:smoke` end to end
 (REPORT.md's structure: every claim row, every verdict one of three, every linked file exists)."""
-import importlib.util
 import os
 import pathlib
 import re
@@ -10,6 +9,7 @@ import sys
 
 import pytest
 
+from anisotropy_jax import configs
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs.report import reproduce_config_from_mapping
 from anisotropy_jax.studies.report import verdicts as V
@@ -24,12 +24,7 @@ def test_all_verdicts_cover_every_claim():
 
 
 def _config(variant):
-    path = ROOT / "anisotropy_jax" / "configs" / "report.py"
-    spec = importlib.util.spec_from_file_location("reproduce_config", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while they are made
-    spec.loader.exec_module(module)
-    return module.get_config(variant)
+    return configs.module("report").get_config(variant)
 
 
 def test_config_variants_validate_and_errors_name_the_field():

@@ -437,16 +437,9 @@ def test_the_main_job_is_unchanged_by_the_controls():
 # Configuration and bad inputs
 
 def _experiment_config(arg=None):
-    import importlib.util
-    import pathlib
-    import sys
+    from anisotropy_jax import configs
 
-    path = pathlib.Path(__file__).parent.parent / "anisotropy_jax" / "configs" / "sweep.py"
-    spec = importlib.util.spec_from_file_location("bias_sweep_config", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while they are made
-    spec.loader.exec_module(module)
-    return module.get_config(arg)
+    return configs.module("sweep").get_config(arg)
 
 
 def test_default_config_is_the_science_protocol_and_variants_validate():
