@@ -189,16 +189,35 @@ def _seeds(change_lows, contrast=None):
             "changes_first_to_last": changes}
 
 
-def test_seeded_changes_use_the_interval():
+def _curves(per_seed, steps=(0, 16, 64, 100, 1000, 4000)):
+    """A training summary whose two trend quantities have the per-seed curves `per_seed`
+    (seeds × checkpoints) at `steps`."""
     names = ("heads_mean/abs_mean_query_key_cosine", "intermediate_cross_sequence_cosine")
-    up = {"clm": _seeds({n: 0.01 for n in names}), "mlm": _seeds({n: 0.02 for n in names})}
+    values = np.asarray(per_seed, np.float64)
+    return {"seeds": list(range(len(values))), "steps": list(steps),
+            "quantities": {n: {"per_seed": values.tolist()} for n in names}}
+
+
+def test_trends_are_decided_after_the_transient_against_a_float64_reference():
+    rng = np.random.default_rng(0)
+    # A transient up to 0.9 at step 16, then a fall: first → last says "rises", the rule says no.
+    falling = 0.3 + np.array([0.0, 0.6, 0.3, 0.2, 0.15, 0.1]) + 0.01 * rng.normal(size=(5, 6))
+    rising = 0.3 + np.array([0.0, 0.6, 0.1, 0.1, 0.2, 0.3]) + 0.01 * rng.normal(size=(5, 6))
+    trend = V.trend_after_transient(_curves(rising), "intermediate_cross_sequence_cosine")
+    delta = rising[:, -1] - rising[:, 3]  # step 100 is the first checkpoint at or after it
+    half = 2.7764451051977987 * delta.std(ddof=1) / np.sqrt(5)  # t(0.975, 4)
+    assert (trend["from_step"], trend["to_step"], trend["peak_step"]) == (100, 4000, 16)
+    np.testing.assert_allclose([trend["mean"], trend["low"], trend["high"]],
+                               [delta.mean(), delta.mean() - half, delta.mean() + half], rtol=1e-12)
+    np.testing.assert_allclose(trend["peak"], rising[:, 1].mean(), rtol=1e-12)
     for fn in (V.godey_4a, V.godey_4c):
-        v = fn(up)
-        assert v.verdict == V.HOLDS and "5 seeds" in v.scope, fn.__name__
-    mixed = {"clm": _seeds({n: -0.05 for n in names}), "mlm": _seeds({n: 0.02 for n in names})}
-    for fn in (V.godey_4a, V.godey_4c):
-        assert fn(mixed).verdict == V.FAILS, fn.__name__  # clm's interval includes 0
-    assert V.godey_4c({"clm": _seeds({names[0]: 0.01})}).verdict == V.NOT_MEASURED
+        v = fn({"clm": _curves(rising), "mlm": _curves(rising)})
+        assert v.verdict == V.HOLDS and "5 seeds" in v.numbers[0], fn.__name__
+        assert "peaks at" in v.numbers[0] and "step 16" in v.numbers[0]
+        assert fn({"clm": _curves(falling), "mlm": _curves(rising)}).verdict == V.PARTLY
+        assert fn({"clm": _curves(falling), "mlm": _curves(falling)}).verdict == V.FAILS
+    short = _curves(rising[:, :4], steps=(0, 16, 64, 100))  # nothing after the transient
+    assert V.godey_4c({"clm": short}).verdict == V.NOT_MEASURED
     assert V.godey_4a(None, "not run").verdict == V.NOT_MEASURED
 
 

@@ -73,7 +73,8 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, progress: Progress)
         summary = seeds_lib.aggregate(seed_docs)
         docs[train_cfg.objective] = results.to_jsonable(seeds_lib.write(
             summary, out / train_cfg.objective, results.Provenance(),
-            f"experiments/report.py (seeds {list(config.seeds)})"))
+            f"experiments/report.py (seeds {list(config.seeds)})",
+            seeds_lib.training_scope(train_cfg, _device())))
     return StudyRun("training", docs)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from anisotropy_jax import results
-from anisotropy_jax.config import ConfigError
+from anisotropy_jax.config import ConfigError, TrainConfig
 from anisotropy_jax.metrics.correlation import (fisher_z, mean_correlation_interval,
                                                 one_sample_t_test, t_interval)
 from anisotropy_jax.metrics.intervention import STATISTICS
@@ -161,11 +161,25 @@ def parse_seeds(values: Sequence[str]) -> list[int]:
     return seeds
 
 
+def training_scope(config: TrainConfig, device: str) -> dict[str, Any]:
+    """What a verdict on these runs rests on: model size, training length, tokens seen (steps ×
+    batch × sequence length), matmul precision and the device (e.g. '1 × NVIDIA H100 80GB HBM3')."""
+    model, data = config.model, config.data
+    return {"objective": config.objective, "d_model": model.d_model,
+            "num_layers": model.num_layers, "num_heads": model.num_heads,
+            "seq_len": data.seq_len, "batch_size": data.batch_size, "steps": config.steps,
+            "tokens_seen": config.steps * data.batch_size * data.seq_len,
+            "precision": model.precision, "device": device}
+
+
 def write(summary: Mapping[str, Any], workdir: str | pathlib.Path,
-          provenance: results.Provenance, command: str) -> dict[str, Any]:
-    """figures/seeds.png, then results.json (provenance, the command, the summary) last."""
+          provenance: results.Provenance, command: str,
+          scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """figures/seeds.png, then results.json (provenance, the command, `training_scope` when
+    given, the summary) last."""
     workdir = pathlib.Path(workdir)
-    out = {"provenance": provenance.finish("seeds"), "command": command, **summary}
+    out = {"provenance": provenance.finish("seeds"), "command": command,
+           **({"scope": dict(scope)} if scope else {}), **summary}
     results.save_figure(plots.seeds_figure(dict(summary)), workdir / "figures" / "seeds.png")
     results.write_json(workdir / "results.json", out)
     return out
