@@ -4,6 +4,7 @@ not-measured case), the config's validation, and experiments/report.py `:smoke` 
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -29,10 +30,15 @@ def _config(variant):
 
 def test_config_variants_validate_and_errors_name_the_field():
     kinds = ("biased", "norm_matched", "fixed_norm", "per_sequence")
-    for variant, want in (("smoke", kinds), ("full", kinds * 2), (None, kinds * 2)):
+    for variant, want in (("smoke", kinds), ("full", kinds * 2), (None, kinds * 2),
+                          ("gpu", kinds * 2)):
         cfg = reproduce_config_from_mapping(_config(variant))
         assert tuple(c.inputs for _, c in cfg.sweeps) == want
         assert cfg.size == (variant or "default")
+    gpu = reproduce_config_from_mapping(_config("gpu"))  # the training at the size it is about
+    assert [(t.objective, t.model.d_model, t.model.num_layers, t.steps, t.data.seq_len)
+            for t, _ in gpu.training] == [("clm", 384, 6, 4000, 256), ("mlm", 384, 6, 4000, 256)]
+    assert len(gpu.seeds) >= 5 and gpu.sweeps == reproduce_config_from_mapping(_config(None)).sweeps
     with pytest.raises(ValueError, match="unknown variant"):
         _config("nope")
     bad = _config("smoke").to_dict()
@@ -73,12 +79,18 @@ def test_smoke_script_writes_a_complete_report(tmp_path):
     text = (tmp_path / "w" / "REPORT.md").read_text()
     assert "| modalities | not measured: not in this config's studies |" in text
     # A rerun into the same workdir loads every finished study instead of recomputing it and
-    # writes the same claims; one whose settings changed is refused, naming the folder.
+    # writes the same claims; one whose settings changed is refused, naming the folder. The
+    # training study is rerun without its checkpoints (as when its seeds were trained on another
+    # machine): the analysed seeds are loaded, not retrained.
+    (tmp_path / "w" / "training" / "study_run.json").unlink()
+    for checkpoints in (tmp_path / "w" / "training").glob("*/seed_*/checkpoints"):
+        shutil.rmtree(checkpoints)
     again = subprocess.run(proc.args, cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    for study in ("sweep", "training", "pretrained", "depth"):
+    for study in ("sweep", "pretrained", "depth"):
         assert f"== {study}: loaded from" in again.stdout
+    assert "clm: 2 seeds loaded from" in again.stdout and "trained clm" not in again.stdout
     claims = (tmp_path / "w" / "REPORT.md").read_text().split("## Claims\n")[1].split("\n## ")[0]
     assert claims == text.split("## Claims\n")[1].split("\n## ")[0]
     changed = subprocess.run(proc.args + ["--config.seeds=(0, 2)"], cwd=ROOT, env=env,

@@ -15,6 +15,12 @@ anisotropy_jax/configs/report.py), resized per variant (`--config=report:VARIANT
   smoke      CI (about a minute on 2 CPU cores): the smoke sweep with its three controls, a
              6-step clm × 2 seeds, MiniLM-L6 on 8 sentences (no untrained baseline), the attention-only depth
              smoke, embeddings.py:smoke; no vision/speech
+  gpu        the training studies at the size they are about: train:gpu (d = 384, 6 layers,
+             L = 256, batch 64, TF32) clm and mlm × 5 seeds (vmapped), 4,000 steps, log-spaced
+             checkpoints and every 1,000 steps (about 5 minutes per objective on one H100; train
+             each objective alone with `anisotropy-jax seeds` into WORKDIR/training/<objective>
+             and the report loads it); embeddings.py:gpu (D = 128-512); every other study as
+             in `default`. The committed docs/REPORT.md is this variant
   full       one GPU (≤ 20 minutes): the default bias sweep and the pre-LN block's, each with its
              three controls × 5 seeds; as committed in docs/TRAIN.md, docs/PRETRAINED.md and
              docs/DEPTH.md: train_*.py:small × 5 seeds, 1,000 sentences, 16 images and utterances,
@@ -43,7 +49,7 @@ STUDIES = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings
 # Offline checkpoints the pretrained study looks for (found by the model modules' packaged_* helpers;
 # a model that is not installed is reported as not measured, with its install hint).
 PRETRAINED_MODELS = ("minilm_l6", "smollm2", "mpnet")
-SIZES = ("smoke", "default", "full")  # configs/reproduce.py's variants
+SIZES = ("smoke", "default", "gpu", "full")  # the variants below
 # The inputs every reproduction sweep has: the bias and its norm-matched control (the verdicts of
 # Godey 3a/3b compare them); the other controls (config/sweep.py INPUTS) may join them.
 SWEEP_INPUTS = ("biased", "norm_matched")
@@ -198,7 +204,7 @@ def reproduce_config_from_mapping(fields: Mapping[str, Any]) -> ReproduceConfig:
 
 
 # The named variants (`--config=report:VARIANT`).
-VARIANTS = ("default", "smoke", "full")
+VARIANTS = ("default", "smoke", "gpu", "full")
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": ReproduceConfig, "sweep": (SweepConfig, sweep_config_dict),
               "sweep.model": BlockConfig, "sweep_pre_ln": (SweepConfig, sweep_config_dict),
@@ -207,12 +213,18 @@ FIELD_DOCS = {"": ReproduceConfig, "sweep": (SweepConfig, sweep_config_dict),
               "depth": DepthConfig, "depth.model": BlockConfig, "embeddings": EmbeddingsConfig}
 
 
+# The GPU report's checkpoints besides the log-spaced ones: 4 of them after the early transient.
+GPU_CHECKPOINT_EVERY = 1000
+
+
 def _training(variant: str) -> ml_collections.ConfigDict:
     out = ml_collections.ConfigDict()
     objectives = ("clm",) if variant == "smoke" else ("clm", "mlm")
     for objective in objectives:
-        c = train_config_dict({"full": "small"}.get(variant, "smoke"), objective)
+        c = train_config_dict({"full": "small", "gpu": "gpu"}.get(variant, "smoke"), objective)
         c.analysis.run = False  # analysed by the reproduction itself, seed by seed
+        if variant == "gpu":
+            c.checkpoint_every = GPU_CHECKPOINT_EVERY
         if variant == "smoke":
             c.model.d_model, c.model.d_ff, c.model.num_layers, c.data.seq_len = 32, 64, 1, 16
             c.steps, c.checkpoint_every = 6, 3
@@ -237,7 +249,7 @@ def _sweep_variants(variant: str) -> tuple[ml_collections.ConfigDict, ml_collect
         return sweep.get_config("smoke+controls"), ml_collections.ConfigDict()
     post, pre = sweep.get_config("controls"), sweep.get_config("pre_ln+controls")
     post.num_seeds = pre.num_seeds = 5
-    if variant == "default":
+    if variant in ("default", "gpu"):
         pre.bias_norms = PRE_LN_CPU_BIAS_NORMS
     return post, pre
 
@@ -252,8 +264,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.training = _training(variant)
     c.pretrained = config_dict(PretrainedConfig)
     c.modalities = config_dict(ModalitiesConfig)
-    c.depth = depth.get_config({"smoke": "smoke", "default": "cpu"}.get(variant, "bert_base"))
-    c.embeddings = embeddings.get_config({"smoke": "smoke", "full": "gpu"}.get(variant))
+    c.depth = depth.get_config({"smoke": "smoke", "default": "cpu", "gpu": "cpu"}.get(variant,
+                                                                                     "bert_base"))
+    c.embeddings = embeddings.get_config({"smoke": "smoke", "full": "gpu", "gpu": "gpu"}.get(variant))
     if variant == "smoke":
         c.studies = ("sweep", "training", "pretrained", "depth", "embeddings")
         c.seeds, c.pretrained_models = (0, 1), ("minilm_l6",)
@@ -262,7 +275,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.depth.architectures = ("attention_only",)
     else:  # every claim of a default or full report rests on ≥ 5 seeds
         c.depth.num_seeds = 5
-    if variant == "default":
+    if variant in ("default", "gpu"):
         c.pretrained.num_sentences, c.pretrained.num_pairs = 100, 2000
         c.modalities.num_images, c.modalities.num_utterances = 8, 8
         c.depth.widths, c.depth.num_layers = (128,), 8

@@ -139,7 +139,7 @@ def _claim_section(v: Verdict, workdir: pathlib.Path) -> list[str]:
 
 SMOKE_BANNER = ("> **Smoke size.** This report was made at `:smoke` size (a few steps, a few "
                 "sentences, tiny blocks): it tests that the code runs end to end. Its verdicts "
-                "say nothing about the claims; the committed report is made at `:full` size.")
+                "say nothing about the claims; the committed report is made at `:gpu` size.")
 
 
 def render(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: pathlib.Path,

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 
 from anisotropy_jax import media, results
-from anisotropy_jax.config import ConfigError
+from anisotropy_jax.config import ConfigError, TrainConfig
 from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
 from anisotropy_jax.configs.report import ReproduceConfig
 from anisotropy_jax.configs.sweep import upgrade_recorded
@@ -58,23 +58,58 @@ def run_sweep(config: ReproduceConfig, out: pathlib.Path, progress: Progress) ->
     return StudyRun("sweep", results.to_jsonable(doc))
 
 
+def _analysed_seed(folder: pathlib.Path, config: TrainConfig) -> dict[str, Any] | None:
+    """The analysis results.json of a seed already trained and analysed in `folder` with exactly
+    `config` (e.g. by `anisotropy-jax seeds` on another machine, whose checkpoints were not kept),
+    or None."""
+    path = folder / "results.json"
+    if not path.is_file():
+        return None
+    doc = json.loads(path.read_text())
+    recorded = doc.get("config", {}).get("train")
+    if recorded is None or config_difference(recorded, results.to_jsonable(config)) is not None:
+        return None
+    return doc
+
+
+def _seed_device(docs: list[dict[str, Any]]) -> str:
+    """Where the seeds trained, from their analyses' provenance (e.g. '1 × NVIDIA H100 80GB HBM3')."""
+    kinds = sorted({f"{len(d['provenance'].get('devices', [])) or 1} × "
+                    f"{d['provenance'].get('device_kind', '?')}" for d in docs})
+    return ", ".join(kinds)
+
+
 def run_training(config: ReproduceConfig, out: pathlib.Path, progress: Progress) -> StudyRun:
+    """Per objective, every seed trained as one vmapped program (`training.train_seeds`), each
+    then analysed, then the summary over the seeds. A seed already trained and analysed in its
+    folder with the same config is loaded, not retrained: the objectives (or seeds) of one report
+    can be trained by separate processes or machines (`anisotropy-jax seeds` into
+    WORKDIR/training/<objective>)."""
     docs = {}
     for train_cfg, analysis in config.training:
-        seed_docs = []
-        for seed in config.seeds:
-            cfg = dataclasses.replace(train_cfg, seed=seed,
-                                      data=dataclasses.replace(train_cfg.data, seed=seed))
-            sub, started = out / train_cfg.objective / f"seed_{seed}", results.Provenance()
-            progress.say(training.format_summary(training.train(
-                cfg, sub, progress=progress.quiet(), analysis=analysis)))
-            result = dynamics.run(sub, analysis, progress=progress.quiet())
-            seed_docs.append(dynamics.write(result, sub, started))
+        folder = out / train_cfg.objective
+        configs = [dataclasses.replace(train_cfg, seed=seed,
+                                       data=dataclasses.replace(train_cfg.data, seed=seed))
+                   for seed in config.seeds]
+        dirs = [folder / f"seed_{seed}" for seed in config.seeds]
+        seed_docs = [_analysed_seed(d, c) for d, c in zip(dirs, configs)]
+        todo = [i for i, doc in enumerate(seed_docs) if doc is None]
+        if todo:
+            started = results.Provenance()
+            for summary in training.train_seeds([configs[i] for i in todo], [dirs[i] for i in todo],
+                                                progress=progress.quiet(),
+                                                analyses=[analysis] * len(todo)):
+                progress.say(training.format_summary(summary))
+            for i in todo:
+                result = dynamics.run(dirs[i], analysis, progress=progress.quiet())
+                seed_docs[i] = dynamics.write(result, dirs[i], started)
+        else:
+            progress.say(f"{train_cfg.objective}: {len(dirs)} seeds loaded from {folder}")
         summary = seeds_lib.aggregate(seed_docs)
         docs[train_cfg.objective] = results.to_jsonable(seeds_lib.write(
-            summary, out / train_cfg.objective, results.Provenance(),
+            summary, folder, results.Provenance(),
             f"experiments/report.py (seeds {list(config.seeds)})",
-            seeds_lib.training_scope(train_cfg, _device())))
+            seeds_lib.training_scope(train_cfg, _seed_device(seed_docs))))
     return StudyRun("training", docs)
 
 
