@@ -197,6 +197,18 @@ def claim_workdir(folder: pathlib.Path, command: str, config: Any) -> None:
         results.write_text(path, json.dumps(workdir_record(command, config), indent=1) + "\n")
 
 
+def refuse_another_run(folder: pathlib.Path, command: str, config_flag: Any) -> None:
+    """Exits (`fail`) where `folder` holds a run of another command or config
+    (`protocol.workdir_conflict`); a field the recorded config lacks counts as its default in the
+    config as named by --config (before the --config. overrides)."""
+    from ml_collections import config_flags
+
+    named = configs.named(config_flags.get_config_filename(flags.FLAGS[config_flag.name]))
+    refused = workdir_conflict(folder, command, config_flag.value, defaults=named)
+    if refused:
+        fail(refused)
+
+
 # Errors of the machine rather than the run: one line naming the file, exit status 1.
 DISK_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
                errno.EFBIG: "file too large", errno.EROFS: "read-only file system",
@@ -357,9 +369,7 @@ def _drive(study: Study, holders: tuple[Any, Any, Any], example: str | None, com
         require_flag(config_flag.value, "config", example)
     check_workdir(folder)
     if claim is not None:
-        refused = workdir_conflict(folder, claim, config_flag.value)
-        if refused:
-            fail(refused)
+        refuse_another_run(folder, claim, config_flag)
     with user_errors():
         plan = study.validate(config_flag.value, folder, **options)  # nothing compiled yet
         if claim is not None:

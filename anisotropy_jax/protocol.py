@@ -76,10 +76,23 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)  # NaN != NaN as values; as text they are equal
 
 
-def workdir_conflict(workdir: pathlib.Path, command: str, config: Any) -> str | None:
+def with_defaults(recorded: Any, defaults: Any) -> Any:
+    """`recorded` (a JSON value) with every field it lacks taken from `defaults`, at every level
+    where both are objects: a field added to a config since a run was recorded counts as its
+    default there."""
+    if not (isinstance(recorded, dict) and isinstance(defaults, dict)):
+        return recorded
+    return {**defaults, **{key: with_defaults(value, defaults.get(key))
+                           for key, value in recorded.items()}}
+
+
+def workdir_conflict(workdir: pathlib.Path, command: str, config: Any,
+                     defaults: Any = None) -> str | None:
     """Why `command` with `config` must not run into `workdir`, as one line; None where it may:
     the folder has no WORKDIR_FILE (new, or made before this file existed) or holds a run of
-    the same command and config. Unreadable records are refused rather than overwritten."""
+    the same command and config. Unreadable records are refused rather than overwritten.
+    `defaults` (the config as named, before its overrides) fills the fields the record lacks
+    (`with_defaults`): a run recorded before a field was added resumes with its default."""
     path = pathlib.Path(workdir) / WORKDIR_FILE
     if not path.is_file():
         return None
@@ -91,6 +104,8 @@ def workdir_conflict(workdir: pathlib.Path, command: str, config: Any) -> str | 
     if old_command != command:
         return (f"--workdir: {workdir} holds a run of `{old_command}`, not `{command}`; use "
                 f"another --workdir")
+    if defaults is not None:
+        old_config = with_defaults(old_config, workdir_record(command, defaults)["config"])
     difference = config_difference(old_config, workdir_record(command, config)["config"])
     if difference is None:
         return None

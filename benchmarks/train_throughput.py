@@ -9,13 +9,17 @@ PyTorch peer of the same model and update (benchmarks/train_torch.py), in one pr
 Per precision ('default' = TF32 matmuls, 'bfloat16' = bf16 compute with float32 master weights;
 PyTorch: autocast), it times `warmup_steps` then `steps` updates, `repeats` times (best kept):
 
-  jax_<attention>_<loop>   `training.loop.compile_run`'s step with the attention core 'xla' or
-                           'dot_product' (cuDNN fused attention; bf16 on GPUs only); loop 'async' is the training
-                           loop's (batches prefetched by `loop.Prefetch`, metrics read back every
-                           `log_every` steps), 'sync' reads the metrics back every step and puts
-                           each batch on the device in the loop (the loop before prefetch and async readback),
-                           'scanK' runs K steps per dispatch (one jitted lax.scan over K
-                           prefetched batches; metrics read back every `log_every` steps)
+  jax_<core>_<loop>        the step `anisotropy-jax train` runs (`training.loop.compile_run` of the
+                           config) for each `model.attention_impl` of `jax_attention` ('auto',
+                           'xla', 'dot_product'), named by the core it resolves to here ('xla';
+                           'dot_product': cuDNN's fused attention on GPUs at bf16, XLA's own
+                           elsewhere), each core timed once; `auto_attention_core` says which
+                           one `train` uses. Loop 'async' is the training loop's (batches
+                           prefetched by `loop.Prefetch`, metrics read back every `log_every`
+                           steps), 'sync' (xla only) reads the metrics back every step and puts
+                           each batch on the device in the loop (the loop before prefetch and
+                           async readback), 'scanK' runs K steps per dispatch (one jitted lax.scan
+                           over K prefetched batches; metrics read back every `log_every` steps)
   torch_<mode>             eager or torch.compile(mode) of the peer; `fused` AdamW on CUDA
 
 and reports tokens/s, ms per step, tokens per CPU second (process time, all threads), MFU and
@@ -50,14 +54,16 @@ NOMINAL_PEAK = {"H100": {"bfloat16": 989.4e12, "default": 494.7e12},
                 "H200": {"bfloat16": 989.4e12, "default": 494.7e12}}
 
 
-def train_config(c, precision: str):
-    """The TrainConfig of `train:<c.train_variant>` at `precision`, with `steps` covering
-    the benchmark (the schedule's length) and the global batch `c.batch_size` unless 0."""
+def train_config(c, precision: str, attention_impl: str = "auto"):
+    """The TrainConfig of `train:<c.train_variant>` at `precision` with `model.attention_impl`
+    `attention_impl`, `steps` covering the benchmark (the schedule's length) and the global batch
+    `c.batch_size` unless 0."""
     from anisotropy_jax.config import train_config_from_mapping
     from anisotropy_jax.configs.train import get_config
 
     cfg = get_config(c.train_variant)
     cfg.model.precision = precision
+    cfg.model.attention_impl = attention_impl
     if c.get("batch_size"):
         cfg.data.batch_size = cfg.eval_batch_size = c.batch_size
     cfg.steps = c.warmup_steps + c.steps * c.repeats + 1
@@ -93,15 +99,16 @@ def _best(times: list[float], cpu_times: list[float]) -> dict:
             "cpu_s_per_step": cpu_times[best], "all_cpu_s_per_step": cpu_times}
 
 
-def time_jax(config, attention: str, loop_kind: str, c) -> dict:
-    """Best-of-`repeats` seconds per step of the training loop's step."""
+def time_jax(config, loop_kind: str, c) -> dict:
+    """Best-of-`repeats` seconds per step of the training loop's step for `config` (its own
+    `model.attention_impl`)."""
     import jax
     import jax.numpy as jnp
 
     from anisotropy_jax import data as data_lib
     from anisotropy_jax.studies.training import loop
 
-    fns = loop.compile_run(config, attention)
+    fns = loop.compile_run(config)
     stream = data_lib.BatchIterator(config.data)
     state = fns.init()
     example = jax.device_put(stream.batch_at(0), fns.batch_sharded)
@@ -229,28 +236,44 @@ def _rates(row: dict, config, peak: float | None, matmul_rate: float) -> dict:
     return row
 
 
+def _attention_configs(c, precision: str) -> list:
+    """One TrainConfig per distinct core the `c.jax_attention` values resolve to on this backend
+    (`model.attention_impl` set to the resolved core: the same program as 'auto' there)."""
+    import jax
+
+    from anisotropy_jax.config import resolve_attention_impl
+
+    cores = {}
+    for impl in c.jax_attention:
+        core = resolve_attention_impl(train_config(c, precision, impl).model,
+                                      jax.default_backend())
+        cores.setdefault(core, train_config(c, precision, core))
+    return list(cores.values())
+
+
 def run_benchmark(c, log=print, write=lambda result: None) -> dict:
     import jax
 
+    from anisotropy_jax.config import resolve_attention_impl
+
     kind = jax.devices()[0].device_kind
     peaks = next((v for k, v in NOMINAL_PEAK.items() if k in kind), None)
-    on_gpu = jax.default_backend() == "gpu"
     result = {"device_kind": kind, "precisions": {}}
     for precision in c.precisions:
         config = train_config(c, precision)
         rate = matmul_rate(c.matmul_n, precision)
         out = {"flops_per_step": flops_per_step(config), "matmul_flops_per_s": rate,
-               "nominal_peak_flops_per_s": peaks and peaks.get(precision), "variants": {}}
+               "nominal_peak_flops_per_s": peaks and peaks.get(precision), "variants": {},
+               "auto_attention_core": resolve_attention_impl(config.model, jax.default_backend())}
         result["precisions"][precision] = out
         rows = out["variants"]
-        for attention in c.jax_attention:
-            if attention != "xla" and (not on_gpu or precision != "bfloat16"):
-                continue  # cuDNN's fused attention takes bf16/fp16 on GPUs only
+        for config in _attention_configs(c, precision):
+            core = config.model.attention_impl
             for loop_kind in c.jax_loops:
-                if loop_kind == "sync" and attention != "xla":
+                if loop_kind == "sync" and core != "xla":
                     continue
-                name = f"jax_{attention}_{loop_kind}"
-                rows[name] = _rates(time_jax(config, attention, loop_kind, c), config, out[
+                name = f"jax_{core}_{loop_kind}"
+                rows[name] = _rates(time_jax(config, loop_kind, c), config, out[
                     "nominal_peak_flops_per_s"], rate)
                 log(f"{precision} {name}: {rows[name]['tokens_per_s']:,.0f} tokens/s")
                 write(result)
@@ -264,13 +287,14 @@ def run_benchmark(c, log=print, write=lambda result: None) -> dict:
                 rows[name] = {"error": f"{type(err).__name__}: {err}"[:2000]}
                 log(f"{precision} {name}: failed: {rows[name]['error'][:200]}")
             write(result)
-        out["ratios"] = ratios(rows)
+        out["ratios"] = ratios(rows, out["auto_attention_core"])
         write(result)
     return result
 
 
-def ratios(rows: dict) -> dict:
-    """Best JAX 'async' tokens/s over the best torch.compile mode's and over eager's."""
+def ratios(rows: dict, auto_core: str | None = None) -> dict:
+    """Best JAX 'async' tokens/s over the best torch.compile mode's and over eager's; with
+    `auto_core`, also that of the step `train` runs (`jax_<auto_core>_async`, "train_step")."""
     ok = {k: v for k, v in rows.items() if "tokens_per_s" in v}
     jax_best = max((k for k in ok if k.startswith("jax_") and not k.endswith("_sync")),
                    key=lambda k: ok[k]["tokens_per_s"], default=None)
@@ -280,6 +304,12 @@ def ratios(rows: dict) -> dict:
     if jax_best and torch_best:
         out["over_best_torch_compile"] = ok[jax_best]["tokens_per_s"] / ok[torch_best][
             "tokens_per_s"]
+    train_row = f"jax_{auto_core}_async"
+    if train_row in ok:
+        out["train_step"] = train_row
+        if torch_best:
+            out["train_step_over_best_torch_compile"] = (ok[train_row]["tokens_per_s"]
+                                                         / ok[torch_best]["tokens_per_s"])
     if jax_best and "torch_eager" in ok:
         out["over_torch_eager"] = ok[jax_best]["tokens_per_s"] / ok["torch_eager"]["tokens_per_s"]
         out["over_torch_eager_cpu_time"] = (ok[jax_best]["tokens_per_cpu_s"]

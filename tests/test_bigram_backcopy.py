@@ -10,7 +10,6 @@ import pytest
 from anisotropy_jax import bigram_backcopy as bb, data
 from anisotropy_jax.config import ConfigError, DataConfig, train_config_from_mapping
 from anisotropy_jax.models import attention
-from anisotropy_jax.studies import training
 
 CONFIG = DataConfig(source="bigram_backcopy", seq_len=32, batch_size=8, task_vocab=12,
                     task_triggers=2, task_concentration=0.5, seed=3)
@@ -115,7 +114,8 @@ def test_the_training_block_takes_the_normalisation_and_refuses_fused_cores_for_
     assert block.attention_normalization == name and block.attention_impl == "xla"
     if name != "softmax":
         with pytest.raises(ConfigError, match="model.attention_impl"):
-            training.abstract_state(train, attention_impl="dot_product")
+            train_config_from_mapping({"model": {"attention_normalization": name,
+                                                 "attention_impl": "dot_product"}})
     with pytest.raises(ConfigError, match="model.attention_normalization"):
         train_config_from_mapping({"model": {"attention_normalization": name + "_unknown"}})
 

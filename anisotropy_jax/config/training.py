@@ -28,6 +28,12 @@ def vocab_size(objective: str) -> int:
     return NUM_BYTES + 1 if objective == "mlm" else NUM_BYTES
 
 
+# The attention cores a training run may ask for (`model.attention_impl`); 'auto' is resolved once,
+# at the start of the run (`resolve_attention_impl`). BlockConfig's 'pallas' kernel computes no
+# gradient, so training refuses it.
+TRAIN_ATTENTION_IMPLS = ("auto", "xla", "dot_product")
+
+
 def _require_fraction(value: Any, field: str) -> None:
     require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1,
             field, f"must be in (0, 1), got {value!r}")
@@ -117,6 +123,14 @@ class ModelSpec:
         ModelSpec field that BlockConfig also has is passed to the block unchanged.
       clip_zeta, clip_gamma: ζ and γ of 'clipped_softmax' (BlockConfig; its defaults).
       attention_output_gate: the head-wise sigmoid output gate (BlockConfig).
+      attention_impl: the attention core of the training step: 'auto' (resolved at the start of
+        each run by `resolve_attention_impl`: 'dot_product', cuDNN's fused attention, on a GPU at
+        precision 'bfloat16' for softmax attention without the output gate and a head width
+        cuDNN takes; 'xla' otherwise, and always on CPU), 'xla' (einsums, every normalisation)
+        or 'dot_product' (`jax.nn.dot_product_attention`: softmax without the gate only; off GPU
+        or in float32 it is XLA's own implementation). config.json records the value asked
+        for; the per-checkpoint analysis always runs the 'xla' core, which has the (B, H, L, L)
+        logits.
       precision: matmul precision, 'highest' | 'default' (TF32 on GPUs; 'tf32' is accepted for
         it) | 'bfloat16'. 'bfloat16' is mixed precision: bf16 inputs to every matmul (float32
         accumulation), float32 master weights and AdamW state, and float32 attention logits and
@@ -137,20 +151,32 @@ class ModelSpec:
     clip_zeta: float = BlockConfig.clip_zeta
     clip_gamma: float = BlockConfig.clip_gamma
     attention_output_gate: bool = BlockConfig.attention_output_gate
+    attention_impl: str = "auto"
 
     def __post_init__(self):
         canonical_precision(self)
         require_int(self.num_layers, "model.num_layers", 1)
         require_bool(self.tie_embeddings, "model.tie_embeddings")
-        self.block_config("post", causal=False)  # validates the block fields once, there
+        require(self.attention_impl != "pallas", "model.attention_impl",
+                f"'pallas' (the fused Pallas kernel) computes no gradient; training takes one of "
+                f"{TRAIN_ATTENTION_IMPLS}")
+        require_choice(self.attention_impl, "model.attention_impl", TRAIN_ATTENTION_IMPLS,
+                       "attention core")
+        # validates the block fields once, there (an explicit core against the normalisation)
+        self.block_config("post", causal=False,
+                          attention_impl="xla" if self.attention_impl == "auto"
+                          else self.attention_impl)
 
-    def block_config(self, norm_position: str, causal: bool) -> BlockConfig:
-        """The block of every layer: each field shared with BlockConfig passed as it is (the
-        attention core stays BlockConfig's 'xla', the one that has every normalisation)."""
-        block_fields = {f.name for f in dataclasses.fields(BlockConfig)}
+    def block_config(self, norm_position: str, causal: bool,
+                     attention_impl: str = "xla") -> BlockConfig:
+        """The block of every layer: each field shared with BlockConfig passed as it is, except
+        the attention core, `attention_impl` (a BlockConfig core: 'xla' by default, the one that
+        has every normalisation and the (B, H, L, L) probes)."""
+        block_fields = {f.name for f in dataclasses.fields(BlockConfig)} - {"attention_impl"}
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name in block_fields}
-        return BlockConfig(norm_position=norm_position, causal=causal, **shared)
+        return BlockConfig(norm_position=norm_position, causal=causal,
+                           attention_impl=attention_impl, **shared)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,11 +268,14 @@ class TrainConfig:
         require(self.optim.warmup_steps <= self.steps, "optim.warmup_steps",
                 f"{self.optim.warmup_steps} exceeds steps={self.steps}")
 
-    def transformer_config(self) -> TransformerConfig:
+    def transformer_config(self, attention_impl: str = "xla") -> TransformerConfig:
         """mlm: post-LN bidirectional encoder with embedding LayerNorm; clm: pre-LN causal LM
-        with a final LayerNorm. max_len = seq_len (learned positions)."""
+        with a final LayerNorm. max_len = seq_len (learned positions). `attention_impl`: the
+        BlockConfig core; the default 'xla' is the analysis model (it has the (B, H, L, L)
+        probes), the training step passes `resolve_attention_impl`'s."""
         mlm = self.objective == "mlm"
-        block = self.model.block_config("post" if mlm else "pre", causal=not mlm)
+        block = self.model.block_config("post" if mlm else "pre", causal=not mlm,
+                                        attention_impl=attention_impl)
         return TransformerConfig(block=block, num_layers=self.model.num_layers,
                                  vocab_size=vocab_size(self.objective),
                                  max_len=self.data.seq_len, embedding_norm=mlm,

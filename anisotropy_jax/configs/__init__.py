@@ -106,6 +106,13 @@ def describe(spec: str, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def named(spec: str):
+    """The ConfigDict that `spec` ('PATH[:VARIANT]', as `resolve` gives it) names: the file's
+    `get_config(variant)`, before any `--config.` override."""
+    file, _, variant = spec.partition(":")
+    return _load(file).get_config(variant or None)
+
+
 def _load(file: str) -> ModuleType:
     """A config module: this package's own where `file` is one of its files, else the file
     loaded by path (as ml_collections loads it)."""

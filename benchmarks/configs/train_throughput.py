@@ -25,8 +25,10 @@ def get_config(arg=None):
     c.batch_size = 0
     c.precisions = ("default", "bfloat16")  # each side at each: TF32 ('default') and bf16
     c.jax_loops = ("async", "sync")  # 'async': the training loop's; 'sync': read back every step
-    # JAX attention cores: 'xla' and 'dot_product' (cuDNN's fused attention: bf16, GPUs only)
-    c.jax_attention = ("xla", "dot_product")
+    # JAX: the `model.attention_impl` values timed, each distinct resolved core once: 'auto' (what
+    # `anisotropy-jax train` runs), 'xla', 'dot_product' (cuDNN's fused attention on GPUs at bf16,
+    # XLA's own elsewhere); e.g. --config.jax_attention='("dot_product",)'
+    c.jax_attention = ("auto", "xla", "dot_product")
     # PyTorch: 'eager' and the torch.compile modes; the best is the peer of the targets
     c.torch_modes = ("eager", "default", "reduce-overhead", "max-autotune-no-cudagraphs")
     c.warmup_steps = 20  # untimed steps (compilation, autotuning, CUDA graph capture)
@@ -35,9 +37,9 @@ def get_config(arg=None):
     c.log_every = 50  # the JAX loop's readback period ('async')
     c.matmul_n = 8192  # n of the n×n×n matmul whose rate the MFU is also quoted against
     if variant == "cpu":
-        c.precisions, c.jax_attention, c.torch_modes = ("highest",), ("xla",), ("eager",)
+        c.precisions, c.jax_attention, c.torch_modes = ("highest",), ("auto",), ("eager",)
         c.warmup_steps, c.steps, c.matmul_n = 3, 20, 1024
     elif variant == "smoke":
-        c.precisions, c.jax_attention, c.torch_modes = ("highest",), ("xla",), ("eager",)
+        c.precisions, c.jax_attention, c.torch_modes = ("highest",), ("auto",), ("eager",)
         c.warmup_steps, c.steps, c.repeats, c.log_every, c.matmul_n = 2, 4, 1, 2, 128
     return c

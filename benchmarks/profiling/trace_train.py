@@ -1,7 +1,7 @@
 r"""GPU time of one training step, kernel by kernel, from a profiler trace (where the
 step's time goes).
 
-  python -m benchmarks.profiling.trace_train [--precision=default|bfloat16] [--attention=xla]
+  python -m benchmarks.profiling.trace_train [--precision=default|bfloat16] [--attention=auto]
       [--per_call=1] [--top=20] [--repeats=20] [--json=FILE]
 
 Builds `train:gpu`'s step as the training loop does (`training.loop.compile_run`),
@@ -30,10 +30,11 @@ ATTENTION_MARKERS = ("flash", "fmha", "cudnn", "attention", "softmax")
 def define_flags():
     flags.DEFINE_enum("precision", "default", ["default", "bfloat16"],
                       "'default': TF32 matmuls; 'bfloat16': bf16 compute, float32 master weights.")
-    flags.DEFINE_enum("attention", "xla", ["xla", "dot_product"], "Attention core.")
+    flags.DEFINE_enum("attention", "auto", ["auto", "xla", "dot_product"],
+                      "model.attention_impl ('auto': the core `anisotropy-jax train` resolves).")
     flags.DEFINE_integer("per_call", 1, "Steps per dispatch (lax.scan over stacked batches).")
     flags.DEFINE_integer("seeds", 0, "Trace the vmapped step of this many seeds "
-                         "(training.seeds.compile_seeds, XLA attention core) instead.")
+                         "(training.seeds.compile_seeds) instead.")
     flags.DEFINE_integer("top", 20, "Kernels listed.")
     flags.DEFINE_string("hlo_dir", None, "The --xla_dump_to folder of this run (XLA_FLAGS="
                         "'--xla_dump_to=DIR --xla_dump_hlo_as_text'): each listed kernel is "
@@ -99,17 +100,19 @@ def main(args, report):
     import jax.numpy as jnp
 
     from anisotropy_jax import data as data_lib
+    from anisotropy_jax.config import resolve_attention_impl
     from anisotropy_jax.studies.training import loop
     from benchmarks import train_throughput
     from benchmarks.configs.train_throughput import get_config
 
     c = get_config()
-    config = train_throughput.train_config(c, args.precision)
+    config = train_throughput.train_config(c, args.precision, args.attention)
+    core = resolve_attention_impl(config.model, jax.default_backend())
     stream = data_lib.BatchIterator(config.data)
     if args.seeds:
         state, step, batches = _seeds_step(config, args.seeds, stream)
     else:
-        fns = loop.compile_run(config, args.attention)
+        fns = loop.compile_run(config)
         step = fns.step if args.per_call == 1 else train_throughput._multi_step(fns.step,
                                                                                 args.per_call)
         batches = [jax.device_put(stream.batch_at(i), fns.batch_sharded) for i in range(8)]
@@ -134,11 +137,11 @@ def main(args, report):
     first, last = min(e[1] for e in events), max(e[1] + e[2] for e in events)
     busy, span = busy_time(events) / steps, (last - first) / steps
     report.describe(
-        f"{args.precision}, {args.attention} attention, {args.per_call} step(s) per call, "
+        f"{args.precision}, {core} attention, {args.per_call} step(s) per call, "
         f"{args.seeds or 1} seed(s): wall "
         f"{wall / steps:.0f} µs/step (traced), kernels span {span:.0f}, busy {busy:.0f} µs/step "
         f"({100 * busy / span:.1f}% of the span), {len(events) / steps:.0f} kernels/step",
-        precision=args.precision, attention=args.attention, per_call=args.per_call, seeds=args.seeds or 1,
+        precision=args.precision, attention=core, per_call=args.per_call, seeds=args.seeds or 1,
         wall_us_per_step=wall / steps, span_us_per_step=span, busy_us_per_step=busy,
         kernels_per_step=len(events) / steps)
     by_category, by_name = collections.Counter(), collections.Counter()

@@ -23,6 +23,7 @@ from anisotropy_jax.studies import depth, embeddings, pretrained, sweep, trainin
 from anisotropy_jax.studies import train as dynamics
 from anisotropy_jax.studies.depth import report as depth_report
 from anisotropy_jax.studies.train import seeds as seeds_lib
+from anisotropy_jax.studies.training import logs as training_logs
 from anisotropy_jax.studies.embeddings import report as embeddings_report
 from anisotropy_jax.studies import cross_modal
 from anisotropy_jax.studies.pretrained import media_inputs
@@ -196,10 +197,14 @@ def _stamp(config: ReproduceConfig, name: str) -> Any:
 
 
 def _upgraded(name: str, recorded: Any) -> Any:
-    """A recorded stamp of the sweep or depth study in the current form (a block field named
-    `block` before it was `model`: `configs.sweep.upgrade_recorded`); others as they are."""
+    """A recorded stamp of the sweep, depth or training study in the current form (a block field
+    named `block` before it was `model`: `configs.sweep.upgrade_recorded`; a training field added
+    since at its default: `training.logs.current_form`); others as they are."""
     if name == "sweep" and isinstance(recorded, list):
         return [[label, upgrade_recorded(cfg)] for label, cfg in recorded]
+    if name == "training" and isinstance(recorded, list) and len(recorded) == 2:
+        pairs, seeds = recorded
+        return [[[training_logs.current_form(train), *rest] for train, *rest in pairs], seeds]
     if name == "depth" and isinstance(recorded, dict):
         return upgrade_recorded(recorded)
     return recorded

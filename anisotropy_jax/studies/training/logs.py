@@ -61,17 +61,23 @@ def read_evals(workdir: str | os.PathLike) -> list[dict]:
     return read_jsonl(pathlib.Path(workdir) / EVAL_FILE)
 
 
+def current_form(saved: Any) -> Any:
+    """A saved TrainConfig (config.json's "train", a report's stamp) as JSON in the current form:
+    a field it lacks (added to the config since) at its default; as saved where it no longer
+    validates (a field since removed, or a value now refused), to be compared as it is."""
+    try:
+        return results.to_jsonable(dataclasses.asdict(train_config_from_mapping(saved)[0]))
+    except ConfigError:
+        return saved
+
+
 def check_same_config(workdir: pathlib.Path, config: TrainConfig) -> None:
     """Refuses to resume a run whose saved training config differs (names the first field). A
     field the saved config lacks (added to the config since) counts as its default."""
     path = workdir / CONFIG_FILE
     if not path.exists():
         return
-    saved = json.loads(path.read_text()).get("train", {})
-    try:
-        saved = results.to_jsonable(dataclasses.asdict(train_config_from_mapping(saved)[0]))
-    except ConfigError:  # a field since removed, or a value now refused: compare as saved
-        pass
+    saved = current_form(json.loads(path.read_text()).get("train", {}))
     diff = config_difference(saved, results.to_jsonable(dataclasses.asdict(config)))
     if diff:
         field, old, new = diff

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import checkpointing, data as data_lib
-from anisotropy_jax.config import AnalysisConfig, TrainConfig
+from anisotropy_jax.config import AnalysisConfig, TrainConfig, attention_core_note
 from anisotropy_jax.protocol import SILENT, Interrupted, Progress
 from anisotropy_jax.studies.training import logs
 from anisotropy_jax.studies.training.step import (abstract_state, check_devices, data_mesh,
@@ -83,12 +83,13 @@ class Compiled:
     batch_sharded: NamedSharding
 
 
-def compile_run(config: TrainConfig, attention_impl: str | None = None) -> Compiled:
-    """The jitted init, step (state donated) and eval of `config` on the data mesh (also what
-    benchmarks/train_throughput.py times); `attention_impl` as in `abstract_state`."""
+def compile_run(config: TrainConfig) -> Compiled:
+    """The jitted init, step (state donated) and eval of `config` on the data mesh, with the
+    attention core `config.model.attention_impl` resolves to here (`abstract_state`); also what
+    benchmarks/train_throughput.py times."""
     mesh = data_mesh()
     replicated, batch_sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
-    abstract, model, tx = abstract_state(config, attention_impl)
+    abstract, model, tx = abstract_state(config)
     schedule = learning_rate_schedule(config.optim, config.steps)
     step_fn = jax.jit(functools.partial(train_step, model=model, tx=tx, schedule=schedule),
                       in_shardings=(replicated, batch_sharded),
@@ -208,6 +209,7 @@ def train(config: TrainConfig, workdir: str | os.PathLike, *, progress: Progress
     logs.write_config(workdir, config, analysis)
 
     stream = data_lib.BatchIterator(config.data)
+    progress.note(attention_core_note(config.model, jax.default_backend()))
     fns = compile_run(config)
     val_batch = jax.device_put(stream.validation_batch(config.eval_batch_size), fns.batch_sharded)
     save_steps = set(checkpointing.checkpoint_steps(config.steps, config.checkpoint_every))

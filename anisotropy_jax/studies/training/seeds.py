@@ -32,7 +32,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import checkpointing, data as data_lib
-from anisotropy_jax.config import AnalysisConfig, ConfigError, TrainConfig
+from anisotropy_jax.config import AnalysisConfig, ConfigError, TrainConfig, attention_core_note
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.training import logs
 from anisotropy_jax.studies.training.loop import (LOG_EVERY, Prefetch, Readback, TrainSummary,
@@ -219,6 +219,7 @@ def train_seeds(configs: Sequence[TrainConfig], workdirs: Sequence[str | pathlib
         logs.check_same_config(workdir, config)
         logs.write_config(workdir, config, analysis)
         seeds.append(_Seed(config, workdir, data_lib.BatchIterator(config.data)))
+    progress.note(attention_core_note(configs[0].model, jax.default_backend()))
     abstract = abstract_state(configs[0])[0]
     with contextlib.ExitStack() as managers:
         groups: dict[int, list[_Seed]] = collections.defaultdict(list)

@@ -8,7 +8,6 @@ replicated.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from anisotropy_jax.config import OptimConfig, TrainConfig, require
+from anisotropy_jax.config import OptimConfig, TrainConfig, require, resolve_attention_impl
 from anisotropy_jax.models.transformer import Transformer
 
 
@@ -63,8 +62,11 @@ def init_state(model: nn.Module, tx: optax.GradientTransformation, seed: int,
             "opt_state": tx.init(variables)}
 
 
-def _all_finite(tree) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+def all_finite(tree) -> jax.Array:
+    """Whether every element of every leaf is finite, as one scalar reduction: Σ 0·x over all
+    elements is 0 when every x is finite and NaN as soon as one is ±inf or NaN (0·inf = NaN).
+    Unlike Σ x² it cannot overflow for finite x, so no finite tree is reported non-finite."""
+    return jnp.isfinite(sum(jnp.sum(x * 0.0) for x in jax.tree.leaves(tree)))
 
 
 def train_step(state, batch, *, model: nn.Module, tx: optax.GradientTransformation,
@@ -80,7 +82,7 @@ def train_step(state, batch, *, model: nn.Module, tx: optax.GradientTransformati
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
     metrics = {"loss": loss, "learning_rate": schedule(state["step"]),
-               "grad_norm": optax.tree.norm(grads), "params_finite": _all_finite(params)}
+               "grad_norm": optax.tree.norm(grads), "params_finite": all_finite(params)}
     return {"step": state["step"] + 1, "params": params, "opt_state": opt_state}, metrics
 
 
@@ -104,16 +106,13 @@ def check_devices(config: TrainConfig, num_devices: int | None = None) -> None:
             f"{config.eval_batch_size} does not split over the {n} devices; use a multiple of {n}")
 
 
-def abstract_state(config: TrainConfig, attention_impl: str | None = None
-                   ) -> tuple[Any, nn.Module, optax.GradientTransformation]:
-    """(abstract train state with replicated shardings, model, optimiser). `attention_impl`
-    replaces the block's attention core (BlockConfig.attention_impl; e.g. 'dot_product', cuDNN's
-    fused attention on GPUs: the parameters are the same)."""
-    model_config = config.transformer_config()
-    if attention_impl is not None:
-        model_config = dataclasses.replace(model_config, block=dataclasses.replace(
-            model_config.block, attention_impl=attention_impl))
-    model = Transformer(model_config)
+def abstract_state(config: TrainConfig) -> tuple[Any, nn.Module, optax.GradientTransformation]:
+    """(abstract train state with replicated shardings, the model the training step runs,
+    optimiser). The model's attention core is `config.model.attention_impl` resolved for this
+    backend (`config.resolve_attention_impl`; the parameters are the same for every core: the
+    analysis rebuilds the model with the 'xla' core, `TrainConfig.transformer_config()`)."""
+    attention_impl = resolve_attention_impl(config.model, jax.default_backend())
+    model = Transformer(config.transformer_config(attention_impl))
     tx = optimizer(config.optim, config.steps)
     shapes = jax.eval_shape(functools.partial(init_state, model, tx, config.seed,
                                               config.data.seq_len))
