@@ -18,6 +18,7 @@ import math
 import os
 import pathlib
 import pickle
+import re
 import select
 import subprocess
 import sys
@@ -249,9 +250,12 @@ GIT_COMMIT_ENV = "ANISOTROPY_JAX_GIT_COMMIT"
 # meaning; adding a key needs no new version). `anisotropy-jax show` refuses a newer version.
 # A document without it predates versioning: version 0, read as version 1.
 # Version 2: provenance names its study; every per-layer metric has one name in every study
-# (metrics.LAYER_METRICS): SCHEMA_1_METRIC_NAMES. Read older documents with `read_results` (or
-# pass them through `upgrade`), never with json.load alone.
-RESULTS_SCHEMA_VERSION = 2
+# (metrics.LAYER_METRICS): SCHEMA_1_METRIC_NAMES. Version 3: the attention normalisation
+# 'sigmoid' is Ramapuram et al.'s σ(ℓ − ln L), one scalar bias; the one older documents call
+# 'sigmoid' (a bias −ln n per query) is 'sigmoid_per_query_bias': SCHEMA_2_NORMALIZATION_NAMES.
+# Read older documents with `read_results` (or pass them through `upgrade`), never with json.load
+# alone.
+RESULTS_SCHEMA_VERSION = 3
 # The per-layer metric keys of a schema-1 document that schema 2 renamed, old → new, wherever the
 # key occurs in the document (also after the training analysis's "before_"/"after_" prefixes of
 # the final norm's states). The numbers are the same quantities; only the names changed.
@@ -262,6 +266,17 @@ SCHEMA_1_METRIC_NAMES = {
     "gride": "gride_dimension",  # extreme-token study's states
 }
 _RENAMED_PREFIXES = ("", "before_", "after_")
+# The attention normalisations (config/model.py ATTENTION_NORMALIZATIONS) that schema 3 renamed,
+# old → new. A name is renamed where a document uses it as a normalisation: a dict key (the
+# normalisation grid's cells and runs), the value of "normalization" or "attention_normalization",
+# an item of a "normalizations" or "compare_values" list, and "attention_normalization=NAME" in a
+# run label (the sweep's).
+SCHEMA_2_NORMALIZATION_NAMES = {"sigmoid": "sigmoid_per_query_bias"}
+_NORMALIZATION_VALUE_KEYS = ("normalization", "attention_normalization")
+_NORMALIZATION_LIST_KEYS = ("normalizations", "compare_values")
+_NORMALIZATION_IN_LABEL = re.compile(
+    r"attention_normalization=(%s)(?=,|$)" % "|".join(map(re.escape,
+                                                          SCHEMA_2_NORMALIZATION_NAMES)))
 
 
 def schema_version(doc: Any) -> int:
@@ -287,15 +302,41 @@ def _rename_keys(obj: Any) -> Any:
     return obj
 
 
+def _label(text: str) -> str:
+    return _NORMALIZATION_IN_LABEL.sub(
+        lambda m: "attention_normalization=" + SCHEMA_2_NORMALIZATION_NAMES[m.group(1)], text)
+
+
+def _rename_normalizations(obj: Any, key: str | None = None, in_list: bool = False) -> Any:
+    """`obj` with the normalisation names of SCHEMA_2_NORMALIZATION_NAMES renamed where they
+    name a normalisation (see there); `key` is the dict key `obj` sits under, `in_list` whether
+    it sits (at any depth) in a list under one of _NORMALIZATION_LIST_KEYS."""
+    names = SCHEMA_2_NORMALIZATION_NAMES
+    if isinstance(obj, dict):
+        return {(names.get(k, _label(k)) if isinstance(k, str) else k):
+                _rename_normalizations(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        inside = in_list or key in _NORMALIZATION_LIST_KEYS
+        return [_rename_normalizations(v, key, inside) for v in obj]
+    if isinstance(obj, str):
+        if obj in names and (in_list or key in _NORMALIZATION_VALUE_KEYS):
+            return names[obj]
+        return _label(obj)
+    return obj
+
+
 def upgrade(doc: Any) -> Any:
-    """A results document with the metric names of the current schema: one of schema 1 (or of
-    none, also a study's intermediate files such as the normalisation grid's grid_run.json) gets
-    every key of SCHEMA_1_METRIC_NAMES renamed, at any depth, into a new document (the numbers
-    are untouched; the provenance keeps its schema_version, which says what was written). A
-    document of schema 2 or newer is returned as it is (`anisotropy-jax show` refuses a newer)."""
-    if not isinstance(doc, dict) or schema_version(doc) >= 2:
+    """A results document with the names of the current schema, into a new document (the numbers
+    are untouched; the provenance keeps its schema_version, which says what was written): one of
+    schema 1 (or of none, also a study's intermediate files such as the normalisation grid's
+    grid_run.json of an older version) gets every key of SCHEMA_1_METRIC_NAMES renamed, at any
+    depth; one of schema 2 or older the normalisations of SCHEMA_2_NORMALIZATION_NAMES. A
+    document of the current schema or newer is returned as it is (`anisotropy-jax show` refuses
+    a newer)."""
+    version = schema_version(doc)
+    if not isinstance(doc, dict) or version >= 3:
         return doc
-    return _rename_keys(doc)
+    return _rename_normalizations(_rename_keys(doc) if version < 2 else doc)
 
 
 def read_results(path: str | os.PathLike) -> Any:

@@ -1,6 +1,7 @@
 """The attention normalisations (models/normalizations.py, the registry NORMALIZATIONS of
 models/attention.py), the head-wise output gate and
-the statistics of weights that need not sum to one (metrics/attention.py `weight_statistics`):
+the statistics of weights that need not sum to one (metrics/attention.py `weight_statistics`,
+metrics/used_attention.py `used_weight_statistics`):
 each against an mpmath/float64 loop over its definition on fresh random logits, with causal,
 padding and fully masked rows and logits of ±1e4; their limits; the gate against a loop; a block
 with each normalisation forward and backward; the config's refusals."""
@@ -16,9 +17,10 @@ from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig, ConfigError
 from anisotropy_jax.config.model import ATTENTION_NORMALIZATIONS
 from anisotropy_jax.metrics.attention import renormalized_weights, weight_statistics
+from anisotropy_jax.metrics.used_attention import USED_WEIGHT_STATISTICS, used_weight_statistics
 from anisotropy_jax.models import attention, block as block_lib, normalizations
 
-NEW = ("off_by_one", "sigmoid", "softpick", "clipped_softmax")
+NEW = ("off_by_one", "sigmoid", "sigmoid_per_query_bias", "softpick", "clipped_softmax")
 ZETA, GAMMA, EPS = 1.02, -0.05, 1e-6
 
 
@@ -36,8 +38,10 @@ def _reference_row(name, row, visible):
     if name == "off_by_one":
         total = 1 + sum(e.values())
         vals = {j: e[j] / total for j in idx}
-    elif name == "sigmoid":
-        vals = {j: 1 / (1 + _exp(-row[j]) * len(idx)) for j in idx}  # σ(ℓ − ln n)
+    elif name == "sigmoid":  # σ(ℓ − ln L), L every key of the row (Ramapuram et al.'s bias)
+        vals = {j: 1 / (1 + _exp(-row[j]) * len(row)) for j in idx}
+    elif name == "sigmoid_per_query_bias":  # σ(ℓ − ln n), n the query's visible keys
+        vals = {j: 1 / (1 + _exp(-row[j]) * len(idx)) for j in idx}
     elif name == "softpick":
         total = sum(abs(e[j] - 1) for j in idx) + EPS
         vals = {j: max(e[j] - 1, 0) / total for j in idx}
@@ -103,6 +107,17 @@ def test_the_limits():
         w = np.asarray(normalizations.sigmoid(jnp.zeros((1, n))), np.float64)
         np.testing.assert_allclose(w, 1 / (n + 1), rtol=1e-6)
     assert float(normalizations.sigmoid(jnp.zeros((1, 4096))).max()) < 3e-4
+    # causal, zero logits: the paper's bias is one scalar −ln L for every query, σ(−ln L) =
+    # 1/(L + 1) on each visible key; the per-query bias −ln(i + 1) gives query i 1/(i + 2)
+    length = 8
+    mask = attention.attention_mask(length, True, None)
+    zeros = jnp.where(mask, jnp.zeros((1, 1, length, length)), attention.MASK_VALUE)
+    visible = np.tril(np.ones((length, length), bool))
+    scalar = np.where(visible, 1 / (length + 1), 0.0)
+    per_query = np.where(visible, 1 / (np.arange(length)[:, None] + 2.0), 0.0)
+    np.testing.assert_allclose(normalizations.sigmoid(zeros, mask)[0, 0], scalar, rtol=1e-6)
+    np.testing.assert_allclose(normalizations.sigmoid_per_query_bias(zeros, mask)[0, 0],
+                               per_query, rtol=1e-6)
     # softpick of all-equal logits: uniform (times 1 − tiny) above 0, exactly 0 at or below 0
     for c, want in ((2.0, 0.25), (0.0, 0.0), (-3.0, 0.0), (1e4, 0.25)):
         np.testing.assert_allclose(normalizations.softpick(jnp.full((1, 4), c)), want, rtol=1e-5,
@@ -239,3 +254,83 @@ def test_the_config_refuses_what_the_fused_cores_cannot_compute():
     fn = attention.normalization_function(cfg)
     logits = jnp.array([[0.0, 1.0, 2.0]])
     np.testing.assert_array_equal(fn(logits), normalizations.clipped_softmax(logits, None, 1.1, -0.2))
+
+
+def _used_reference(w, visible):
+    """`used_weight_statistics` from its definition: float64 loops over heads, sequences and
+    queries; queries of zero mass left out of the shape statistics and counted."""
+    batch, heads, num_q, _ = w.shape
+    out = {name: np.full(heads, np.nan) for name in USED_WEIGHT_STATISTICS}
+    for h in range(heads):
+        shape_rows, masses, zero, per_sequence = [], [], [], {"query_agreement": [],
+                                                              "row_cosine": [],
+                                                              "query_key_information": []}
+        for b in range(batch):
+            rows = []
+            for q in range(num_q):
+                vis = visible[b, h, q]
+                if vis.sum() <= 1:
+                    continue  # not counted
+                row = np.where(vis, w[b, h, q], 0.0)
+                mass = row.sum()
+                masses.append(mass)
+                zero.append(mass == 0)
+                if mass == 0:
+                    continue
+                p = row / mass
+                entropy = -sum(x * math.log(x) for x in p if x > 0)
+                shape_rows.append((entropy, entropy / math.log(vis.sum()), p.max(), p[0]))
+                rows.append((p, entropy, row))
+            if rows:
+                votes = np.zeros(w.shape[-1])
+                for _, _, row in rows:
+                    votes[row == row.max()] += 1
+                per_sequence["query_agreement"].append(votes.max() / len(rows))
+                mean_p = np.mean([p for p, _, _ in rows], axis=0)
+                h_mean = -sum(x * math.log(x) for x in mean_p if x > 0)
+                per_sequence["query_key_information"].append(
+                    h_mean - np.mean([e for _, e, _ in rows]))
+            if len(rows) >= 2:
+                cosines = [p_i @ p_j / np.linalg.norm(p_i) / np.linalg.norm(p_j)
+                           for i, (p_i, _, _) in enumerate(rows)
+                           for j, (p_j, _, _) in enumerate(rows) if i != j]
+                per_sequence["row_cosine"].append(np.mean(cosines))
+        if shape_rows:
+            for i, name in enumerate(("entropy", "entropy_normalized", "max", "first_key")):
+                out[name][h] = np.mean([r[i] for r in shape_rows])
+        for name, values in per_sequence.items():
+            if values:
+                out[name][h] = np.mean(values)
+        out["mass"][h], out["zero_mass_share"][h] = np.mean(masses), np.mean(zero)
+    return out
+
+
+@pytest.mark.parametrize("name", ["softpick", "sigmoid", "softmax"])
+def test_used_weight_statistics_against_a_float64_loop(name):
+    """The statistics of the weights a model used (metrics.used_attention) against loops over
+    their definition: renormalised over the visible keys, zero-mass queries (softpick at scale
+    3, and a head made all zero by hand) left out of the means and counted, never a NaN in a
+    mean: NaN only for the head that has no query with weight."""
+    logits, mask = _masked_inputs(7, 3.0, "causal")
+    logits = jnp.concatenate([logits, logits[:, :1] - 50.0], axis=1)  # a third head
+    weights = _normalize(name, logits, mask)
+    if name != "softmax":
+        weights = weights.at[:, 2].set(0.0)  # the third head attends to nothing
+    got = used_weight_statistics(weights, mask)
+    visible = np.broadcast_to(np.asarray(mask), logits.shape)
+    want = _used_reference(np.asarray(weights, np.float64), visible)
+    for key in USED_WEIGHT_STATISTICS:
+        np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=1e-6, err_msg=key)
+    if name == "softmax":  # the statistics of metrics.attention, mass 1
+        stats = metrics.attention_statistics(logits, mask)
+        counts = metrics.visible_key_counts(logits.shape, mask)[0, 0]
+        np.testing.assert_allclose(got["entropy"], metrics.mean_over_queries(
+            stats["entropy"], counts), rtol=1e-5)
+        np.testing.assert_allclose(got["mass"], 1.0, rtol=1e-6)
+        assert np.all(np.asarray(got["zero_mass_share"]) == 0)
+    else:
+        assert np.all(np.isnan(np.asarray(got["entropy"][2])))  # no query with weight
+        assert float(got["zero_mass_share"][2]) == 1.0 and float(got["mass"][2]) == 0.0
+        assert all(np.all(np.isfinite(np.asarray(got[k][:2]))) for k in got)
+    if name == "softpick":
+        assert 0 < float(got["zero_mass_share"][0]) < 1  # some rows of zero mass, left out

@@ -10,7 +10,7 @@ import pytest
 
 import sys
 
-from anisotropy_jax import config
+from anisotropy_jax import config, results
 from anisotropy_jax.configs.depth import depth_config_from_mapping
 from anisotropy_jax.configs.extreme import ExtremeConfig
 from anisotropy_jax.configs.report import reproduce_config_from_mapping
@@ -142,7 +142,8 @@ def test_recorded_configs_of_the_older_forms_are_read():
     """Committed results.json files recorded the older forms: the experiment form with `model`
     lacking `precision`, a top-level `precision` and `compare_field` names joined by ',', and
     the dataclasses with their block under `block`. Both read back as the sweeps they ran."""
-    doc = json.loads((RESULTS / "sweep" / "normalizations" / "results.json").read_text())
+    # (read_results: the older name of the per-query-bias sigmoid, 'sigmoid', as it is now)
+    doc = results.read_results(RESULTS / "sweep" / "normalizations" / "results.json")
     old = doc["config"]
     assert "precision" in old and "precision" not in old["model"] and "," in old["compare_field"]
     runs = sweep_configs_from_mapping(old)

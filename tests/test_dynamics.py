@@ -173,6 +173,7 @@ def _naive_intervention(q, k, causal, stats):
     alpha0 = (weights / weights.sum(-1, keepdims=True))[..., 0].mean(-1)  # (B, H)
     stats["sink_score"][:] = alpha0.mean(0)
     stats["sink_rate"][:] = (alpha0 > 0.3).mean(0)
+    stats["attention_mass"][:] = 1.0  # softmax rows sum to one; no query of zero mass
     rng = jax.random.split(jax.random.key(dynamics.analysis.PERMUTATION_SEED), 2)[0]
     with jax.enable_x64(True):
         controls = intervention.key_term_intervention(q, k, logits, mask, rng=rng)

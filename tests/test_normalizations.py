@@ -1,20 +1,26 @@
-"""The normalisation grid (anisotropy_jax/studies/normalizations): its :smoke run end to end, the
-summary over seeds against scipy, resume, its refusals, and the extreme-token metrics the
-dynamics analysis adds, against float64 loops."""
+"""The normalisation grid (anisotropy_jax/studies/normalizations): its :smoke run end to end (the
+attention statistics of the weights each model used, one shared analysis program), the summary
+over seeds against scipy, resume, its refusals, and the extreme-token metrics the dynamics
+analysis adds, against float64 loops."""
 import json
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
 
-from anisotropy_jax import data
+from anisotropy_jax import data, results
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs import normalizations as normalization_settings
 from anisotropy_jax.models.attention import NORMALIZATIONS, attention_mask
 from anisotropy_jax.protocol import SILENT
 from anisotropy_jax.results import Provenance
+from anisotropy_jax.metrics.used_attention import used_weight_statistics
+from anisotropy_jax.models.transformer import Transformer
+from anisotropy_jax.studies import training
+from anisotropy_jax.studies.train import analysis
 from anisotropy_jax.studies.train.analysis import _hidden_metrics, sink_metrics
 from anisotropy_jax.studies.normalizations import STUDY, grid as grid_lib
 
@@ -32,13 +38,15 @@ def _smoke(workdir):
 def smoke_grid(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("grid")
     plan = _smoke(workdir)
+    programs = analysis._probe_metrics._cache_size()
     result = STUDY.run(plan, SILENT)
+    programs = analysis._probe_metrics._cache_size() - programs  # analysis programs compiled
     doc = STUDY.write(result, workdir, Provenance())
-    return plan, workdir, doc
+    return plan, workdir, doc, programs
 
 
 def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
-    plan, workdir, doc = smoke_grid
+    plan, workdir, doc, _ = smoke_grid
     on_disk = json.loads((workdir / "results.json").read_text())
     assert on_disk["cells"].keys() == {"shakespeare", "bigram_backcopy"}
     assert (workdir / "results.md").is_file() and (workdir / "figures/normalizations.png").is_file()
@@ -49,7 +57,7 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
             for seed in plan.grid.seeds:
                 run = json.loads((grid_lib.run_dir(workdir, dataset, norm, seed)
                                   / grid_lib.RUN_FILE).read_text())
-                assert run["steps"] == [0, 1, 2, 4, 8, 16, 24]
+                assert run["steps"] == [0, 1, 2, 4, 8]
                 assert all(len(v) == len(run["steps"]) for v in run["series"].values())
                 evals = [r["val_loss"] for r in map(json.loads, (grid_lib.run_dir(
                     workdir, dataset, norm, seed) / "eval.jsonl").read_text().splitlines())]
@@ -60,6 +68,12 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
                 assert cell[name]["mean"] == pytest.approx(values.mean())
                 assert cell[name]["low"] == pytest.approx(values.mean() - half)
             assert 0 <= cell["sink_rate"]["mean"] <= 1 and cell["massive_top_ratio"]["mean"] >= 1
+            mass = cell["attention_mass"]["per_seed"]
+            if norm == "softmax":
+                assert mass == pytest.approx([1.0, 1.0])
+            else:
+                assert max(mass) < 0.99  # sigmoid: rows need not sum to one
+            assert cell["attention_zero_mass_share"]["per_seed"] == [0.0, 0.0]
     floor = on_disk["cells"]["bigram_backcopy"]["softmax"]["loss_floor"]
     configs = [plan.grid.train_config("bigram_backcopy", "softmax", s) for s in plan.grid.seeds]
     streams = [data.BatchIterator(c.data) for c in configs]
@@ -70,8 +84,55 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
     assert "bigram_backcopy" in STUDY.format_report(on_disk, workdir)
 
 
+def test_the_grid_measures_the_weights_the_model_used(smoke_grid):
+    """A sigmoid model's entropy, max, agreement and mass in the analysis are those of its
+    attention weights (metrics.used_attention), not of the softmax of its logits; the four cells
+    shared one analysis program per attention kind (softmax, the others)."""
+    plan = smoke_grid[0]
+    config = plan.grid.train_config("bigram_backcopy", "sigmoid", 0)
+    tcfg, stream = config.transformer_config(), data.BatchIterator(config.data)
+    tokens = analysis.analysis_tokens(stream, plan.grid.analysis.batch_size,
+                                      plan.grid.analysis.seed)
+    analyse = analysis._cached_analysis_fn(tcfg, tuple(int(i) for i in stream.used_token_ids()))
+    # Random weights (any will do), placed as the analysis places a checkpoint's: the grid's
+    # compiled program runs them.
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    rng = np.random.default_rng(5)
+    variables = jax.tree.map(lambda s: jax.device_put(rng.normal(0, 0.3, s.shape).astype(s.dtype),
+                                                      device),
+                             training.abstract_state(config)[0]["params"])
+    heads = jax.device_get(analyse(variables, tokens))["heads"]
+    _, probes = Transformer(tcfg, with_head=False).apply(variables, tokens)
+    mask = attention_mask(tokens.shape[1], True, None)
+    for layer, block in enumerate(probes["blocks"]):
+        used = used_weight_statistics(block["attn_weights"], mask)
+        for name, key in (("attention_entropy_normalized", "entropy_normalized"),
+                          ("attention_max", "max"), ("attention_mass", "mass"),
+                          ("attention_query_agreement", "query_agreement")):
+            np.testing.assert_allclose(heads[name][layer], used[key], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name}, layer {layer}")
+        assert np.all(np.asarray(used["mass"]) < 0.99)  # not softmax: its rows sum to one
+    assert smoke_grid[3] <= 2  # four cells, two programs: softmax, sigmoid
+
+
+def test_a_workdir_of_the_older_sigmoid_is_refused(smoke_grid, tmp_path):
+    """A finished run that an older version wrote under sigmoid/ (the per-query bias, as its
+    grid_run.json says under today's name) is not taken for the paper's sigmoid."""
+    plan, workdir, _, _ = smoke_grid
+    path = grid_lib.run_dir(tmp_path, "shakespeare", "sigmoid", 0)
+    path.mkdir(parents=True)
+    doc = json.loads((grid_lib.run_dir(workdir, "shakespeare", "sigmoid", 0)
+                      / grid_lib.RUN_FILE).read_text())
+    del doc["provenance"]  # as an older version wrote it
+    (path / grid_lib.RUN_FILE).write_text(json.dumps(doc))
+    assert results.read_results(path / grid_lib.RUN_FILE)["normalization"] == \
+        "sigmoid_per_query_bias"
+    with pytest.raises(ConfigError, match="sigmoid_per_query_bias.*another --workdir"):
+        _smoke(tmp_path)
+
+
 def test_a_finished_grid_is_not_trained_again(smoke_grid):
-    plan, workdir, doc = smoke_grid
+    plan, workdir, doc, _ = smoke_grid
     run_file = grid_lib.run_dir(workdir, "shakespeare", "softmax", 0) / grid_lib.RUN_FILE
     before = run_file.stat().st_mtime_ns
     again = STUDY.run(plan, SILENT)

@@ -67,7 +67,7 @@ def test_schema_1_files_read_the_same_numbers_under_the_current_names():
     assert not _keys(doc) & set(results.SCHEMA_1_METRIC_NAMES)
     for dataset, by_norm in raw["cells"].items():
         for norm, cell in by_norm.items():
-            new = doc["cells"][dataset][norm]
+            new = doc["cells"][dataset][results.SCHEMA_2_NORMALIZATION_NAMES.get(norm, norm)]
             assert new["centered_average_cosine"] == cell["centered_cosine"]
             assert new["massive_top_ratio"] == cell["massive_ratio"]
             assert {k: v for k, v in new.items() if k not in (
@@ -87,6 +87,41 @@ def test_schema_1_files_read_the_same_numbers_under_the_current_names():
     assert states(doc)["twonn_dimension"] == states(raw)["twonn"]
     assert states(doc)["gride_dimension"] == states(raw)["gride"]
     assert states(doc)["kurtosis"] == states(raw)["kurtosis"]  # unchanged names stay
+
+
+def test_older_documents_call_the_per_query_sigmoid_by_its_current_name():
+    """Schema ≤ 2 said 'sigmoid' for σ(ℓ − ln n) with n per query, now
+    'sigmoid_per_query_bias' ('sigmoid' is the scalar bias −ln L): renamed wherever it names a
+    normalisation (grid cells and runs, the sweep's labels, block configs and compare_values),
+    nowhere else, and the numbers are untouched."""
+    old_name, new_name = "sigmoid", results.SCHEMA_2_NORMALIZATION_NAMES["sigmoid"]
+    grid_path = ROOT / "docs/results/normalizations/h100/results_bigram_backcopy.json"
+    raw, doc = json.loads(grid_path.read_text()), results.read_results(grid_path)
+    for metric in ("val_loss", "sink_rate", "kurtosis"):  # (schema 1: the metrics renamed too)
+        assert (doc["cells"]["bigram_backcopy"][new_name][metric]
+                == raw["cells"]["bigram_backcopy"][old_name][metric])
+    assert old_name not in doc["cells"]["bigram_backcopy"]
+    assert new_name in doc["grid_config"]["normalizations"]
+    assert old_name not in doc["grid_config"]["normalizations"]
+    run_path = ROOT / "docs/results/normalizations/cpu/shakespeare/sigmoid/seed_0/grid_run.json"
+    run = results.read_results(run_path)  # no provenance: schema 0
+    assert run["normalization"] == new_name
+    assert run["series"]["sink_rate"] == json.loads(run_path.read_text())["series"]["sink_rate"]
+    sweep = results.read_results(ROOT / "docs/results/sweep/normalizations/results.json")
+    labels = [label for label in sweep["runs"] if new_name in label]
+    assert len(labels) == 2 and not [label for label in sweep["runs"]
+                                     if f"={old_name}," in label]
+    for label in labels:
+        run = sweep["runs"][label]
+        assert run["label"] == label
+        assert run["sweep_config"]["block"]["attention_normalization"] == new_name
+    assert sum(new_name in values for values in sweep["config"]["compare_values"]) == 2
+    other = {"cells": {"sigmoid": 1}, "activation": "sigmoid", "note": "sigmoid attention"}
+    assert results.upgrade({"provenance": {"schema_version": 2}, **other}) == {
+        "provenance": {"schema_version": 2}, "cells": {new_name: 1}, "activation": "sigmoid",
+        "note": "sigmoid attention"}
+    current = {"provenance": {"schema_version": results.RESULTS_SCHEMA_VERSION}, **other}
+    assert results.upgrade(current) is current
 
 
 def test_current_documents_are_not_renamed():

@@ -161,7 +161,8 @@ def test_normalizations_variant_and_several_compared_fields():
         runs = sweep_configs_from_mapping(_experiment_config(variant))
         assert len(runs) == 12
         blocks = [(c.model.attention_normalization, c.model.attention_output_gate) for _, c in runs]
-        assert set(blocks) == {("softmax", False), ("off_by_one", False), ("sigmoid", False),
+        assert set(blocks) == {("softmax", False), ("off_by_one", False),
+                               ("sigmoid_per_query_bias", False),
                                ("softpick", False), ("clipped_softmax", False), ("softmax", True)}
         for (_, biased), (label, control) in zip(runs[::2], runs[1::2]):
             assert (biased.inputs, control.inputs) == ("biased", "norm_matched")

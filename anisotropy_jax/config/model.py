@@ -13,7 +13,8 @@ INITS = ("bert", "lecun", "xavier", "t5")
 ATTENTIONS = ("softmax", "qk_layernorm")
 # The attention normalisation step (models/attention.py, NORMALIZATIONS holds the functions;
 # tests/test_model.py checks that the two lists agree).
-ATTENTION_NORMALIZATIONS = ("softmax", "off_by_one", "sigmoid", "softpick", "clipped_softmax")
+ATTENTION_NORMALIZATIONS = ("softmax", "off_by_one", "sigmoid", "sigmoid_per_query_bias",
+                            "softpick", "clipped_softmax")
 # Hugging Face `hidden_act` names of the MLP activation (models/layers.py, ACTIVATIONS).
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "swish", "relu")
 # Matmul precision, one vocabulary everywhere (the configs, the benchmarks, the profilers):
@@ -64,7 +65,8 @@ class BlockConfig:
         queries and keys before the dot product, with learnable gain, no bias).
       attention_normalization: the function that turns masked logits into attention weights
         (models/attention.py, NORMALIZATIONS): 'softmax'; 'off_by_one' e^ℓ/(1 + Σ e^ℓ);
-        'sigmoid' σ(ℓ − ln n), n visible keys (Ramapuram et al. 2024); 'softpick'
+        'sigmoid' σ(ℓ − ln L), L the key length, one scalar bias (Ramapuram et al. 2024);
+        'sigmoid_per_query_bias' σ(ℓ − ln n), n the query's visible keys; 'softpick'
         ReLU(e^ℓ − 1)/(Σ|e^ℓ − 1| + 1e-6) (Zuhri et al. 2025); 'clipped_softmax'
         clip((ζ − γ)·softmax + γ, 0, 1) (Bondarenko et al. 2023). Only softmax rows sum to one;
         the others need attention_impl='xla'.

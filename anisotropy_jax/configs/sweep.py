@@ -24,8 +24,10 @@ Variants (`--config=sweep:VARIANT`, or `--config=sweep:VARIANT`):
                   sequence: shared within a sequence only), shared figures
   controls        all four side by side: biased, norm_matched, fixed_norm, per_sequence
                   (docs/SWEEP.md "The controls"; `:pre_ln+controls` for the pre-LN block)
-  normalizations  every attention normalisation (softmax, off_by_one, sigmoid, softpick,
-                  clipped_softmax) and softmax with the head-wise output gate, each on the biased
+  normalizations  the attention normalisations softmax, off_by_one, sigmoid_per_query_bias
+                  (σ(ℓ − ln n), n the query's visible keys: the runs committed under
+                  docs/results/sweep/normalizations; not the scalar-bias 'sigmoid'), softpick,
+                  clipped_softmax and softmax with the head-wise output gate, each on the biased
                   inputs and the norm-matched control (12 sweeps, same weights, seeds and grid),
                   with the attention mass, sink rate and no-op score (docs/SWEEP.md
                   "Softmax alternatives at init"; `:smoke+normalizations` for CI)
@@ -269,8 +271,9 @@ CONTROLS = ("biased", "norm_matched", "fixed_norm", "per_sequence")
 # The normalisations side by side (models/attention.py NORMALIZATIONS; the gate with softmax),
 # each on the biased inputs and the norm-matched control.
 NORMALIZATION_RUNS = tuple((name, gate, kind) for name, gate in (
-    ("softmax", False), ("off_by_one", False), ("sigmoid", False), ("softpick", False),
-    ("clipped_softmax", False), ("softmax", True)) for kind in ("biased", "norm_matched"))
+    ("softmax", False), ("off_by_one", False), ("sigmoid_per_query_bias", False),
+    ("softpick", False), ("clipped_softmax", False), ("softmax", True))
+    for kind in ("biased", "norm_matched"))
 DENSE_1024_BIAS_NORMS = (0.0,) + tuple(2.0 ** (-2 + 14 * k / 1022) for k in range(1023))
 # The fields each variant sets (`with_variants`; a nested one by its dotted path).
 SETTINGS = {

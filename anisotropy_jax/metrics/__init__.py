@@ -17,7 +17,9 @@ compilation of a larger program. Only `drift_anisotropy_correlation` is host-sid
 Extreme tokens and dimensions (docs/SCIENCE.md, "Extreme tokens, sinks and intrinsic dimension"):
 massive activations, outliers, rogue dimensions and the top PC without the first token in
 `metrics.extreme`; attention sinks, no-op heads and the sink's shared logit term in
-`metrics.sinks`. Intrinsic dimension (TwoNN, GRIDE): `metrics.intrinsic_dimension`.
+`metrics.sinks`. Intrinsic dimension (TwoNN, GRIDE): `metrics.intrinsic_dimension`. Per-head
+statistics of the weights a model used, whatever its normalisation (renormalised, with the row
+mass; queries of zero mass left out and counted): `metrics.used_attention`.
 
 Per-layer metrics of every study: `layer_metrics` computes any of LAYER_METRICS (one name and
 one-line meaning per quantity, `metrics.layer`) for one hidden state; `cloud_metrics` is the
@@ -56,6 +58,7 @@ from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, gride_dimens
                                                         layer_dimensions, neighbor_distances,
                                                         twonn_dimension, twonn_from_ratios)
 from anisotropy_jax.metrics.norms import mean_norm, unit_vectors, vector_norms
+from anisotropy_jax.metrics.used_attention import USED_WEIGHT_STATISTICS, used_weight_statistics
 from anisotropy_jax.metrics.sinks import (SINK_EPSILON, attention_output_norms,
                                           attention_sink_rate, key_attention_scores,
                                           key_attention_scores_from_sums, max_key_attention,
@@ -74,6 +77,7 @@ __all__ = [
     "partition_isotropy", "query_key_geometry",
     "query_key_geometry_from_means", "relative_drift", "sampled_pair_cosine_similarity",
     "top_pc_variance_ratio", "unit_vectors", "vector_norms", "visible_key_counts",
+    "USED_WEIGHT_STATISTICS", "used_weight_statistics",
     "within_sequence_cosine_similarity",
     # the per-layer metrics of every study, one name per quantity (metrics.layer)
     "ANISOTROPY_FLOOR", "LAYER_METRICS", "centering_removed_share", "layer_metrics",

@@ -19,8 +19,8 @@ Three rooms, each importing only the ones listed after it:
     attention        self-attention as named steps (project → logits → mask → normalise → mix →
                      output); NORMALIZATIONS; the 'xla' | local | 'pallas' core chosen in one place
     layers           initialisers, precision, dense, LayerNorm / RMSNorm, activations, the MLP
-    normalizations   the normalisation step's functions: softmax, off-by-one, sigmoid, softpick,
-                     clipped softmax
+    normalizations   the normalisation step's functions: softmax, off-by-one, sigmoid (scalar
+                     bias −ln L), sigmoid_per_query_bias, softpick, clipped softmax
     fused_attention  the Pallas GPU kernel (attention + per-query softmax statistics)
     rotary           rotary position embeddings (GPT-NeoX / Llama convention) and the one reading
                      of a checkpoint's rotary settings

@@ -4,12 +4,12 @@ Explicit einsums; logits and their normalisation in float32 at every matmul prec
 family's attention is this one module (`SelfAttention`), switched by its BlockConfig: grouped
 key/value heads, rotary positions, a QK norm, an additive logit bias (relative positions, given
 by the stack), local chunks (CANINE), a head-wise sigmoid output gate. The normalisation is one
-named, selectable function (`NORMALIZATIONS`: softmax, off-by-one, sigmoid, softpick, clipped
-softmax; `BlockConfig.attention_normalization`). The core — 'xla' (einsums; the (B, H, L, L)
-logits and weights are probes), the chunked local core, 'pallas' (a fused GPU kernel,
-`fused_attention`, that never writes them) or 'dot_product' (`jax.nn.dot_product_attention`,
-cuDNN on GPUs; no (B, H, L, L) probes); the last two softmax only — is chosen in one place,
-the core step of `SelfAttention` (`_use_fused_kernel`).
+named, selectable function (`NORMALIZATIONS`: softmax, off-by-one, sigmoid with a scalar or a
+per-query bias, softpick, clipped softmax; `BlockConfig.attention_normalization`). The core —
+'xla' (einsums; the (B, H, L, L) logits and weights are probes), the chunked local core,
+'pallas' (a fused GPU kernel, `fused_attention`, that never writes them) or 'dot_product'
+(`jax.nn.dot_product_attention`, cuDNN on GPUs; no (B, H, L, L) probes); the last two softmax
+only — is chosen in one place, the core step of `SelfAttention` (`_use_fused_kernel`).
 
 A caller may supply the input projection x·[W_q W_k W_v] + b through the small `PrecomputedQKV`
 protocol (the bias sweep shares one projection across the bias norms of a seed this way:

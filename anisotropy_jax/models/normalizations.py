@@ -8,6 +8,8 @@ uniform for softmax and all zero for the others. Only softmax rows sum to one.
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -41,8 +43,18 @@ def off_by_one(logits: Array, mask: Array | None = None) -> Array:
 
 
 def sigmoid(logits: Array, mask: Array | None = None) -> Array:
-    """σ(ℓ_i + b), b = −ln n with n the query's number of visible keys (Ramapuram et al. 2024;
-    causal: n = i + 1). Masked keys and fully masked rows get exactly 0."""
+    """σ(ℓ_i + b) with one scalar bias b = −ln L, L the full key length (logits.shape[-1]), the
+    same for every query: the bias of Ramapuram et al. 2024 ("Theory, Analysis, and Best
+    Practices for Sigmoid Self-Attention"), b = −ln n with n the sequence length. Masked keys and
+    fully masked rows get exactly 0."""
+    bias = -math.log(logits.shape[-1])
+    return jnp.where(_visible(logits, mask), jax.nn.sigmoid(logits + bias), 0.0)
+
+
+def sigmoid_per_query_bias(logits: Array, mask: Array | None = None) -> Array:
+    """σ(ℓ_i − ln n_q), n_q the query's own number of visible keys (causal: n_q = i + 1): a bias
+    per query, not the paper's scalar (`sigmoid`); each query's weights sum to about one when its
+    logits are near zero. Masked keys and fully masked rows get exactly 0."""
     visible = _visible(logits, mask)
     n = jnp.maximum(jnp.sum(visible, axis=-1, keepdims=True), 1).astype(logits.dtype)
     return jnp.where(visible, jax.nn.sigmoid(logits - jnp.log(n)), 0.0)
@@ -70,4 +82,5 @@ def clipped_softmax(logits: Array, mask: Array | None = None, zeta: float = 1.0,
 # The normalisation step: name → f(masked logits, mask or None) → weights. Clipped softmax also
 # takes ζ and γ (attention.normalization_function passes the block's).
 NORMALIZATIONS = {"softmax": softmax, "off_by_one": off_by_one, "sigmoid": sigmoid,
-                  "softpick": softpick, "clipped_softmax": clipped_softmax}
+                  "sigmoid_per_query_bias": sigmoid_per_query_bias, "softpick": softpick,
+                  "clipped_softmax": clipped_softmax}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax import data as data_lib, results
-from anisotropy_jax.config import TrainConfig
+from anisotropy_jax.config import ConfigError, TrainConfig
 from anisotropy_jax.configs.normalizations import NormalizationGridConfig
 from anisotropy_jax.protocol import Progress
 from anisotropy_jax.studies import training
@@ -38,7 +38,20 @@ METRICS = {
     "kurtosis": "Pearson kurtosis of each sequence's activations, mean over sequences and "
                 "block outputs",
     "abs_cos_qk": "|cos(mean q, mean k)|, mean over layers and heads",
+    "attention_entropy_normalized": "entropy / ln(visible keys) of the attention weights the "
+                                    "model used, renormalised over the visible keys, mean over "
+                                    "the queries with weight, then over layers and heads",
+    "attention_max": "largest renormalised weight, averaged as attention_entropy_normalized",
+    "attention_query_agreement": "share of queries whose largest weight is on the most frequent "
+                                 "such key, per sequence and head, averaged as the entropy",
+    "attention_mass": "sum of the used weights over the visible keys (1 for softmax), mean over "
+                      "queries, layers and heads",
+    "attention_zero_mass_share": "share of the queries whose weights sum to zero (left out of "
+                                 "the three statistics above), mean over layers and heads",
 }
+# Attention statistics averaged over the heads where they are defined (a head with no query of
+# positive weight has none: attention_zero_mass_share counts those queries).
+_USED_ATTENTION = ("attention_entropy_normalized", "attention_max", "attention_query_agreement")
 
 
 def run_dir(workdir: pathlib.Path, dataset: str, normalization: str, seed: int) -> pathlib.Path:
@@ -48,6 +61,10 @@ def run_dir(workdir: pathlib.Path, dataset: str, normalization: str, seed: int) 
 def checkpoint_series(result: analysis.DynamicsResult) -> dict[str, list[float]]:
     """{metric in METRICS: one value per analysed checkpoint} of one run."""
     heads, layers = result.heads, result.layers
+
+    def per_step(values):  # (S, layers, H) → (S, layers · H)
+        return np.asarray(values, np.float64).reshape(len(result.steps), -1)
+
     val = dict(zip(result.val_steps.tolist(), result.val_loss.tolist()))
     blocks = slice(1, None)  # hidden state 0 is the embedding output
     series = {
@@ -59,8 +76,19 @@ def checkpoint_series(result: analysis.DynamicsResult) -> dict[str, list[float]]
         "kurtosis": layers["kurtosis"][:, blocks].mean(-1),
         "abs_cos_qk": np.abs(heads["mean_query_key_cosine"]).reshape(len(result.steps),
                                                                       -1).mean(-1),
+        "attention_mass": per_step(heads["attention_mass"]).mean(-1),
+        "attention_zero_mass_share": per_step(heads["attention_zero_mass_share"]).mean(-1),
     }
+    series.update({name: _mean_where_defined(per_step(heads[name])) for name in _USED_ATTENTION})
     return {name: [float(v) for v in values] for name, values in series.items()}
+
+
+def _mean_where_defined(values_SxN: np.ndarray) -> np.ndarray:
+    """Mean over the heads (axis 1) whose value is defined (finite); NaN where none is."""
+    defined = np.isfinite(values_SxN)
+    total = np.where(defined, values_SxN, 0.0).sum(-1)
+    count = defined.sum(-1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def loss_floor(config: TrainConfig) -> float | None:
@@ -70,12 +98,30 @@ def loss_floor(config: TrainConfig) -> float | None:
 
 
 def read_run(path: pathlib.Path, steps: int) -> dict[str, Any] | None:
-    """A finished run's grid_run.json (its last analysed step is `steps`), or None."""
+    """A finished run's grid_run.json (its last analysed step is `steps`, every metric of
+    METRICS there), or None: then the run is resumed (a finished one trains no further) and
+    analysed again."""
     file = path / RUN_FILE
     if not file.is_file():
         return None
-    doc = results.read_results(file)  # an older run's: the metrics under their current names
-    return doc if doc.get("steps") and doc["steps"][-1] == steps else None
+    doc = results.read_results(file)  # an older run's: its names as they are called now
+    finished = doc.get("steps") and doc["steps"][-1] == steps
+    return doc if finished and set(METRICS) <= set(doc.get("series", {})) else None
+
+
+def check_workdir(grid: NormalizationGridConfig, workdir: pathlib.Path) -> None:
+    """Refuses a workdir whose run of a cell holds another normalisation (one an older version
+    called by this name: its grid_run.json says which, under today's name)."""
+    for dataset in grid.datasets:
+        for norm in grid.normalizations:
+            for seed in grid.seeds:
+                file = run_dir(workdir, dataset, norm, seed) / RUN_FILE
+                if not file.is_file():
+                    continue
+                saved = results.read_results(file).get("normalization")
+                if saved != norm:
+                    raise ConfigError(f"workdir: {file} is a run of attention normalization "
+                                      f"{saved!r}, not {norm!r}; use another --workdir")
 
 
 def analyse_run(config: TrainConfig, path: pathlib.Path, grid: NormalizationGridConfig,
@@ -84,7 +130,9 @@ def analyse_run(config: TrainConfig, path: pathlib.Path, grid: NormalizationGrid
     grid_run.json; returns the latter."""
     result = analysis.run(path, grid.analysis, progress=progress)
     results.write_npz(path / "dynamics.npz", report.flatten_arrays(result))
-    doc = {"dataset": config.data.source,
+    doc = {"provenance": {"schema_version": results.RESULTS_SCHEMA_VERSION,
+                          "study": "normalizations"},
+           "dataset": config.data.source,
            "normalization": config.model.attention_normalization, "seed": config.seed,
            "steps": [int(s) for s in result.steps], "loss_floor": loss_floor(config),
            "final_train_loss": float(result.loss[-1]) if result.loss.size else None,

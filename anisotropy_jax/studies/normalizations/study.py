@@ -1,8 +1,9 @@
 """The normalisation grid as a study of the protocol: validate → run → write → format_report.
 
   validate  the grid config (config/normalizations.py); every normalisation must be one of
-            models/attention.py NORMALIZATIONS, every training config valid on these devices and
-            its data readable — before anything is compiled
+            models/attention.py NORMALIZATIONS, every training config valid on these devices, its
+            data readable and no finished run in the workdir of another normalisation (an older
+            version's 'sigmoid') — before anything is compiled
   run       cell by cell (dataset, normalisation): the seeds trained as one program, analysed at
             every checkpoint (`grid.run_cell`; resumable: finished runs are kept)
   write     results.json (summary over seeds per cell, last), results.md, figures/normalizations.png
@@ -39,6 +40,7 @@ def validate(config: Any, workdir: pathlib.Path) -> Plan:
             train = grid.train_config(dataset, norm, grid.seeds[0])  # validates the block
             training.check_devices(train)
         data_lib.BatchIterator(getattr(grid, dataset).data)  # the corpus is readable
+    grid_lib.check_workdir(grid, pathlib.Path(workdir))
     return Plan(grid, pathlib.Path(workdir))
 
 

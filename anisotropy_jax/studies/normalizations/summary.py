@@ -15,11 +15,21 @@ from anisotropy_jax.studies.normalizations.grid import METRICS
 UNITS = "seeds: independent training runs (initialisation and data stream change with the seed)"
 INTERVAL = ("95% Student-t interval over seeds of the last checkpoint's value: mean ± "
             "t(0.975, n−1)·s/√n")
-# Table columns: (metric, header, format).
+# Table columns: (metric, header, format). A results file that predates a metric lacks its
+# column (`columns`).
 COLUMNS = (("val_loss", "val loss", "{:.3f}"), ("cross_sequence_cosine", "cross-seq cos", "{:.3f}"),
            ("centered_average_cosine", "centred cos", "{:.3f}"), ("sink_rate", "sink rate", "{:.2f}"),
            ("massive_top_ratio", "max/median", "{:.1f}"), ("kurtosis", "kurtosis", "{:.1f}"),
-           ("abs_cos_qk", "abs cos(q̄,k̄)", "{:.3f}"))
+           ("abs_cos_qk", "abs cos(q̄,k̄)", "{:.3f}"),
+           ("attention_entropy_normalized", "H/ln n", "{:.3f}"),
+           ("attention_max", "max weight", "{:.3f}"),
+           ("attention_query_agreement", "agreement", "{:.3f}"),
+           ("attention_mass", "mass", "{:.3f}"), ("attention_zero_mass_share", "zero-mass", "{:.3f}"))
+
+
+def columns(cell: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """The COLUMNS that `cell` (a cell of results.json) has."""
+    return tuple(c for c in COLUMNS if c[0] in cell)
 
 
 def _plain(value: float) -> float | None:
@@ -57,11 +67,12 @@ def markdown_table(cells: Mapping[str, Mapping[str, Any]]) -> str:
         first = next(iter(by_norm.values()))
         floor = first.get("loss_floor")
         extra = f"; loss floor {floor:.3f} nats/token" if floor is not None else ""
+        shown = columns(first)
         lines += [f"### {dataset} (step {first['step']}, {len(first['seeds'])} seeds{extra})", "",
-                  "| normalisation | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
-                  "| --- |" + " --- |" * len(COLUMNS)]
+                  "| normalisation | " + " | ".join(h for _, h, _ in shown) + " |",
+                  "| --- |" + " --- |" * len(shown)]
         for norm, cell in by_norm.items():
-            lines.append(f"| {norm} | " + " | ".join(_cell_text(cell, n, f) for n, _, f in COLUMNS)
+            lines.append(f"| {norm} | " + " | ".join(_cell_text(cell, n, f) for n, _, f in shown)
                          + " |")
         lines.append("")
     return "\n".join(lines)
@@ -71,11 +82,12 @@ def figure(cells: Mapping[str, Mapping[str, Any]]):
     """Each metric (rows) against the normalisation, one column per dataset: the seeds' mean
     with its 95% t-interval, and each seed as a dot."""
     datasets = list(cells)
-    fig, axes = new_figure(ncols=len(datasets), nrows=len(COLUMNS), width=4.2, height=2.0)
+    shown = columns(next(iter(cells[datasets[0]].values())))
+    fig, axes = new_figure(ncols=len(datasets), nrows=len(shown), width=4.2, height=2.0)
     for col, dataset in enumerate(datasets):
         norms = list(cells[dataset])
         x = np.arange(len(norms))
-        for row, (name, header, _) in enumerate(COLUMNS):
+        for row, (name, header, _) in enumerate(shown):
             ax = axes[row, col]
             entries = [cells[dataset][n][name] for n in norms]
             mean = np.array([np.nan if e["mean"] is None else e["mean"] for e in entries])
@@ -85,7 +97,7 @@ def figure(cells: Mapping[str, Mapping[str, Any]]):
             for i, e in enumerate(entries):
                 seeds = [v for v in e["per_seed"] if v is not None]
                 ax.plot(np.full(len(seeds), i + 0.15), seeds, ".", color="0.5", ms=4)
-            ax.set_xticks(x, norms if row == len(COLUMNS) - 1 else [""] * len(norms),
+            ax.set_xticks(x, norms if row == len(shown) - 1 else [""] * len(norms),
                           rotation=30)
             ax.set_ylabel(header)
             if row == 0:

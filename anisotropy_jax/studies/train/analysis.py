@@ -9,16 +9,20 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     q̄·(k_j − k̄)/√Dh, which the softmax does see: `metrics.logit_terms`), query_norm, key_norm
     (mean ‖q_i‖, ‖k_j‖),
     attention_entropy (nats), attention_entropy_normalized (÷ ln of the number of visible keys),
-    attention_max, first_position_mass — from the attention logits (`metrics.attention_statistics`),
-    averaged over the batch and over the queries that see more than one key (a causal head's first
-    query has no choice; it is excluded everywhere, `metrics.mean_over_queries`);
-    attention_query_agreement, attention_row_cosine, attention_query_key_information (the
-    categorical-attention statistics of each sequence's attention matrix,
-    `metrics.categorical_attention_statistics`, averaged over the batch);
+    attention_max, first_position_mass, averaged over the batch and over the queries that see
+    more than one key (a causal head's first query has no choice; it is excluded everywhere,
+    `metrics.mean_over_queries`); attention_query_agreement, attention_row_cosine,
+    attention_query_key_information (the categorical-attention statistics of each sequence's
+    attention matrix, `metrics.categorical_attention_statistics`, averaged over the batch) —
+    all of the attention the model used: softmax from the logits (`metrics.attention_statistics`),
+    any other `model.attention_normalization` from its weights (the `attn_weights` probe)
+    renormalised over the visible keys (`metrics.used_attention`: queries whose weights sum to
+    zero are left out); attention_mass, the sum of the used weights over the visible keys (1 for
+    softmax), and attention_zero_mass_share, the share of queries left out for zero mass (0 for
+    softmax);
     sink_score α_0 and sink_rate (Gu et al.: the share of sequences in which α_0 > ε = 0.3,
-    `metrics.sinks`), from the attention weights the model's own normalisation made (the
-    `attn_weights` probe: softmax or another `model.attention_normalization`), key 0 = the
-    first token (BOS for bigram_backcopy); the statistics above are of the softmax of the logits;
+    `metrics.sinks`), from the raw weights the model's own normalisation made (the
+    `attn_weights` probe), key 0 = the first token (BOS for bigram_backcopy);
     key_term_var, query_specific_var, key_query_covariance, logit_var (the decomposition
     logit_var = key_term_var + query_specific_var + 2·key_query_covariance,
     `metrics.logit_terms.logit_variance_decomposition`);
@@ -27,7 +31,8 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     statistic when attention is recomputed from the logits minus m_j, minus m permuted over each
     query's visible keys, minus m permuted over the sequence's keys (`metrics.intervention`;
     each control averaged over 4 permutations drawn from a fixed PRNG key per layer, the same at
-    every checkpoint, so a rerun gives the same numbers);
+    every checkpoint, so a rerun gives the same numbers; a counterfactual of the softmax, whatever
+    the model's normalisation);
   per hidden state (arrays (S, layers + 1); index 0 = the embedding output, i = output of block
     i − 1; for clm the last one is the input of the final LayerNorm), LAYER_METRICS from
     `metrics.layer_metrics` (names and meanings: `metrics.LAYER_METRICS`):
@@ -69,6 +74,7 @@ from anisotropy_jax.metrics.intervention import REMOVALS, STATISTICS, key_term_i
 from anisotropy_jax.metrics.logit_terms import (DECOMPOSITION, logit_variance_decomposition,
                                                 mean_query_key_terms)
 from anisotropy_jax.metrics.sinks import key_attention_scores, sink_rate
+from anisotropy_jax.metrics.used_attention import USED_WEIGHT_STATISTICS, used_weight_statistics
 from anisotropy_jax.models.attention import attention_mask
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.protocol import SILENT, Progress
@@ -80,6 +86,7 @@ HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
                 "mean_query_key_dot_softmax_invariant", "key_term_std", "key_term_share",
                 "logit_std", "query_norm", "key_norm", "attention_entropy",
                 "attention_entropy_normalized", "attention_max", "first_position_mass",
+                "attention_mass", "attention_zero_mass_share",
                 "attention_query_agreement", "attention_row_cosine",
                 "attention_query_key_information", *DECOMPOSITION,
                 *(f"delta_{stat}_{removal}" for removal in REMOVALS for stat in STATISTICS),
@@ -145,18 +152,16 @@ def sink_metrics(weights_BxHxLxL: jax.Array, causal: bool) -> dict[str, jax.Arra
 
 
 def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
-                 logits_BxHxLxL: jax.Array, causal: bool, rng: jax.Array | None = None
-                 ) -> dict[str, jax.Array]:
+                 logits_BxHxLxL: jax.Array, causal: bool, rng: jax.Array | None = None,
+                 weights_BxHxLxL: jax.Array | None = None) -> dict[str, jax.Array]:
     """Per-head metrics (each (H,)) of one attention layer; see the module docstring. `rng`
     draws the permutations of the intervention's controls (None: key(PERMUTATION_SEED);
-    `make_analysis_fn` passes one key per layer)."""
+    `make_analysis_fn` passes one key per layer). `weights_BxHxLxL`: the weights of a
+    normalisation other than softmax, whose attention statistics are then taken from them
+    (`metrics.used_attention`); None: the softmax of the logits."""
     rng = jax.random.key(PERMUTATION_SEED) if rng is None else rng
     seq_len = logits_BxHxLxL.shape[-1]
     mask = attention_mask(seq_len, causal, None)  # (1, 1, L, L) or None
-    mask_LxL = None if mask is None else mask[0, 0]
-    counts_L = metrics.visible_key_counts((seq_len, seq_len), mask_LxL)
-    stats = metrics.attention_statistics(logits_BxHxLxL, mask)  # each (B, H, L)
-    normalized_BxHxL = metrics.normalized_entropy(stats["entropy"], counts_L)
     out = dict(metrics.query_key_geometry(queries_BxLxHxDh, keys_BxLxHxDh))
     # q̄·k̄ adds one constant to every logit of a query: the softmax cancels it.
     out["mean_query_key_dot_softmax_invariant"] = out.pop("mean_query_key_dot")
@@ -166,10 +171,29 @@ def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
     removal = key_term_intervention(queries_BxLxHxDh, keys_BxLxHxDh, logits_BxHxLxL, mask,
                                     rng=rng)
     out.update({k: v for k, v in removal.items() if k.startswith("delta_")})
-    out["attention_entropy"] = metrics.mean_over_queries(stats["entropy"], counts_L)
-    out["attention_entropy_normalized"] = metrics.mean_over_queries(normalized_BxHxL, counts_L)
-    out["attention_max"] = metrics.mean_over_queries(stats["max"], counts_L)
-    out["first_position_mass"] = metrics.mean_over_queries(stats["sink"], counts_L)
+    if weights_BxHxLxL is None:
+        out.update(_softmax_statistics(logits_BxHxLxL, mask))
+    else:
+        used = used_weight_statistics(weights_BxHxLxL, mask)
+        out.update({f"attention_{name}": used[name] for name in USED_WEIGHT_STATISTICS
+                    if name != "first_key"}, first_position_mass=used["first_key"])
+    return out
+
+
+def _softmax_statistics(logits_BxHxLxL: jax.Array, mask: jax.Array | None
+                        ) -> dict[str, jax.Array]:
+    """The attention statistics of the softmax of the logits, each (H,) (module docstring)."""
+    seq_len = logits_BxHxLxL.shape[-1]
+    counts_L = metrics.visible_key_counts((seq_len, seq_len), None if mask is None else mask[0, 0])
+    stats = metrics.attention_statistics(logits_BxHxLxL, mask)  # each (B, H, L)
+    normalized_BxHxL = metrics.normalized_entropy(stats["entropy"], counts_L)
+    heads = logits_BxHxLxL.shape[1]
+    out = {"attention_entropy": metrics.mean_over_queries(stats["entropy"], counts_L),
+           "attention_entropy_normalized": metrics.mean_over_queries(normalized_BxHxL, counts_L),
+           "attention_max": metrics.mean_over_queries(stats["max"], counts_L),
+           "first_position_mass": metrics.mean_over_queries(stats["sink"], counts_L),
+           "attention_mass": jnp.ones(heads, jnp.float32),  # softmax rows sum to one
+           "attention_zero_mass_share": jnp.zeros(heads, jnp.float32)}
     categorical = metrics.categorical_attention_statistics(logits_BxHxLxL, mask,
                                                            entropy=stats["entropy"])  # (B, H)
     for name, value in categorical.items():
@@ -194,14 +218,48 @@ def _embedding_metrics(config: TransformerConfig, params: Any, rows: jax.Array
     """Isotropy of the used rows ("input_raw", …) and of all rows ("input_all_rows_raw", …)."""
     w_in = params["token_embedding"]["embedding"]
     w_out = w_in if config.tie_embeddings else params["output"]["kernel"].T
-    emb = {k.format(""): v for k, v in _isotropy_variants(w_in[rows], w_out[rows]).items()}
-    emb.update({k.format("all_rows_"): v for k, v in _isotropy_variants(w_in, w_out).items()})
+    return _embedding_isotropy(w_in, w_out, rows)
+
+
+@jax.jit
+def _embedding_isotropy(w_in_VxD: jax.Array, w_out_VxD: jax.Array, rows: jax.Array
+                        ) -> dict[str, jax.Array]:
+    """`_embedding_metrics` of the input and output matrices: one program for every model of
+    these shapes (the runs of a grid that differ in their attention only)."""
+    emb = {k.format(""): v for k, v in _isotropy_variants(w_in_VxD[rows], w_out_VxD[rows]).items()}
+    emb.update({k.format("all_rows_"): v
+                for k, v in _isotropy_variants(w_in_VxD, w_out_VxD).items()})
     return emb
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "softmax", "permutation_seed"))
+def _probe_metrics(probes: dict[str, jax.Array], *, causal: bool, softmax: bool,
+                   permutation_seed: int) -> dict[str, Any]:
+    """{"heads", "layers"[, "final_norm"]} from the stacked probes of one checkpoint: queries,
+    keys, attn_logits, attn_weights (layers, B, …), states (layers + 1, B, L, D) and, with a
+    final norm, final (2, B, L, D). A function of the arrays alone, so that models that differ
+    only in their attention normalisation (a grid's cells) share the compiled program: one for
+    softmax (statistics from the logits), one for every other normalisation (from the weights).
+    """
+    rngs = jax.random.split(jax.random.key(permutation_seed), probes["queries"].shape[0])
+    used = None if softmax else probes["attn_weights"]
+    heads = jax.vmap(lambda q, k, logits, rng, w: head_metrics(q, k, logits, causal, rng, w))(
+        probes["queries"], probes["keys"], probes["attn_logits"], rngs, used)
+    heads.update(jax.vmap(lambda w: sink_metrics(w, causal))(probes["attn_weights"]))
+    out = {"heads": {name: heads[name] for name in HEAD_METRICS},
+           "layers": jax.vmap(_hidden_metrics)(probes["states"])}
+    if "final" in probes:
+        both = jax.vmap(_hidden_metrics)(probes["final"])
+        out["final_norm"] = {**{f"before_{k}": v[0] for k, v in both.items()},
+                             **{f"after_{k}": v[1] for k, v in both.items()}}
+    return out
 
 
 def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
                      permutation_seed: int = PERMUTATION_SEED) -> Callable:
-    """jit-compiled fn(variables, tokens_BxL) → nested dict of metric arrays for one checkpoint.
+    """fn(variables, tokens_BxL) → nested dict of metric arrays for one checkpoint: the model's
+    probes (one jitted forward pass), then the metrics of the probes and of the embeddings (two
+    jitted programs shared by every model of the same shapes, `_probe_metrics`).
 
     Per-layer metrics are vmapped over the stacked layers, so the compiled program does not grow
     with depth. Layer i's intervention controls use split(key(permutation_seed), layers)[i].
@@ -210,28 +268,21 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
     rows = jnp.asarray(used_ids)
 
     @jax.jit
-    def analyse(variables, tokens_BxL):
+    def stacked_probes(variables, tokens_BxL):
         _, probes = model.apply(variables, tokens_BxL)
         blocks = probes["blocks"]
-
-        def stacked(name):
-            return jnp.stack([p[name] for p in blocks])
-
-        rngs = jax.random.split(jax.random.key(permutation_seed), len(blocks))
-        heads = jax.vmap(lambda q, k, logits, rng: head_metrics(
-            q, k, logits, config.block.causal, rng))(
-            stacked("queries"), stacked("keys"), stacked("attn_logits"), rngs)
-        heads.update(jax.vmap(lambda w: sink_metrics(w, config.block.causal))(
-            stacked("attn_weights")))
-        states = jnp.stack([probes["embeddings"]] + [p["resid_post"] for p in blocks])
-        out = {"heads": {name: heads[name] for name in HEAD_METRICS},
-               "layers": jax.vmap(_hidden_metrics)(states),
-               "embeddings": _embedding_metrics(config, variables["params"], rows)}
+        out = {name: jnp.stack([p[name] for p in blocks])
+               for name in ("queries", "keys", "attn_logits", "attn_weights")}
+        out["states"] = jnp.stack([probes["embeddings"]] + [p["resid_post"] for p in blocks])
         if config.final_norm:
-            both = jax.vmap(_hidden_metrics)(jnp.stack([probes["final_norm_in"],
-                                                        probes["final_hidden"]]))
-            out["final_norm"] = {**{f"before_{k}": v[0] for k, v in both.items()},
-                                 **{f"after_{k}": v[1] for k, v in both.items()}}
+            out["final"] = jnp.stack([probes["final_norm_in"], probes["final_hidden"]])
+        return out
+
+    def analyse(variables, tokens_BxL):
+        out = _probe_metrics(stacked_probes(variables, tokens_BxL), causal=config.block.causal,
+                             softmax=config.block.attention_normalization == "softmax",
+                             permutation_seed=permutation_seed)
+        out["embeddings"] = _embedding_metrics(config, variables["params"], rows)
         return out
 
     return analyse
