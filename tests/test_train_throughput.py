@@ -31,6 +31,17 @@ def test_smoke_benchmark_reports_rates_and_ratios():
             row["all_s_per_step"])
     assert out["ratios"]["jax_best"] == "jax_xla_async" and "over_torch_eager" in out["ratios"]
     assert out["ratios"]["over_torch_eager_cpu_time"] > 0
+    # What `train` runs here ('auto' on the CPU: the XLA core) is the row timed.
+    assert out["auto_attention_core"] == "xla" and out["ratios"]["train_step"] == "jax_xla_async"
+
+
+def test_each_attention_core_is_timed_once_with_the_configs_own_field():
+    from benchmarks import train_throughput
+    c = _bench_config("smoke")
+    c.jax_attention = ("auto", "xla", "dot_product")
+    timed = train_throughput._attention_configs(c, "highest")
+    assert [t.model.attention_impl for t in timed] == ["xla", "dot_product"]  # 'auto' is 'xla'
+    assert all(t.model.precision == "highest" for t in timed)
 
 
 def test_torch_peer_computes_the_same_loss():

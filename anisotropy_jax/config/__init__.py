@@ -19,8 +19,7 @@ from anisotropy_jax.config.model import (ATTENTION_IMPLS, ATTENTIONS, INITS, NOR
 from anisotropy_jax.config.training import (LAYER_NORM_EPS, MASK_ID, NUM_BYTES, OBJECTIVES,
                                             SHAKESPEARE, TRAIN_ATTENTION_IMPLS, TRAIN_VARIANTS,
                                             AnalysisConfig, DataConfig, ModelSpec, OptimConfig,
-                                            TrainConfig,
-                                            default_train_config, train_config_dict,
+                                            TrainConfig, default_train_config, train_config_dict,
                                             train_config_from_mapping, vocab_size)
 
 __all__ = [

@@ -48,4 +48,3 @@ def attention_core_note(spec: ModelSpec, backend: str) -> str:
         return f"attention core: {impl} (model.attention_impl)"
     why = _why_xla_core(spec, backend)
     return f"attention core: {impl} (auto: {why or f'cuDNN fused attention on {backend}'})"
-
