@@ -340,6 +340,8 @@ def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
                              "equal-norm control and ≥ 2 seeds")
     numbers = [f"{name}: d = {_fmt_interval(*cell)} ({pos} of {n} seeds > 0)"
                for name, cell, pos, n in units]
+    if len(units) > 1:
+        numbers.append(_width_trend(units))
     for name, e in models.items():
         d = e["output_scaled_centred"] - e["output_equalnorm_centred"]
         numbers.append(f"{name}: d = {_g(d)} (output × γ {_g(e['output_scaled_centred'])}, at "
@@ -352,10 +354,24 @@ def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
     else:
         verdict = NOT_TESTABLE
     widths = ", ".join(name.rsplit("= ", 1)[1] for name, *_ in units)
+    steps = np.ravel(embeddings.get("steps", [0]))[-1]
+    device = embeddings.get("provenance", {}).get("device_kind", "?")
     scope = (f"Machina & Mercer's object (embedding matrices) in GPT-NeoX-style models trained "
-             f"here (D = {widths}, {units[0][3]} seeds each; about 3 orders of magnitude below "
-             f"Pythia's size)" + (f"; installed: {', '.join(models)}" if models else ""))
+             f"here (D = {widths}, {units[0][3]} seeds each, {int(steps):,} steps, on {device}; "
+             f"about 3 orders of magnitude below Pythia's size)"
+             + (f"; installed: {', '.join(models)}" if models else ""))
     return Verdict("mm_b", crit, verdict, tuple(numbers), scope)
+
+
+def _width_trend(units) -> str:
+    """The seed-mean d against the width, in increasing width, and whether it is monotone."""
+    means = [cell[0] for _, cell, _, _ in units]
+    steps = np.sign(np.diff(means))
+    shape = ("rises at every larger width" if (steps > 0).all() else "falls at every larger width"
+             if (steps < 0).all() else "is not monotone in the width")
+    return ("trend with width: mean d " + " → ".join(
+        f"{_g(m)} (D = {name.rsplit('= ', 1)[1]})" for m, (name, *_) in zip(means, units))
+        + f": it {shape}")
 
 
 def _attention_only_at_zero(depth: Mapping[str, Any] | None
