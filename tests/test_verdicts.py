@@ -105,6 +105,12 @@ def test_mm_b_decides_at_equal_scale():
     assert V.mm_b(None, "", _embeddings([(-0.02, -0.01), (-0.03, -0.001)])).verdict == V.FAILS
     mixed = V.mm_b(None, "", _embeddings([(0.0004, 0.007), (-0.0014, 0.004)]))
     assert mixed.verdict == V.NOT_TESTABLE == "not testable at this scale"
+    assert mixed.numbers[-1] == ("trend with width: mean d 0.0037 (D = 32) → 0.0013 (D = 64): it "
+                                 "falls at every larger width")
+    rising = V.mm_b(None, "", _embeddings([(-0.02, -0.01), (-0.01, 0.0), (0.0, 0.01)]))
+    assert rising.numbers[-1].endswith("it rises at every larger width")
+    bumpy = V.mm_b(None, "", _embeddings([(-0.02, -0.01), (0.0, 0.01), (-0.01, 0.0)]))
+    assert bumpy.numbers[-1].endswith("it is not monotone in the width")
     smol = {"smollm2": {"model": {"causal": True}, "embeddings": {"trained": {
         "output_scaled_centred": 0.154, "output_equalnorm_centred": 0.187,
         "output_centred": 0.706, "final_gain_mean": 1.8}}}}
