@@ -1,6 +1,7 @@
 """Training from scratch: the smoke run learns, a SIGKILLed run resumes to the very same parameters
 and loss curve, non-finite training stops with the last good checkpoint kept, bad configs fail
 early with the field's name; the script's smoke path writes the analysis."""
+import dataclasses
 import json
 import os
 import pathlib
@@ -235,6 +236,17 @@ def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
     assert seed1["config"]["train"]["seed"] == 1 and seed1["config"]["train"]["data"]["seed"] == 1
     assert (workdir / "figures" / "seeds.png").stat().st_size > 1000
     assert "| heads_mean/key_term_std |" in out
+    # An analysed seed is loaded, not trained or analysed again (its checkpoints may be gone: a
+    # run trained on another machine); another config or analysis setting is not.
+    from anisotropy_jax.config import AnalysisConfig
+    from anisotropy_jax.studies.train import analysed
+    train1 = training.read_train_config(workdir / "seed_1")
+    settings = AnalysisConfig(batch_size=json.loads(
+        (workdir / "seed_1" / "results.json").read_text())["config"]["analysis"]["batch_size"])
+    assert analysed(workdir / "seed_1", train1, settings) == seed1
+    assert analysed(workdir / "seed_1", dataclasses.replace(train1, steps=7), settings) is None
+    assert analysed(workdir / "seed_1", train1, dataclasses.replace(settings, seed=3)) is None
+    assert analysed(tmp_path / "nothing", train1, settings) is None
     bad = _script([f"--config={CLM_SMOKE}", f"--workdir={tmp_path}/x", "--seeds=3"],
                   script="seeds.py")
     out, _ = bad.communicate(timeout=120)

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 
 from anisotropy_jax import media, results
-from anisotropy_jax.config import ConfigError, TrainConfig
+from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
 from anisotropy_jax.configs.report import ReproduceConfig
 from anisotropy_jax.configs.sweep import upgrade_recorded
@@ -59,20 +59,6 @@ def run_sweep(config: ReproduceConfig, out: pathlib.Path, progress: Progress) ->
     return StudyRun("sweep", results.to_jsonable(doc))
 
 
-def _analysed_seed(folder: pathlib.Path, config: TrainConfig) -> dict[str, Any] | None:
-    """The analysis results.json of a seed already trained and analysed in `folder` with exactly
-    `config` (e.g. by `anisotropy-jax seeds` on another machine, whose checkpoints were not kept),
-    or None."""
-    path = folder / "results.json"
-    if not path.is_file():
-        return None
-    doc = json.loads(path.read_text())
-    recorded = doc.get("config", {}).get("train")
-    if recorded is None or config_difference(recorded, results.to_jsonable(config)) is not None:
-        return None
-    return doc
-
-
 def _seed_device(docs: list[dict[str, Any]]) -> str:
     """Where the seeds trained, from their analyses' provenance (e.g. '1 × NVIDIA H100 80GB HBM3')."""
     kinds = sorted({f"{len(d['provenance'].get('devices', [])) or 1} × "
@@ -93,7 +79,7 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, progress: Progress)
                                        data=dataclasses.replace(train_cfg.data, seed=seed))
                    for seed in config.seeds]
         dirs = [folder / f"seed_{seed}" for seed in config.seeds]
-        seed_docs = [_analysed_seed(d, c) for d, c in zip(dirs, configs)]
+        seed_docs = [dynamics.analysed(d, c, analysis) for d, c in zip(dirs, configs)]
         todo = [i for i, doc in enumerate(seed_docs) if doc is None]
         if todo:
             started = results.Provenance()

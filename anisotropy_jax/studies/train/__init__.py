@@ -21,10 +21,11 @@ from anisotropy_jax.studies.train.report import format_report, write
 from anisotropy_jax.studies.train.study import ANALYSIS as STUDY
 from anisotropy_jax.studies.train.study import SEEDS as SEEDS_STUDY
 from anisotropy_jax.studies.train.study import TRAINING as TRAINING_STUDY
+from anisotropy_jax.studies.train.study import analysed
 from anisotropy_jax.studies.train.trends import (entropy_correlations_across_heads,
                                                     expected_trends)
 
 __all__ = ["HEAD_METRICS", "LAYER_METRICS", "DynamicsResult", "SEEDS_STUDY", "STUDY",
-           "TRAINING_STUDY", "analysis_tokens", "entropy_correlations_across_heads",
+           "TRAINING_STUDY", "analysed", "analysis_tokens", "entropy_correlations_across_heads",
            "expected_trends", "format_report", "head_metrics", "load_run_config",
            "make_analysis_fn", "report", "run", "seeds", "write"]

@@ -13,12 +13,13 @@ started again, a run resumes).
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 from typing import Any, Mapping, Sequence
 
 from anisotropy_jax import data, results
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, train_config_from_mapping
-from anisotropy_jax.protocol import Progress, Study
+from anisotropy_jax.protocol import Progress, Study, config_difference
 from anisotropy_jax.studies import training
 from anisotropy_jax.studies.train import analysis, report, seeds as seeds_lib
 
@@ -114,20 +115,42 @@ def validate_seeds(config: Any, workdir: pathlib.Path, seeds: Sequence[str]) -> 
     return SeedsPlan(tuple(runs))
 
 
+def analysed(workdir: pathlib.Path, train: TrainConfig, settings: AnalysisConfig
+             ) -> dict[str, Any] | None:
+    """The analysis results.json in `workdir` of a run of exactly `train` analysed with
+    `settings`, or None: a seed trained and analysed earlier (also on another machine, its
+    checkpoints not kept) is loaded instead of trained and analysed again."""
+    path = pathlib.Path(workdir) / "results.json"
+    if not path.is_file():
+        return None
+    doc = json.loads(path.read_text())
+    recorded = doc.get("config", {})
+    wanted = {"batch_size": settings.batch_size, "seed": settings.seed}
+    if ("train" not in recorded or config_difference(recorded["train"], results.to_jsonable(train))
+            is not None or recorded.get("analysis") != wanted):
+        return None
+    return doc
+
+
 def run_seeds(plan: SeedsPlan, progress: Progress) -> dict[str, Any]:
     """Trains the seeds as one vmapped program (`training.train_seeds`: a finished run is left as
     it is, the others resume), then analyses each, writing its analysis into its folder; returns
-    the summary over the seeds."""
+    the summary over the seeds. A seed already analysed with the same settings (`analysed`) is
+    loaded: a run stopped during the analyses goes on where it stopped."""
     runs = [seed for _, seed in plan.runs]
-    started = [results.Provenance() for _ in runs]
-    summaries = training.train_seeds([r.train for r in runs], [r.workdir for r in runs],
-                                     progress=progress, analyses=[r.analysis for r in runs])
-    docs = []
-    for run, summary, provenance in zip(runs, summaries, started):
+    docs = [analysed(r.workdir, r.train, r.analysis) for r in runs]
+    todo = [r for r, doc in zip(runs, docs) if doc is None]
+    started = [results.Provenance() for _ in todo]
+    summaries = (training.train_seeds([r.train for r in todo], [r.workdir for r in todo],
+                                      progress=progress, analyses=[r.analysis for r in todo])
+                 if todo else [])
+    done = {}
+    for run, summary, provenance in zip(todo, summaries, started):
         progress.say(training.format_summary(summary))
         result = analysis.run(run.workdir, run.analysis, progress=progress)
-        docs.append(report.write(result, run.workdir, provenance))
-    return seeds_lib.aggregate(docs)
+        done[run.workdir] = report.write(result, run.workdir, provenance)
+    return seeds_lib.aggregate([doc if doc is not None else done[r.workdir]
+                                for r, doc in zip(runs, docs)])
 
 
 def write_seeds(summary: Mapping[str, Any], workdir: pathlib.Path,
