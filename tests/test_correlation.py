@@ -116,7 +116,8 @@ def test_partial_correlation_equals_the_closed_forms():
     # A redundant covariate column (a copy) does not count twice.
     assert correlation.partial_correlation(x, y, np.stack([z1, z1], 1))["num_covariates"] == 1
     # y explained exactly by the covariates: no partial correlation (not rounding noise's ρ).
-    assert math.isnan(correlation.partial_correlation(x, 2 * z1 - z2 + 1,
-                                                      np.stack([z1, z2], 1))["rho"])
+    explained = correlation.partial_correlation(x, 2 * z1 - z2 + 1, np.stack([z1, z2], 1))
+    assert math.isnan(explained["rho"]) and explained["explained"] == ("y",)
+    assert got["explained"] == ()
     with pytest.raises(ValueError, match="n - 2"):
         correlation.partial_correlation(x[:4], y[:4], np.stack([z1, z2], 1)[:4])

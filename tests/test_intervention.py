@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from anisotropy_jax.metrics import intervention
+from anisotropy_jax.metrics import intervention, matched_control
 from anisotropy_jax.metrics.logit_terms import logit_variance_decomposition, split_logits
 
 B, L, H, DH = 2, 6, 3, 4
@@ -155,7 +155,10 @@ def test_intervention_matches_loops_over_the_same_permutations(causal):
                 m[b, h, 0, j] = S * qbar[h] @ (k[b, j, h] - kbar[h])
     original = _loop_sharpness(logits, causal)
     visible = np.broadcast_to(mask if causal else np.ones((L, L), bool), logits.shape)
-    removed = {"key_term": _loop_sharpness(logits - m, causal)}
+    alpha, unmatched, shortfall = _loop_matched_control(q, k, causal)
+    r = np.einsum("bihd,bjhd->bhij", q - qbar, k - kbar) * S
+    removed = {"key_term": _loop_sharpness(logits - m, causal),
+               "matched_control": _loop_sharpness(logits - alpha[..., None] * r, causal)}
     for name, keys_visible in (("control", visible),
                                ("shared_control", np.ones((B, H, 1, L), bool))):
         runs = [_loop_sharpness(logits - _loop_permute(
@@ -167,6 +170,14 @@ def test_intervention_matches_loops_over_the_same_permutations(causal):
         for name in intervention.REMOVALS:
             np.testing.assert_allclose(got[f"delta_{s}_{name}"], removed[name][s] - original[s],
                                        rtol=1e-9, atol=1e-12, err_msg=f"{s} {name}")
+    np.testing.assert_allclose(got["matched_control_unmatched_fraction"], unmatched, atol=1e-12)
+    np.testing.assert_allclose(got["matched_control_shortfall"], shortfall, rtol=1e-8,
+                               atol=1e-12)
+    for name in ("key_term", "matched_control"):
+        deficit = 1 - original["entropy"]
+        np.testing.assert_allclose(got[f"entropy_deficit_share_{name}"],
+                                   (removed[name]["entropy"] - original["entropy"]) / deficit,
+                                   rtol=1e-9, err_msg=name)
     # A fixed key repeats; another key draws other permutations.
     with jax.enable_x64(True):
         again, other = run(rng), run(jax.random.key(8))
@@ -174,6 +185,75 @@ def test_intervention_matches_loops_over_the_same_permutations(causal):
                                   got["delta_entropy_control"])
     assert not np.allclose(np.asarray(other["delta_entropy_control"]),
                            got["delta_entropy_control"])
+
+
+def _loop_matched_control(q, k, causal):
+    """Per query (B, H, Lq) with float64 loops: α of the variance-matched control (the real root
+    of smallest |α| of Var(l − α r) = Var(l − m), from np.roots; else the α of least variance),
+    and per head the fraction of counted queries without a real root and the mean shortfall
+    (Var(l − α r) − Var(l − m)) / Var(l), each variance taken directly over the visible keys."""
+    alpha = np.zeros((B, H, L))
+    unmatched, shortfall = np.zeros(H), np.zeros(H)
+    for h in range(H):
+        qbar, kbar = q[:, :, h].mean((0, 1)), k[:, :, h].mean((0, 1))
+        counted = 0
+        for b in range(B):
+            for i, keys in enumerate(_visible(causal)):
+                lg = np.array([S * q[b, i, h] @ k[b, j, h] for j in keys])
+                m = np.array([S * qbar @ (k[b, j, h] - kbar) for j in keys])
+                r = np.array([S * (q[b, i, h] - qbar) @ (k[b, j, h] - kbar) for j in keys])
+                if len(keys) < 2:  # no variance to match: α = 0
+                    continue
+                cov = np.cov(lg, r, bias=True)[0, 1]
+                roots = np.roots([np.var(r), -2 * cov, np.var(lg) - np.var(lg - m)])
+                real = [x.real for x in roots if abs(x.imag) < 1e-12]
+                a = min(real, key=abs) if real else cov / np.var(r)
+                alpha[b, h, i] = a
+                counted += 1
+                unmatched[h] += not real
+                shortfall[h] += (np.var(lg - a * r) - np.var(lg - m)) / np.var(lg)
+        unmatched[h] /= counted
+        shortfall[h] /= counted
+    return alpha, unmatched, shortfall
+
+
+def test_the_matched_control_removes_the_variance_m_removes_where_it_can():
+    # Causal: the first queries see few keys, where r often cannot match (both cases occur).
+    q, k = _draw(5)
+    q = q - 0.7 * q.mean(axis=(0, 1), keepdims=True)  # a weaker m: most queries can match
+    mask = np.tril(np.ones((L, L), bool))
+    logits = _logits(q, k, True)
+    with jax.enable_x64(True):
+        terms = {n: np.asarray(v) for n, v in split_logits(q, k).items()}
+        got = {n: np.asarray(v) for n, v in matched_control.matched_control_scale(
+            logits, terms["key_term"], terms["query_specific"],
+            np.broadcast_to(mask, logits.shape)).items()}
+    alpha, _, _ = _loop_matched_control(q, k, True)
+    np.testing.assert_allclose(got["alpha"], alpha, rtol=1e-8, atol=1e-12)
+    matched = got["matched"][..., 1:]  # queries with one visible key have nothing to match
+    assert 0 < matched.mean() < 1, matched.mean()
+    # Matched queries: the control's logits vary exactly as much as the logits without m.
+    control = logits - got["alpha"][..., None] * terms["query_specific"]
+    without_m = logits - terms["key_term"]
+    for b, h, i in zip(*np.nonzero(got["matched"])):
+        keys = slice(0, i + 1)
+        assert np.var(control[b, h, i, keys]) == pytest.approx(np.var(without_m[b, h, i, keys]),
+                                                               rel=1e-9, abs=1e-12)
+    # Unmatched queries: no α gets lower; the control's variance is the least it can reach.
+    for b, h, i in zip(*np.nonzero(~got["matched"])):
+        keys = slice(0, i + 1)
+        nearby = [np.var(logits[b, h, i, keys] - (got["alpha"][b, h, i] + e)
+                         * terms["query_specific"][b, h, i, keys]) for e in (-1e-3, 1e-3)]
+        assert np.var(control[b, h, i, keys]) < min(nearby)
+        assert np.var(control[b, h, i, keys]) > np.var(without_m[b, h, i, keys])
+
+
+def test_the_deficit_share_is_undefined_for_uniform_heads_never_infinite():
+    original = np.array([0.5, 0.995, 1.0, 0.2])
+    removed = np.array([0.75, 1.0, 1.0, 0.1])
+    got = np.asarray(matched_control.entropy_deficit_share(original, removed))
+    np.testing.assert_allclose(got[[0, 3]], [0.5, -0.125])
+    assert np.all(np.isnan(got[1:3]))
 
 
 def test_a_planted_common_bias_is_what_sharpens():

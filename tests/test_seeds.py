@@ -142,6 +142,35 @@ def test_aggregate_gives_intervention_contrasts_and_fisher_z_intervals_for_corre
     assert "| partial_within_layers/key_term_given_logit_spread |" in table and "(Δz)" in table
 
 
+def test_deficit_shares_average_the_defined_heads_and_keep_the_per_head_arrays():
+    rng = np.random.default_rng(1)
+    runs = [_intervention_run(i, rng) for i in range(3)]
+    for run in runs:
+        shares = rng.uniform(-0.2, 1.0, size=(2, 3, 2, 3))
+        shares[0, 0] = np.nan  # step 0: uniform attention, every head undefined
+        shares[:, 1, 0, :2] = np.nan  # two heads undefined at step 2
+        run["heads"].update(entropy_deficit_share_key_term=shares[0],
+                            entropy_deficit_share_matched_control=shares[1],
+                            attention_entropy_normalized=rng.uniform(0.5, 1.0, (3, 2, 3)))
+    summary = seeds.aggregate(runs)
+    q = summary["quantities"]
+    for i, run in enumerate(runs):
+        diff = (run["heads"]["entropy_deficit_share_key_term"]
+                - run["heads"]["entropy_deficit_share_matched_control"]).reshape(3, -1)
+        want = [np.nan, np.mean(diff[1, 2:]), np.mean(diff[2])]
+        np.testing.assert_allclose(
+            q["heads_mean/entropy_deficit_share_key_term_minus_matched_control"]["per_seed"][i],
+            want, rtol=1e-12)
+        np.testing.assert_allclose(
+            q["heads_fraction/entropy_deficit_share_undefined"]["per_seed"][i], [1, 2 / 6, 0])
+    per_head = summary["per_head"]
+    assert set(per_head) == {"entropy_deficit_share_key_term", "attention_entropy_normalized",
+                             "entropy_deficit_share_matched_control"}
+    assert per_head["entropy_deficit_share_key_term"].shape == (3, 3, 2, 3)  # seeds, S, layers, H
+    np.testing.assert_array_equal(per_head["attention_entropy_normalized"][1],
+                                  runs[1]["heads"]["attention_entropy_normalized"])
+
+
 def test_the_committed_seeded_results_still_aggregate():
     import json
     import pathlib

@@ -4,6 +4,7 @@ import numpy as np
 
 from anisotropy_jax.studies.report import verdict as verdict_lib
 from anisotropy_jax.studies.report import verdicts as V
+from anisotropy_jax.studies.report import verdicts_key_term
 
 NORMS = [0.0, 4.0, 16.0, 64.0]  # operating point: index 2 (input cosine 0.3)
 SEED_NOISE = np.array([[-1.0], [0.0], [1.0], [0.5], [-0.5]])  # 5 seeds, mean 0
@@ -190,7 +191,8 @@ def _seeds(change_lows, contrast=None):
             quantities[f"heads_mean/delta_entropy_{removed}"] = {
                 "mean": [0.0, (lo + hi) / 2], "low": [0.0, lo], "high": [0.0, hi]}
         quantities["partial_within_layers/key_term_given_logit_spread"] = {
-            "mean": [0.0, -0.3], "low": [0.0, -0.6], "high": [0.0, 0.1]}
+            "mean": [0.0, -0.3], "low": [0.0, -0.6], "high": [0.0, 0.1],
+            "per_seed": [[0.0, r] for r in (-0.3, np.nan, -0.1, -0.5, -0.3)]}
     return {"seeds": [0, 1, 2, 3, 4], "steps": [0, 100], "quantities": quantities,
             "changes_first_to_last": changes}
 
@@ -227,16 +229,52 @@ def test_trends_are_decided_after_the_transient_against_a_float64_reference():
     assert V.godey_4a(None, "not run").verdict == V.NOT_MEASURED
 
 
-def test_godey_4b_is_the_intervention_against_its_control():
-    sharpens = {"clm": _seeds({}, (0.01, 0.03)), "mlm": _seeds({}, (0.002, 0.05))}
-    v = V.godey_4b(sharpens)
-    assert v.verdict == V.HOLDS
-    assert "difference 0.02 [0.01, 0.03]" in v.numbers[0] and "partial ρ" in v.numbers[0]
-    assert V.godey_4b({"clm": _seeds({}, (0.01, 0.03)), "mlm": _seeds({}, (-0.01, 0.02))}
+def _shares(difference, entropy=0.7, undefined=0, seeds=5, heads=8):
+    """A training summary whose per-head arrays (seeds, 2 checkpoints, 2 layers, heads / 2) give
+    share(m) − share(control) = difference + per-seed noise of mean 0 at the last checkpoint;
+    the first `undefined` heads of every seed NaN (about uniform attention there)."""
+    noise = 0.01 * SEED_NOISE[:seeds, :, None, None]
+    shape = (seeds, 2, 2, heads // 2)
+    share_m = np.full(shape, 0.5) + np.concatenate([0 * noise, difference + noise], axis=1)
+    share_m.reshape(seeds, 2, -1)[:, :, :undefined] = np.nan
+    doc = _seeds({})
+    doc["per_head"] = {"entropy_deficit_share_key_term": share_m,
+                       "entropy_deficit_share_matched_control": np.full(shape, 0.5),
+                       "attention_entropy_normalized": np.full(shape, entropy),
+                       "matched_control_unmatched_fraction": np.full(shape, 0.25),
+                       "matched_control_shortfall": np.full(shape, 0.01)}
+    doc["seeds"] = list(range(seeds))
+    return doc
+
+
+def test_godey_4b_is_the_deficit_share_against_the_matched_control():
+    v = V.godey_4b({"clm": _shares(0.1), "mlm": _shares(0.05, undefined=3)})
+    assert v.verdict == V.HOLDS, v.numbers
+    assert "difference 0.1 [" in v.numbers[0] and "control unmatched in 0.25" in v.numbers[0]
+    assert "15 of 40 seed-heads undefined" in v.numbers[1]
+    assert V.godey_4b({"clm": _shares(0.1), "mlm": _shares(-0.05)}).verdict == V.PARTLY
+    assert V.godey_4b({"clm": _shares(0.0), "mlm": _shares(-0.05)}).verdict == V.FAILS
+    # Uniform attention passes nothing: below the mean deficit, or no head defined.
+    assert V.godey_4b({"clm": _shares(0.1, entropy=0.97)}).verdict == V.NO_TEST
+    assert V.godey_4b({"clm": _shares(0.1, undefined=8)}).verdict == V.NO_TEST
+    assert V.godey_4b({"clm": _shares(0.1), "mlm": _shares(0.1, entropy=0.99)}
                       ).verdict == V.PARTLY
-    assert V.godey_4b({"clm": _seeds({}, (-0.03, -0.01))}).verdict == V.FAILS
-    no_intervention = V.godey_4b({"clm": _seeds({})})  # results from before the intervention
-    assert no_intervention.verdict == V.NOT_MEASURED
+    # Results made before the matched control: not measured, the old contrast shown beside.
+    old = V.godey_4b({"clm": _seeds({}, (0.01, 0.03))})
+    assert old.verdict == V.NOT_MEASURED and "cannot fail" in old.numbers[0]
+    assert ("undefined in 1 of 5 seeds: the per-head arrays that would say why are not in these "
+            "results") in old.numbers[0]
+
+
+def test_the_key_term_share_test_counts_undefined_heads_and_seeds():
+    nan = np.nan
+    share_m = np.array([[0.5, nan, 0.7], [nan, nan, nan], [0.6, 0.4, nan]])
+    test = verdicts_key_term.key_term_share_test(share_m, np.full((3, 3), 0.3),
+                                                 np.full((3, 3), 0.5))
+    np.testing.assert_allclose(test["per_seed"], [0.3, nan, 0.2])
+    assert test["undefined_heads"] == 5 and test["seeds_defined"] == 2
+    assert test["status"] == "fails"  # mean 0.25, t(0.975, 1)·s/√2 = 12.7·0.05 > 0.25
+    assert np.isfinite(test["interval"]["low"]) and test["mean_deficit"] == 0.5
 
 
 def _pretrained_embeddings(model_type, causal, embeddings):

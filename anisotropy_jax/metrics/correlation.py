@@ -185,12 +185,14 @@ def exact_permutation_p(x: Any, y: Any, method: str = "spearman") -> dict[str, A
 
 def partial_correlation(x: Any, y: Any, covariates_NxK: Any) -> dict[str, Any]:
     """Pearson correlation of x and y after both are regressed (least squares, with an
-    intercept) on the K columns of `covariates_NxK`: {"rho", "p", "df", "n", "num_covariates"}.
+    intercept) on the K columns of `covariates_NxK`: {"rho", "p", "df", "n", "num_covariates",
+    "explained"}.
 
     k = the rank of the covariates once the intercept is taken out; df = n − 2 − k, and p is the
     two-sided t test of ρ√(df/(1 − ρ²)) on df degrees of freedom (normal theory). For a partial
     Spearman correlation pass ranks. Needs df ≥ 1. NaN when x or y is an exact linear function
-    of the covariates (nothing is left to correlate).
+    of the covariates (nothing is left to correlate): "explained" names them ("x", "y"; () when
+    neither is).
     """
     from scipy import stats  # host-side only
 
@@ -209,10 +211,11 @@ def partial_correlation(x: Any, y: Any, covariates_NxK: Any) -> dict[str, Any]:
     ra, rb = residual(a), residual(b)
     # A series the covariates explain exactly has no partial correlation: its residual is
     # rounding noise (below 1e-9 of its own spread), whose correlation would mean nothing.
-    explained = any(float(r @ r) <= 1e-18 * float((v - v.mean()) @ (v - v.mean()))
-                    for r, v in ((ra, a), (rb, b)))
+    explained = tuple(name for name, r, v in (("x", ra, a), ("y", rb, b))
+                      if float(r @ r) <= 1e-18 * float((v - v.mean()) @ (v - v.mean())))
     denominator = math.sqrt(float(ra @ ra) * float(rb @ rb))
     rho = float(ra @ rb) / denominator if denominator > 0 and not explained else math.nan
     t = rho * math.sqrt(df / max(1.0 - rho * rho, 1e-300))
     p = float(2 * stats.t.sf(abs(t), df)) if math.isfinite(rho) else math.nan
-    return {"rho": rho, "p": p, "df": df, "n": int(a.size), "num_covariates": k}
+    return {"rho": rho, "p": p, "df": df, "n": int(a.size), "num_covariates": k,
+            "explained": explained}

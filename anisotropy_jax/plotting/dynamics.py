@@ -158,7 +158,8 @@ def loss_figure(steps_T: Sequence[int], loss_T: Sequence[float], val_steps_E: Se
 # The range each seeds quantity can take (by the last part of its name): its t-interval band is
 # clipped to it (an interval of a bounded quantity, ρ or a cosine, can run past its bounds).
 _UNIT_INTERVAL = ("entropy_normalized", "attention_max", "query_agreement", "row_cosine",
-                  "abs_mean_query_key_cosine", "partition_isotropy", "first_position")
+                  "abs_mean_query_key_cosine", "partition_isotropy", "first_position",
+                  "unmatched_fraction", "undefined_fraction")
 _NON_NEGATIVE = ("norm", "std", "share", "abs_", "loss", "information", "drift")
 
 
@@ -167,7 +168,7 @@ def metric_range(name: str) -> tuple[float, float]:
     last = name.rsplit("/", 1)[-1]
     if name.startswith(("spearman", "partial")):
         return -1.0, 1.0
-    if last.startswith("delta_"):  # changes of bounded statistics: signed
+    if last.startswith("delta_") or "deficit_share" in last:  # changes, shares of one: signed
         return -np.inf, np.inf
     if any(key in name for key in _UNIT_INTERVAL):
         return 0.0, 1.0

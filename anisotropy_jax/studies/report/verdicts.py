@@ -14,6 +14,8 @@ from anisotropy_jax.studies.report.verdict import (  # noqa: F401 (re-exported)
     CLAIMS, FAILS, HOLDS, NO_TEST, NOT_MEASURED, NOT_TESTABLE, PARTLY, PRECISION_NOTE, VERDICTS, Verdict,
     all_or_some, below_precision, precision_note, g as _g, interval as _fmt_interval, not_measured as
     _not_measured)
+from anisotropy_jax.studies.report.verdicts_key_term import godey_4b  # noqa: F401
+from anisotropy_jax.studies.report.verdicts_key_term import training_scope as _training_scope
 from anisotropy_jax.studies.report.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
 
 # Thresholds of the criteria (each printed in its criterion text).
@@ -206,72 +208,6 @@ def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "")
     crit = "|cos(q̄, k̄)| (mean over heads) rises during training: " + _TREND_RULE
     return _seeded_change("godey_4a", crit, training, "heads_mean/abs_mean_query_key_cosine",
                           "|cos(q̄, k̄)|", reason)
-
-
-CONTRAST = "heads_mean/delta_entropy_key_term_minus_shared_control"
-
-
-def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
-    """The intervention at the last checkpoint: removing the key term m_j from the logits against
-    removing a permutation of m over the keys (same values, shared by every query, no alignment
-    with the keys), per seed the mean over heads, with a t-interval over the seeds."""
-    crit = ("causal: at the last checkpoint, remove m_j = q̄·(k_j − k̄)/√Dh from every head's "
-            "logits and, as the control, a permutation of m over the keys (the same values, "
-            "shared by every query; 4 permutations); holds if, for every trained objective, "
-            "removing m raises the normalised entropy more than the control does (mean over "
-            "heads, 95% t-interval over ≥ 2 seeds of the difference above 0); does not hold — "
-            "the key term is not what sharpens — if for no objective; partly otherwise. The "
-            "within-layer partial correlation of entropy with the key term given the logit "
-            "spread (Fisher-z interval over seeds) is shown beside it")
-    if not training:
-        return _not_measured("godey_4b", crit, reason or "no training run")
-    oks, numbers = [], []
-    for objective, doc in training.items():
-        q = doc["quantities"]
-        if CONTRAST not in q:
-            numbers.append(f"{objective}: no intervention in its analysis")
-            continue
-        seeds = len(doc["seeds"])
-        cells = [f"Δ H/ln L without m {_fmt_interval(*_interval(q[_delta('entropy', 'key_term')], -1))}",
-                 f"without the permuted m "
-                 f"{_fmt_interval(*_interval(q[_delta('entropy', 'shared_control')], -1))}",
-                 f"difference {_fmt_interval(*_interval(q[CONTRAST], -1))}"]
-        m, lo, hi = _interval(q[CONTRAST], -1)
-        oks.append(lo > 0)
-        for stat in ("agreement", "max"):
-            name = f"heads_mean/delta_{stat}_key_term_minus_shared_control"
-            if name in q:
-                cells.append(f"Δ {stat} difference {_fmt_interval(*_interval(q[name], -1))}")
-        partial = q.get("partial_within_layers/key_term_given_logit_spread")
-        if partial is not None:
-            cells.append(f"partial ρ(entropy, key term | logit spread) "
-                         f"{_fmt_interval(*_interval(partial, -1))}")
-        numbers.append(f"{objective} ({seeds} seeds, step {doc['steps'][-1]}): " + ", ".join(cells))
-    if not oks:
-        return _not_measured("godey_4b", crit, "; ".join(numbers))
-    verdict = HOLDS if all(oks) else PARTLY if any(oks) else FAILS
-    return Verdict("godey_4b", crit, verdict, tuple(numbers), _training_scope(training))
-
-
-def _delta(stat: str, removed: str) -> str:
-    return f"heads_mean/delta_{stat}_{removed}"
-
-
-def _training_scope(training: Mapping[str, Mapping[str, Any]]) -> str:
-    """The models, training length, tokens seen and seeds each objective's verdict rests on (the
-    `scope` a seeds summary records; older summaries recorded only the seeds and steps)."""
-    parts = []
-    for objective, doc in training.items():
-        sc = doc.get("scope")
-        if sc:
-            parts.append(f"{objective}: d = {sc['d_model']}, {sc['num_layers']} layers, "
-                         f"{sc['num_heads']} heads, L = {sc['seq_len']}, batch {sc['batch_size']}, "
-                         f"{sc['steps']:,} steps ({sc['tokens_seen']:,} tokens seen), "
-                         f"{sc['precision']} matmuls, {len(doc['seeds'])} seeds, on {sc['device']}")
-        else:
-            parts.append(f"{objective}: {len(doc['seeds'])} seeds, {doc['steps'][-1]} steps "
-                         f"(model size not recorded)")
-    return "byte-level models trained here from scratch (" + "; ".join(parts) + ")"
 
 
 def godey_4c(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:

@@ -27,12 +27,20 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     logit_var = key_term_var + query_specific_var + 2·key_query_covariance,
     `metrics.logit_terms.logit_variance_decomposition`);
     delta_<stat>_<removal> for stat in entropy (normalised), agreement (query agreement), max
-    (max probability) and removal in key_term, control, shared_control: the change of the
-    statistic when attention is recomputed from the logits minus m_j, minus m permuted over each
-    query's visible keys, minus m permuted over the sequence's keys (`metrics.intervention`;
-    each control averaged over 4 permutations drawn from a fixed PRNG key per layer, the same at
-    every checkpoint, so a rerun gives the same numbers; a counterfactual of the softmax, whatever
+    (max probability) and removal in key_term, control, shared_control, matched_control: the
+    change of the statistic when attention is recomputed from the logits minus m_j, minus m
+    permuted over each query's visible keys, minus m permuted over the sequence's keys (each
+    permutation control averaged over 4 permutations drawn from a fixed PRNG key per layer, the
+    same at every checkpoint, so a rerun gives the same numbers), minus α_i r_ij, the
+    query-specific term scaled per query to remove the same logit variance as m
+    (`metrics.intervention`, `metrics.matched_control`; a counterfactual of the softmax, whatever
     the model's normalisation);
+    entropy_deficit_share_key_term, entropy_deficit_share_matched_control: the share of the
+    head's entropy deficit 1 − H/ln L that removing m (the matched control) recovers, NaN where
+    the deficit is below 0.01 (`metrics.matched_control.entropy_deficit_share`: the per-head
+    arrays Godey 4b is decided on); matched_control_unmatched_fraction (the share of queries
+    whose variance the control could not match) and matched_control_shortfall (the variance it
+    failed to remove, ÷ the logit variance, averaged over queries);
   per hidden state (arrays (S, layers + 1); index 0 = the embedding output, i = output of block
     i − 1; for clm the last one is the input of the final LayerNorm), LAYER_METRICS from
     `metrics.layer_metrics` (names and meanings: `metrics.LAYER_METRICS`):
@@ -70,7 +78,8 @@ import numpy as np
 
 from anisotropy_jax import checkpointing, data as data_lib, metrics
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, TransformerConfig
-from anisotropy_jax.metrics.intervention import REMOVALS, STATISTICS, key_term_intervention
+from anisotropy_jax.metrics.intervention import (DEFICIT_SHARES, MATCH_QUALITY, REMOVALS,
+                                                STATISTICS, key_term_intervention)
 from anisotropy_jax.metrics.logit_terms import (DECOMPOSITION, logit_variance_decomposition,
                                                 mean_query_key_terms)
 from anisotropy_jax.metrics.sinks import key_attention_scores, sink_rate
@@ -90,7 +99,7 @@ HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
                 "attention_query_agreement", "attention_row_cosine",
                 "attention_query_key_information", *DECOMPOSITION,
                 *(f"delta_{stat}_{removal}" for removal in REMOVALS for stat in STATISTICS),
-                "sink_score", "sink_rate")
+                *DEFICIT_SHARES, *MATCH_QUALITY, "sink_score", "sink_rate")
 # The permutations of the intervention's controls: layer i uses split(key(seed), layers)[i] at
 # every checkpoint (common random numbers along training: the steps differ by the weights only).
 PERMUTATION_SEED = 0
@@ -170,7 +179,7 @@ def head_metrics(queries_BxLxHxDh: jax.Array, keys_BxLxHxDh: jax.Array,
                                             mask))
     removal = key_term_intervention(queries_BxLxHxDh, keys_BxLxHxDh, logits_BxHxLxL, mask,
                                     rng=rng)
-    out.update({k: v for k, v in removal.items() if k.startswith("delta_")})
+    out.update({k: v for k, v in removal.items() if k in HEAD_METRICS})
     if weights_BxHxLxL is None:
         out.update(_softmax_statistics(logits_BxHxLxL, mask))
     else:

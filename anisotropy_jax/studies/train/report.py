@@ -33,7 +33,13 @@ OBJECTS = {
              "entropy, query agreement or max probability when attention is recomputed without "
              "the key term, without the key term permuted over each query's visible keys "
              "(control) or over the sequence's keys (shared_control), controls averaged over 4 "
-             "permutations (anisotropy_jax/metrics/intervention.py)",
+             "permutations, or without alpha times the query-specific term, alpha per query "
+             "such that the logit variance falls as much as without the key term "
+             "(matched_control); entropy_deficit_share_<key_term|matched_control>: (H after - "
+             "H) / (1 - H) per head, NaN where 1 - H < 0.01; matched_control_unmatched_fraction: "
+             "share of queries where no alpha matched the variance (then the alpha of least "
+             "variance), matched_control_shortfall: the variance it failed to remove / the logit "
+             "variance (anisotropy_jax/metrics/intervention.py, matched_control.py)",
     "layers": "per checkpoint and hidden state (0 = embedding output, i = block i-1 "
               "output): contextual-representation anisotropy",
     "embeddings": "partition isotropy of the input/output embedding matrices (rows of "

@@ -21,7 +21,8 @@ from anisotropy_jax import results
 from anisotropy_jax.config import ConfigError, TrainConfig
 from anisotropy_jax.metrics.correlation import (fisher_z, mean_correlation_interval,
                                                 one_sample_t_test, t_interval)
-from anisotropy_jax.metrics.intervention import STATISTICS
+from anisotropy_jax.metrics.intervention import (DEFICIT_SHARES, MATCH_QUALITY, REMOVALS,
+                                                STATISTICS)
 from anisotropy_jax.plotting import dynamics as plots
 
 # Head metrics summarised by their mean over every head of the model (signed ones as |·|).
@@ -30,8 +31,12 @@ HEAD_SUMMARY = ("attention_entropy_normalized", "key_term_std", "key_term_share"
                 "mean_query_norm", "mean_key_norm", "attention_max", "attention_query_agreement",
                 "attention_row_cosine", "attention_query_key_information", "key_term_var",
                 "query_specific_var", "key_query_covariance", "logit_var",
-                *(f"delta_{stat}_{removal}" for removal in ("key_term", "control", "shared_control")
-                  for stat in STATISTICS))
+                *(f"delta_{stat}_{removal}" for removal in REMOVALS for stat in STATISTICS),
+                *MATCH_QUALITY)
+# Per-head arrays kept whole in the summary ("per_head": (seeds, S, layers, H) each): what Godey
+# 4b is decided on, and what says why the within-layer partial correlation is undefined.
+PER_HEAD = (*DEFICIT_SHARES, *MATCH_QUALITY, "attention_entropy_normalized", "key_term_var",
+            "query_specific_var", "logit_var")
 CORRELATIONS = ("spearman_across_heads/", "partial_within_layers/")
 _SIGNED = ("mean_query_key_dot_softmax_invariant", "mean_query_key_cosine")
 UNITS = ("seeds: independent training runs (initialisation, train/validation split, batch order "
@@ -58,6 +63,7 @@ def _per_seed(run: Mapping[str, Any]) -> dict[str, np.ndarray]:
     for name in ("input_centered", "output_centered"):
         out[f"embedding_partition_isotropy/{name}"] = np.asarray(run["embeddings"][name])
     out.update(_intervention_contrasts(heads))
+    out.update(_deficit_shares(heads))
     for name, value in (run.get("correlation") or {}).items():
         if isinstance(value, dict):
             key = (f"partial_within_layers/{name.removeprefix('partial_')}"
@@ -70,11 +76,11 @@ def _per_seed(run: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 def _intervention_contrasts(heads: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """{"heads_mean/delta_<stat>_key_term_minus_<control>": (S,)}: per checkpoint, the mean over
-    heads of Δ(key term removed) − Δ(control removed), for both controls (absent before the
+    heads of Δ(key term removed) − Δ(control removed), for every control (absent before the
     intervention existed)."""
     out = {}
     for stat in STATISTICS:
-        for control in ("control", "shared_control"):
+        for control in REMOVALS[1:]:
             names = (f"delta_{stat}_key_term", f"delta_{stat}_{control}")
             if all(n in heads for n in names):
                 diff = (np.asarray(heads[names[0]], np.float64)
@@ -82,6 +88,33 @@ def _intervention_contrasts(heads: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 out[f"heads_mean/delta_{stat}_key_term_minus_{control}"] = diff.reshape(
                     diff.shape[0], -1).mean(-1)
     return out
+
+
+def _deficit_shares(heads: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """{"heads_mean/entropy_deficit_share_<removal>", "heads_mean/entropy_deficit_share_key_term_
+    minus_matched_control", "heads_fraction/entropy_deficit_share_undefined"}, each (S,): the
+    means over the heads where the share is defined (NaN where none is), and the fraction of
+    heads where it is not (about uniform attention); absent before the matched control existed."""
+    if not all(name in heads for name in DEFICIT_SHARES):
+        return {}
+    shares = {name: np.asarray(heads[name], np.float64) for name in DEFICIT_SHARES}
+    key_term, control = shares.values()
+    shares[f"{DEFICIT_SHARES[0]}_minus_matched_control"] = key_term - control
+    undefined = ~np.isfinite(key_term - control)
+    out = {"heads_fraction/entropy_deficit_share_undefined":
+           undefined.reshape(undefined.shape[0], -1).mean(-1)}
+    for name, values in shares.items():
+        flat = values.reshape(values.shape[0], -1)
+        count = np.sum(np.isfinite(flat), axis=-1)
+        total = np.sum(np.where(np.isfinite(flat), flat, 0.0), axis=-1)
+        out[f"heads_mean/{name}"] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return out
+
+
+def per_head_arrays(runs: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """{name: (seeds, S, layers, H)} for the PER_HEAD names every run has."""
+    return {name: np.stack([np.asarray(run["heads"][name], np.float64) for run in runs])
+            for name in PER_HEAD if all(name in run["heads"] for run in runs)}
 
 
 def _summarise(name: str, values_RxS: np.ndarray) -> tuple[dict, dict | None]:
@@ -106,9 +139,9 @@ def _summarise(name: str, values_RxS: np.ndarray) -> tuple[dict, dict | None]:
 def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per checkpoint: mean and 95% interval over the seeds of every quantity of `_per_seed`
     (Student-t; Fisher z for correlations); the per-seed change first → last checkpoint with its
-    interval and a one-sample t-test over the seeds. Needs ≥ 2 runs with the same checkpoint
-    steps (ValueError naming the seed). Quantities absent from some seed's results (older
-    analyses) are left out."""
+    interval and a one-sample t-test over the seeds; "per_head": `per_head_arrays`. Needs ≥ 2
+    runs with the same checkpoint steps (ValueError naming the seed). Quantities absent from
+    some seed's results (older analyses) are left out."""
     if len(runs) < 2:
         raise ValueError(f"seeds: need at least 2 runs to aggregate, got {len(runs)}")
     steps = [int(s) for s in runs[0]["steps"]]
@@ -125,7 +158,8 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             changes[name] = change
     return {"units": UNITS, "interval": INTERVAL, "correlation_interval": CORRELATION_INTERVAL,
             "seeds": [int(run["config"]["train"]["seed"]) for run in runs], "steps": steps,
-            "quantities": quantities, "changes_first_to_last": changes}
+            "quantities": quantities, "changes_first_to_last": changes,
+            "per_head": per_head_arrays(runs)}
 
 
 def _cell(q: Mapping[str, Any], i: int) -> str:

@@ -58,29 +58,38 @@ def partial_correlations_within_layers(heads: dict[str, np.ndarray]) -> dict[str
     layer would rest on 1 degree of freedom; layer indicators pool the within-layer comparisons
     into one coefficient instead. NaN where a series is constant after the regression; {} when
     there are too few heads for a degree of freedom (heads − layers − 2 < 1)."""
-    from scipy import stats  # host-side only
-
     entropy = np.asarray(heads["attention_entropy_normalized"], np.float64)
     steps, num_layers, num_heads = entropy.shape
     if num_layers * num_heads - num_layers - 2 < 1:
         return {}
-    layer_NxL = np.repeat(np.eye(num_layers), num_heads, axis=0)[:, 1:]  # intercept: layer 0
     out = {}
     for name, term in PARTIAL.items():
         values = np.asarray(heads[term], np.float64)
         spread = np.asarray(heads["logit_var"], np.float64)
-        rows = []
-        for step in range(steps):
-            covariates = np.concatenate([stats.rankdata(spread[step].reshape(-1))[:, None],
-                                         layer_NxL], axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rows.append(partial_correlation(stats.rankdata(entropy[step].reshape(-1)),
-                                                stats.rankdata(values[step].reshape(-1)),
-                                                covariates))
+        rows = [partial_within_layers_one(entropy[step], values[step], spread[step])
+                for step in range(steps)]
         out[name] = {"rho": np.array([r["rho"] for r in rows]),
                      "p": np.array([r["p"] for r in rows]),
                      "df": int(min(r["df"] for r in rows)), "p_method": PARTIAL_METHOD}
     return out
+
+
+def partial_within_layers_one(entropy_LxH: Any, term_LxH: Any, spread_LxH: Any
+                              ) -> dict[str, Any]:
+    """One checkpoint's within-layer partial rank correlation (PARTIAL_METHOD) of entropy with a
+    term given the logit spread: `metrics.correlation.partial_correlation`'s dict, whose
+    "explained" names the series the spread and the layers fix exactly ("x" entropy, "y" the
+    term), the reason ρ is NaN. Needs heads − layers − 2 ≥ 1."""
+    from scipy import stats  # host-side only
+
+    entropy = np.asarray(entropy_LxH, np.float64)
+    num_layers, num_heads = entropy.shape
+    layer_NxL = np.repeat(np.eye(num_layers), num_heads, axis=0)[:, 1:]  # intercept: layer 0
+    covariates = np.concatenate([stats.rankdata(np.ravel(spread_LxH))[:, None], layer_NxL],
+                                axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return partial_correlation(stats.rankdata(entropy.reshape(-1)),
+                                   stats.rankdata(np.ravel(term_LxH)), covariates)
 
 
 def _head_trends(heads: dict, objective: str) -> dict[str, Any]:
