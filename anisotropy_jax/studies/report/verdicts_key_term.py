@@ -124,9 +124,8 @@ def _why_undefined(per_head: Mapping[str, Any], rows: np.ndarray, seeds: Any) ->
         explained = partial_within_layers_one(entropy[r], term[r], spread[r])["explained"]
         what = " and ".join(words[e] for e in explained) or "neither (a NaN input)"
         reasons.append(f"seed {seeds[r]}: {what} fixed by the logit spread's ranks and the layer")
-    return "; ".join(reasons) + (" (given the spread's ranks, those of the key term carry "
-                                 "nothing more: there is no partial correlation to estimate)"
-                                 if any("key term" in s for s in reasons) else "")
+    return "; ".join(reasons) + (" (a series the covariates fix exactly leaves no residual to "
+                                 "correlate)" if reasons else "")
 
 
 def _objective_numbers(doc: Mapping[str, Any], test: dict[str, Any]) -> str:
