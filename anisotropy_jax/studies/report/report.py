@@ -157,6 +157,7 @@ def render(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: p
         f"started {p.get('start_time')}, wall {p.get('wall_seconds', 0):.0f} s. A study loaded "
         "from an earlier run into the same workdir (its study_run.json) keeps the machine, "
         "commit and wall time of that run (table below).", "",
+        f"Where the studies ran (wall time of each): {_machines(runs)}.", "",
         "## Studies", ""]
     body = _studies_table(runs, workdir) + ["", "## Claims", ""] + _claims_table(verdicts)
     body += ["", "## Claims with their figures", ""]
@@ -178,6 +179,19 @@ def _kept_sections(report_path: pathlib.Path) -> str:
     return "" if start < 0 else old[start:]
 
 
+# A bundle's folder of hand-kept files (the commands and logs of the runs): regenerating keeps it.
+LOGS_FOLDER = "logs"
+
+
+def _machines(runs: Mapping[str, StudyRun]) -> str:
+    """'1 × NVIDIA H100 80GB HBM3: training (880 s), embeddings (370 s); 1 × cpu: …'."""
+    by_device: dict[str, list[str]] = {}
+    for name, run in runs.items():
+        if run.results is not None:
+            by_device.setdefault(run.device or "?", []).append(f"{name} ({run.seconds:.0f} s)")
+    return "; ".join(f"{device}: {', '.join(studies)}" for device, studies in by_device.items())
+
+
 def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path,
            index: Mapping[str, Any]) -> pathlib.Path:
     """Writes `text` to report_path with every linked workdir file copied into
@@ -190,7 +204,9 @@ def bundle(text: str, workdir: pathlib.Path, report_path: pathlib.Path,
     linked = sorted(set(_glob(workdir, [f for v in FIGURES.values() for f in v])
                         + _glob(workdir, RESULT_FILES)))
     if (folder / STUDIES_FILE).exists():  # an earlier bundle: none of its results may stay
-        shutil.rmtree(folder)
+        for entry in folder.iterdir():  # but LOGS_FOLDER: how the runs were made, by hand
+            if entry.name != LOGS_FOLDER:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     for rel in linked:
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)

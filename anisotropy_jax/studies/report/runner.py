@@ -72,7 +72,7 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, progress: Progress)
     folder with the same config is loaded, not retrained: the objectives (or seeds) of one report
     can be trained by separate processes or machines (`anisotropy-jax seeds` into
     WORKDIR/training/<objective>)."""
-    docs = {}
+    docs, loaded, loaded_seconds = {}, [], 0.0
     for train_cfg, analysis in config.training:
         folder = out / train_cfg.objective
         configs = [dataclasses.replace(train_cfg, seed=seed,
@@ -92,11 +92,16 @@ def run_training(config: ReproduceConfig, out: pathlib.Path, progress: Progress)
                 seed_docs[i] = dynamics.write(result, dirs[i], started)
         else:
             progress.say(f"{train_cfg.objective}: {len(dirs)} seeds loaded from {folder}")
+            loaded += seed_docs
+            # the seeds trained together: the longest seed's provenance spans the objective
+            loaded_seconds += max(d["provenance"].get("wall_seconds", 0.0) for d in seed_docs)
         summary = seeds_lib.aggregate(seed_docs)
         docs[train_cfg.objective] = results.to_jsonable(seeds_lib.write(
             summary, folder, results.Provenance(),
             f"experiments/report.py (seeds {list(config.seeds)})",
             seeds_lib.training_scope(train_cfg, _seed_device(seed_docs))))
+    if len(loaded) == len(config.training) * len(config.seeds):  # all trained elsewhere
+        return StudyRun("training", docs, seconds=loaded_seconds, device=_seed_device(loaded))
     return StudyRun("training", docs)
 
 
@@ -239,7 +244,9 @@ def run_all(config: ReproduceConfig, workdir: pathlib.Path, progress: Progress =
         progress.say(f"== {name}")
         start = time.perf_counter()
         run = runner(config, out, progress.quiet())
-        run.seconds, run.device = time.perf_counter() - start, _device()
+        # A runner that loaded its work from another machine says where and how long it ran.
+        run.seconds = run.seconds or time.perf_counter() - start
+        run.device = run.device or _device()
         run.results = results.to_jsonable(run.results)
         if run.results is not None:
             results.write_json(out / STUDY_RUN_FILE, {"config": stamp,
