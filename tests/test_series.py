@@ -17,6 +17,7 @@ import pytest
 from anisotropy_jax import checkpointing
 from anisotropy_jax.config import train_config_from_mapping
 from anisotropy_jax.configs.series import SeriesConfig
+from anisotropy_jax.metrics.intervention import DEFICIT_SHARES
 from anisotropy_jax.models import registry
 from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.studies import series, training
@@ -98,6 +99,10 @@ def test_export_equals_our_model(runs, objective):
             dynamics.analysis.sink_metrics, causal=tcfg.block.causal))(
             jnp.stack([b["attn_weights"] for b in probes["blocks"]])))
         for name in dynamics.HEAD_METRICS:
+            if name == "delta_agreement_matched_control":
+                # argmax votes of the matched control flip with float32 rounding where α is
+                # ill-conditioned; tests/test_intervention.py checks it against a float64 loop
+                continue
             np.testing.assert_allclose(heads[name], reference[name], rtol=1e-4, atol=1e-5,
                                        err_msg=name)
 
@@ -135,7 +140,12 @@ def test_series_analysis_mlm(runs):
     assert result.steps.tolist() == STEPS
     assert result.labels == ["embeddings", "layer_1", "layer_2"]
     assert all(v.shape == (4, 3) and np.isfinite(v).all() for v in result.layers.values())
-    assert all(v.shape == (4, 2, 2) and np.isfinite(v).all() for v in result.heads.values())
+    assert all(v.shape == (4, 2, 2) for v in result.heads.values())
+    # A head's share of its entropy deficit is undefined (NaN, never inf) where attention is
+    # nearly uniform (metrics.matched_control); every other head metric is finite.
+    shares = set(DEFICIT_SHARES)
+    assert all(np.isfinite(v).all() for n, v in result.heads.items() if n not in shares)
+    assert all(not np.isinf(result.heads[n]).any() for n in shares)
     assert result.config.head_length == result.data["head_batch_shape"][1] >= 2
     assert set(result.embeddings) and all(v.shape == (4,) for v in result.embeddings.values())
 

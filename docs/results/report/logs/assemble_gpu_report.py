@@ -35,7 +35,7 @@ BUNDLE = ROOT / "docs" / "results" / "report"
 EMBEDDINGS_GPU = ROOT / "docs" / "results" / "embeddings" / "gpu"
 # The committed REPORT.md of the default-size report, whose studies table recorded their wall time
 # and machine (kept here, since regenerating docs/REPORT.md replaces it).
-REPORT_BEFORE = pathlib.Path(__file__).resolve().parent / "REPORT_default_size.md"
+REPORT_BEFORE = pathlib.Path(__file__).resolve().parent / "REPORT_default_size.txt"
 
 
 def differences(recorded, wanted, path=""):
