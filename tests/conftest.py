@@ -21,7 +21,6 @@ os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 if os.environ.get("JAX_COMPILATION_CACHE_DIR") == os.environ.get("ANISOTROPY_JAX_TEST_CACHE"):
     os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # an xdist worker: set again below
 import jax  # noqa: E402
-import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -46,15 +45,14 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ["ANISOTROPY_JAX_TEST_CACHE"], ignore_errors=True)
 
 
-# Scheduling over the xdist workers (`-n 2 --dist loadgroup`, the README's command). Each module
-# below builds an expensive module-scoped fixture (trained runs, a normalisation grid, compiled
-# sweeps) that several of its tests share: its tests go to one worker, so the fixture is built
-# once per run instead of once per worker (the training runs alone took about 110 s per build).
-SHARED_FIXTURE_MODULES = ("test_train", "test_normalizations", "test_sweep_science",
-                          "test_train_precision", "test_seeds_vmapped", "test_depth_script",
-                          "test_benchmark", "test_depth")
-# The modules that take longest (pytest's --durations), scheduled first so that neither worker is
-# left with a long module at the end while the other idles. A stale list costs time, not checks.
+# Scheduling over the xdist workers (`-n 2 --dist loadscope`, the README's command): each module
+# runs on one worker, so a module fixture that several of its tests share (trained runs, a
+# normalisation grid, compiled sweeps) is built once per run instead of once per worker (the
+# training runs alone took about 110 s per build). (`--dist loadgroup` would group only the
+# marked modules, but it does not group with this pytest: xdist 3.8 renames `item._nodeid`, which
+# pytest 9 no longer reads.) The modules that take longest (pytest's --durations) are scheduled
+# first, so that neither worker is left with a long module at the end while the other idles. A
+# stale list costs time, not checks.
 SLOW_FIRST = ("test_train", "test_normalizations", "test_gemma3", "test_report", "test_colab",
               "test_sweep_normalizations", "test_families_causal", "test_cross_modal",
               "test_extreme_study_script", "test_sweep", "test_series",
@@ -62,14 +60,10 @@ SLOW_FIRST = ("test_train", "test_normalizations", "test_gemma3", "test_report",
               "test_depth_script")
 
 
-def _module(item) -> str:
-    return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if _module(item) in SHARED_FIXTURE_MODULES:
-            item.add_marker(pytest.mark.xdist_group(_module(item)))
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(_module(item), len(rank)))  # stable: order within kept
+
+    def module(item) -> str:
+        return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+    items.sort(key=lambda item: rank.get(module(item), len(rank)))  # stable within a module
