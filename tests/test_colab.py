@@ -1,7 +1,7 @@
 """A fresh Colab runtime, simulated: a new venv holding only what Colab's kernel brings (ipykernel,
 nbclient), each notebook alone in an empty folder, ANISOTROPY_JAX_SOURCE=git+file://<this
-checkout> (its committed HEAD). One test per notebook, so that pytest-xdist spreads them over its
-workers; they share the one venv (`runtime`, built once per run under a file lock).
+checkout> (its committed HEAD). One test per notebook; they share the one venv (`runtime`, built
+once per run under a file lock, should the module's tests ever be spread over workers).
 
 The runtime is made as 03's own install cell (the `pretrained` extra: the most any notebook
 needs) makes it, executed by the venv's kernel in an empty folder: the package and the offline
