@@ -222,6 +222,9 @@ def test_trends_are_decided_after_the_transient_against_a_float64_reference():
         v = fn({"clm": _curves(rising), "mlm": _curves(rising)})
         assert v.verdict == V.HOLDS and "5 seeds" in v.numbers[0], fn.__name__
         assert "peaks at" in v.numbers[0] and "step 16" in v.numbers[0]
+        late = rising[:, -1] - rising[:, 4]  # the sensitivity entry: from step 1,000, once
+        assert v.numbers[0].count("step 1000: ") == 1 and f"step 1000: {late.mean():.3g} [" in (
+            v.numbers[0])
         assert fn({"clm": _curves(falling), "mlm": _curves(rising)}).verdict == V.PARTLY
         assert fn({"clm": _curves(falling), "mlm": _curves(falling)}).verdict == V.FAILS
     short = _curves(rising[:, :4], steps=(0, 16, 64, 100))  # nothing after the transient

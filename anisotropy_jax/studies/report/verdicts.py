@@ -151,17 +151,24 @@ def _interval(q: Mapping[str, Any], index: int | None = None) -> tuple[float, fl
 TRANSIENT_END_STEP = 100
 
 
-def trend_after_transient(doc: Mapping[str, Any], quantity: str) -> dict[str, Any] | None:
+# The sensitivity entry of 4a and 4c: the same change from later window starts (shown, not decided
+# on: the rule's start stays TRANSIENT_END_STEP).
+SENSITIVITY_STARTS = (256, 512, 1000)
+
+
+def trend_after_transient(doc: Mapping[str, Any], quantity: str,
+                          from_step: int = TRANSIENT_END_STEP) -> dict[str, Any] | None:
     """The per-seed change of `quantity` (a seeds summary's `quantities[...]["per_seed"]`, seeds ×
     checkpoints) from the first checkpoint at step ≥ TRANSIENT_END_STEP to the last, with its
     t-interval over seeds; the transient's peak (the largest seed mean before that checkpoint, and
     its step) and the seed-mean curve. None when the quantity is absent or no checkpoint at step ≥
-    TRANSIENT_END_STEP comes before the last one."""
+    TRANSIENT_END_STEP comes before the last one. `from_step` moves the window's start (the
+    sensitivity entry)."""
     from anisotropy_jax.metrics.correlation import t_interval
 
     q = doc["quantities"].get(quantity)
     steps = [int(s) for s in doc["steps"]]
-    start = next((i for i, s in enumerate(steps) if s >= TRANSIENT_END_STEP), None)
+    start = next((i for i, s in enumerate(steps) if s >= from_step), None)
     if q is None or "per_seed" not in q or start is None or start >= len(steps) - 1:
         return None
     values = np.asarray(q["per_seed"], np.float64)
@@ -192,16 +199,29 @@ def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]
                        f"{trend['from_step']} to {trend['to_step']} "
                        f"{_fmt_interval(float(trend['mean']), float(trend['low']), float(trend['high']))}; "
                        f"the transient peaks at {_g(trend['peak'])} (step {trend['peak_step']}); "
-                       f"seed-mean curve {curve}")
+                       f"seed-mean curve {curve}" + _sensitivity(doc, quantity))
     if not oks:
         return _not_measured(key, crit, "; ".join(numbers))
     return Verdict(key, crit, all_or_some(oks), tuple(numbers), _training_scope(training))
 
 
+def _sensitivity(doc: Mapping[str, Any], quantity: str) -> str:
+    """'; from a later start: step 256: …, 512: …' (the starts with a checkpoint before the last)."""
+    cells, seen = [], {trend_after_transient(doc, quantity)["from_step"]}
+    for start in SENSITIVITY_STARTS:
+        t = trend_after_transient(doc, quantity, start)
+        if t is not None and t["from_step"] not in seen:
+            seen.add(t["from_step"])
+            cells.append(f"step {t['from_step']}: "
+                         f"{_fmt_interval(float(t['mean']), float(t['low']), float(t['high']))}")
+    return f"; from a later start (sensitivity) {', '.join(cells)}" if cells else ""
+
+
 _TREND_RULE = (f"the change from the first checkpoint at step ≥ {TRANSIENT_END_STEP} (after the "
                f"early transient) to the last has a 95% t-interval over seeds above 0: holds if "
                f"for every trained objective, partly if for some, does not hold if for none; the "
-               f"transient's peak and the whole seed-mean curve are shown")
+               f"transient's peak, the whole seed-mean curve and the change from later starts "
+               f"({', '.join(map(str, SENSITIVITY_STARTS))}; not decided on) are shown")
 
 
 def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
