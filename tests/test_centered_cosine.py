@@ -15,10 +15,11 @@ def float64():
         yield
 
 
-def _pair_loop_centered(x_NxD):
-    """The definition, slowly: centre by the mean, then the mean cosine over all i ≠ j."""
+def _pair_loop_centered(x_NxD, centre_D=None):
+    """The definition, slowly: centre by the mean (or `centre_D`), then the mean cosine over all
+    i ≠ j."""
     x = np.asarray(x_NxD, np.float64)
-    c = x - x.mean(axis=0)
+    c = x - (x.mean(axis=0) if centre_D is None else centre_D)
     n, total = len(c), 0.0
     for i in range(n):
         for j in range(n):
@@ -88,3 +89,46 @@ def test_equal_norm_identity_and_the_centred_floor():
         got = float(metrics.centered_average_cosine(jnp.asarray(pm)))
         assert got == pytest.approx(_pair_loop_centered(pm), abs=1e-12)
         assert got == pytest.approx(-1 / (len(pm) - 1), abs=1e-12)
+
+
+def _with_a_massive_token(seed):
+    """Sentence-like tokens, anisotropic around an offset, plus one token with one dimension
+    ~1,000x the others' scale (a first-token outlier as in SmolLM2)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(19, 8)) + 0.5 * rng.normal(size=8)
+    x[0, 3] = 1000.0
+    return x
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_massive_token_free_and_median_centres_match_the_loop(seed):
+    x = _with_a_massive_token(seed)
+    a = np.abs(x)
+    massive = a.max(axis=1) >= 100.0 * np.median(a)
+    assert massive.tolist() == [True] + [False] * 18
+    np.testing.assert_array_equal(metrics.massive_tokens(jnp.asarray(x)), massive)
+    without = float(metrics.centered_average_cosine(jnp.asarray(x), centre="mean_without_massive"))
+    assert without == pytest.approx(_pair_loop_centered(x, x[~massive].mean(axis=0)), abs=1e-12)
+    median = float(metrics.centered_average_cosine(jnp.asarray(x), centre="median"))
+    assert median == pytest.approx(_pair_loop_centered(x, np.median(x, axis=0)), abs=1e-12)
+    # The artefact these centres remove: the mean, dragged by the one token, adds a shared
+    # direction to all the others, and the "centred" cosine exceeds the raw one.
+    raw = float(metrics.average_cosine_similarity(jnp.asarray(x)))
+    assert float(metrics.centered_average_cosine(jnp.asarray(x))) > raw > without
+
+
+def test_the_massive_rule_reads_only_the_masked_tokens_and_falls_back_when_all_are_massive():
+    x = _with_a_massive_token(7)
+    x_BxLxD = np.concatenate([x, np.full((5, 8), 1e6)]).reshape(4, 6, 8)  # 5 masked-out giants
+    mask_BxL = np.arange(24).reshape(4, 6) < 19
+    got = metrics.centered_average_cosine(jnp.asarray(x_BxLxD), jnp.asarray(mask_BxL),
+                                          centre="mean_without_massive")
+    want = metrics.centered_average_cosine(jnp.asarray(x), centre="mean_without_massive")
+    assert float(got) == pytest.approx(float(want), abs=1e-12)
+    every = np.random.default_rng(8).normal(size=(6, 300))
+    every[:, 0] = 1000.0  # each token massive: the centre falls back to the mean of all
+    assert metrics.massive_tokens(jnp.asarray(every)).all()
+    assert float(metrics.centered_average_cosine(jnp.asarray(every), centre=(
+        "mean_without_massive"))) == float(metrics.centered_average_cosine(jnp.asarray(every)))
+    with pytest.raises(ValueError, match="centre"):
+        metrics.centered_average_cosine(jnp.asarray(x), centre="mode")

@@ -462,6 +462,13 @@ def test_state_metrics_match_float64_references(include_special):
         assert (share is None) == (average < states.ANISOTROPY_FLOOR)
         if share is not None:
             np.testing.assert_allclose(share, (average - centred) / average, rtol=1e-4)
+        a = np.abs(x)
+        ordinary = a.max(axis=1) < 100.0 * np.median(a)
+        for name, centre in (("without_massive", x[ordinary].mean(0) if ordinary.any()
+                              else x.mean(0)),
+                             ("median", np.median(x, axis=0))):
+            np.testing.assert_allclose(out[f"centered_average_cosine_{name}"][layer],
+                                       reference.average_cosine(x - centre), atol=1e-5)
     # the common bias grows with the layer index here: so do drift and cosine
     assert out["drift_norm"][0] < out["drift_norm"][1] < out["drift_norm"][2]
     corr = analysis.correlations(out)

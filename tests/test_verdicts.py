@@ -154,29 +154,53 @@ def test_godey_1_is_partly_at_best_and_never_the_best_layer():
     assert V.godey_1({"models": {"vit": one_seed}}).verdict == V.NOT_MEASURED
 
 
-def _pretrained(average, share, untrained_average, untrained_share):
+def _pretrained(average, share, untrained_average, untrained_share, plain=None):
+    """`share`: the massive-token-free centring's share (the decision); `plain`: the plain mean's
+    (default: the same), the median's the same as `share`."""
     n = len(average)
+    plain = share if plain is None else plain
     return {"model": {"state_labels": ["embeddings"] + [f"layer_{i}" for i in range(1, n)]},
             "metrics": {"trained": {"average_cosine": average,
-                                    "centering_removed_share": share}},
+                                    "centering_removed_share": plain,
+                                    "centering_removed_share_without_massive": share,
+                                    "centering_removed_share_median": share}},
             "untrained_seeds": {"seeds": [0, 1, 2, 3, 4], "metrics": {
                 "average_cosine": [untrained_average] * 5,
-                "centering_removed_share": [untrained_share] * 5}},
+                "centering_removed_share": [untrained_share] * 5,
+                "centering_removed_share_without_massive": [untrained_share] * 5,
+                "centering_removed_share_median": [untrained_share] * 5}},
             "correlations": {"trained": {"drift_norm_vs_average_cosine": {
                 "spearman": 0.9, "spearman_p": 0.01, "n": n}}}}
 
 
-def test_godey_2_asks_whether_centring_removes_what_training_added():
+def test_godey_2_asks_whether_centring_removes_what_training_added_in_two_networks():
     low = [0.05] * 5
     drift = _pretrained([0.1, 0.4, 0.5, 0.6, 0.2], [0.5, 0.9, 0.8, 0.7, 0.5], low, [None] * 5)
-    assert V.godey_2({"smollm2": drift}).verdict == V.HOLDS
     direction = _pretrained([0.1, 0.4, 0.5, 0.6, 0.2], [0.5, 0.1, 0.2, 0.3, 0.5], low, [0.9] * 5)
-    assert V.godey_2({"m": direction}).verdict == V.FAILS
-    assert V.godey_2({"m": direction, "smollm2": drift}).verdict == V.HOLDS  # "some models"
+    assert V.godey_2({"a": drift, "b": drift}).verdict == V.HOLDS
+    assert V.godey_2({"a": direction, "b": direction}).verdict == V.FAILS
+    assert V.godey_2({"a": direction, "b": drift}).verdict == V.PARTLY
+    # one network that can test it decides nothing, whichever way it reads
+    assert V.godey_2({"smollm2": drift}).verdict == V.NO_TEST
+    assert V.godey_2({"m": direction}).verdict == V.NO_TEST
     below = _pretrained([0.1] * 5, [0.99] * 5, [0.3] * 5, [1.0] * 5)  # training lowered it
-    v = V.godey_2({"minilm": below})
+    v = V.godey_2({"minilm": below, "a": drift})
     assert v.verdict == V.NO_TEST and "at none of 3" in v.numbers[0]
     assert V.godey_2({}).verdict == V.NOT_MEASURED
+
+
+def test_godey_2_decides_on_the_massive_token_free_centre_and_shows_the_plain_mean():
+    """The artefact: a massive token drags the plain mean, whose centred cosine then exceeds the
+    raw one (share < 0); the decision reads the centre without it, the plain mean is shown."""
+    low = [0.05] * 5
+    dragged = _pretrained([0.1, 0.4, 0.5, 0.6, 0.2], [0.5, 0.9, 0.8, 0.7, 0.5], low, [None] * 5,
+                          plain=[0.5, -0.2, -0.3, -0.1, 0.5])
+    v = V.godey_2({"a": dragged, "b": dragged})
+    assert v.verdict == V.HOLDS
+    assert "plain mean: 0 of 3" in v.numbers[0] and "per-dimension median: 3 of 3" in v.numbers[0]
+    old_schema = {"a": {**dragged, "metrics": {"trained": {"average_cosine": [0.1] * 5,
+                                                          "centering_removed_share": [0.9] * 5}}}}
+    assert V.godey_2(old_schema).verdict == V.NOT_MEASURED  # no massive-token-free share
 
 
 def _seeds(change_lows, contrast=None):

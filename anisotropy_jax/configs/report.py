@@ -48,7 +48,7 @@ from anisotropy_jax.configs.sweep import SweepConfig, sweep_config_dict, sweep_c
 STUDIES = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings")
 # Offline checkpoints the pretrained study looks for (found by the model modules' packaged_* helpers;
 # a model that is not installed is reported as not measured, with its install hint).
-PRETRAINED_MODELS = ("minilm_l6", "smollm2", "mpnet")
+PRETRAINED_MODELS = ("minilm_l6", "smollm2", "gemma3", "mpnet")
 SIZES = ("smoke", "default", "gpu", "full")  # the variants below
 # The inputs every reproduction sweep has: the bias and its norm-matched control (the verdicts of
 # Godey 3a/3b compare them); the other controls (config/sweep.py INPUTS) may join them.

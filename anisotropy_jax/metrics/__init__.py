@@ -47,11 +47,11 @@ from anisotropy_jax.metrics.extreme import (activation_inf_norm, activation_kurt
 from anisotropy_jax.metrics.geometry import (average_cosine_similarity, centered_average_cosine,
                                              cross_sequence_cosine_similarity, drift_norm,
                                              effective_rank, isoscore, isoscore_star,
-                                             partition_isotropy, relative_drift,
+                                             massive_tokens, partition_isotropy, relative_drift,
                                              sampled_pair_cosine_similarity,
                                              top_pc_variance_ratio,
                                              within_sequence_cosine_similarity)
-from anisotropy_jax.metrics.layer import (ANISOTROPY_FLOOR, LAYER_METRICS,
+from anisotropy_jax.metrics.layer import (ANISOTROPY_FLOOR, LAYER_METRICS, REMOVED_SHARES,
                                           centering_removed_share, layer_metrics)
 from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, gride_dimension,
                                                         gride_from_ratios, gride_scaling,
@@ -70,7 +70,7 @@ __all__ = [
     "attention_query_agreement", "attention_query_key_information", "attention_row_cosine",
     "attention_sink_mass", "attention_statistics", "average_cosine_similarity",
     "categorical_attention_statistics", "categorical_from_sums", "categorical_key_sums",
-    "centered_average_cosine",
+    "centered_average_cosine", "massive_tokens",
     "cloud_metrics", "cross_sequence_cosine_similarity",
     "drift_anisotropy_correlation", "drift_norm", "effective_rank", "isoscore", "isoscore_star",
     "mean_norm", "mean_over_queries", "normalized_attention_entropy", "normalized_entropy",
@@ -80,7 +80,8 @@ __all__ = [
     "USED_WEIGHT_STATISTICS", "used_weight_statistics",
     "within_sequence_cosine_similarity",
     # the per-layer metrics of every study, one name per quantity (metrics.layer)
-    "ANISOTROPY_FLOOR", "LAYER_METRICS", "centering_removed_share", "layer_metrics",
+    "ANISOTROPY_FLOOR", "LAYER_METRICS", "REMOVED_SHARES", "centering_removed_share",
+    "layer_metrics",
     # extreme activations and dimensions (metrics.extreme)
     "activation_inf_norm", "activation_kurtosis", "cosine_contributions", "massive_activations",
     "standardized_average_cosine", "top_contribution_share", "top_pc_share",

@@ -35,22 +35,49 @@ def average_cosine_similarity(x: Array, mask: Array | None = None) -> Array:
     return (jnp.sum(total_D * total_D) - self_terms) / (n * (n - 1))
 
 
-def centered_average_cosine(x: Array, mask: Array | None = None) -> Array:
+# The centres `centered_average_cosine` subtracts, and the rule for a massive token (Sun et al.'s
+# factor): a token whose largest |activation| is at least MASSIVE_TOKEN_FACTOR times the median
+# |activation| of the measured tokens. One such token (e.g. position 0 of SmolLM2, up to 13,820x
+# the median) drags the mean towards itself, so subtracting the mean adds a shared direction to
+# every other token: the "centred" cosine can then exceed the raw one.
+CENTRES = ("mean", "mean_without_massive", "median")
+MASSIVE_TOKEN_FACTOR = 100.0
+
+
+def massive_tokens(x: Array, mask: Array | None = None,
+                   factor: float = MASSIVE_TOKEN_FACTOR) -> Array:
+    """(N,) bool: the vectors of x (..., D) (among those `mask` selects) whose largest |entry| is
+    ≥ `factor` × the median |entry| of the selected vectors."""
+    a_NxD = jnp.abs(as_points(x))
+    if mask is None:
+        median = jnp.median(a_NxD)
+        selected_N = jnp.ones(a_NxD.shape[:1], bool)
+    else:
+        selected_N = jnp.asarray(mask).reshape(-1).astype(bool)
+        median = jnp.nanmedian(jnp.where(selected_N[:, None], a_NxD, jnp.nan))
+    return (jnp.max(a_NxD, axis=1) >= factor * median) & selected_N
+
+
+def centered_average_cosine(x: Array, mask: Array | None = None, centre: str = "mean") -> Array:
     """`average_cosine_similarity` of the centred vectors h_i − μ, μ the mean of the vectors of
     x (..., D) (of the vectors `mask` selects, when given; (B, L, D) with a (B, L) mask as for
-    `average_cosine_similarity`).
+    `average_cosine_similarity`). `centre`: "mean"; "mean_without_massive", the mean of the
+    vectors that are not `massive_tokens` (all of them when every one is), every vector still
+    measured; "median", the per-dimension median of the vectors.
 
     Why: for vectors of equal norm the average cosine is a function of the mean's norm alone,
     avg cos = (N/(N − 1))·‖mean of the unit vectors‖² − 1/(N − 1), so a correlation of drift with
     the average cosine is an identity there. Centring removes the common offset; what is left is
     the anisotropy beyond one shared direction. The centred vectors sum to 0, so centred vectors
-    of equal norm give exactly −1/(N − 1): the floor of the statistic, below 0.
+    of equal norm give exactly −1/(N − 1): the floor of the statistic, below 0 (for the mean).
     O(N·D), no N×N matrix; the mean is summed over x/c (c a power of two above max |x|: exact
-    scaling), so it cannot overflow. A vector equal to the mean is a zero vector (cosine 0 with
+    scaling), so it cannot overflow. A vector equal to the centre is a zero vector (cosine 0 with
     every other). A cloud of identical vectors (max |h − μ| within 8 ulps of max |h|, i.e.
     rounding only) gives 0, not the cosine of rounding residuals. Raises ValueError when fewer
-    than 2 vectors are given.
+    than 2 vectors are given or `centre` is unknown.
     """
+    if centre not in CENTRES:
+        raise ValueError(f"centre={centre!r}; choose from {CENTRES}")
     x_NxD = as_points(x)
     require_pairs(x_NxD.shape[0], "centered_average_cosine")
     w_N = (jnp.ones(x_NxD.shape[:1], x_NxD.dtype) if mask is None
@@ -58,7 +85,14 @@ def centered_average_cosine(x: Array, mask: Array | None = None) -> Array:
     peak = jnp.max(jnp.abs(x_NxD) * w_N[:, None])
     _, inv_c = power_of_two_above(peak)
     y_NxD = x_NxD * inv_c
-    mean_D = jnp.sum(y_NxD * w_N[:, None], axis=0) / jnp.sum(w_N)
+    if centre == "median":
+        mean_D = jnp.nanmedian(jnp.where(w_N[:, None] > 0, y_NxD, jnp.nan), axis=0)
+    else:
+        c_N = w_N
+        if centre == "mean_without_massive":
+            c_N = w_N * ~massive_tokens(x_NxD, w_N > 0)
+            c_N = jnp.where(jnp.sum(c_N) > 0, c_N, w_N)
+        mean_D = jnp.sum(y_NxD * c_N[:, None], axis=0) / jnp.sum(c_N)
     centred_NxD = (y_NxD - mean_D[None, :]) * w_N[:, None]
     # Identical vectors leave only the rounding of the mean: call that no direction at all.
     rounding = 8.0 * jnp.finfo(x_NxD.dtype).eps * peak * inv_c

@@ -37,6 +37,14 @@ LAYER_METRICS = {
     "centering_removed_share": "(average_cosine - centered_average_cosine) / average_cosine, the "
                                "share of the anisotropy that centring removes; None below "
                                "ANISOTROPY_FLOOR (`centering_removed_share`, on the host)",
+    "centered_average_cosine_without_massive": "average_cosine of h - mu', mu' the mean of the "
+                                               "tokens that are not massive (max |h| >= 100x "
+                                               "the state's median |h|, "
+                                               "metrics.massive_tokens)",
+    "centering_removed_share_without_massive": "centering_removed_share with mu' for mu",
+    "centered_average_cosine_median": "average_cosine of the tokens minus their per-dimension "
+                                      "median",
+    "centering_removed_share_median": "centering_removed_share with the median for mu",
     "cross_sequence_cosine": "mean cosine over the pairs of tokens from different sequences "
                              "(metrics.cross_sequence_cosine_similarity)",
     "within_sequence_cosine": "mean cosine over the pairs of tokens of the same sequence "
@@ -68,12 +76,20 @@ LAYER_METRICS = {
 # |average cosine| of order 1/D), so it is None there.
 ANISOTROPY_FLOOR = 0.01
 # The metrics of pooled tokens (every token counts alike, whatever its sequence).
-_POOLED = ("average_cosine", "centered_average_cosine", "drift_norm", "relative_drift",
+_POOLED = ("average_cosine", "centered_average_cosine", "centered_average_cosine_without_massive",
+           "centered_average_cosine_median", "drift_norm", "relative_drift",
            "mean_norm", "isoscore", "effective_rank", "effective_rank_centered",
            "top_pc_variance_ratio", "sampled_pair_cosine", "twonn_dimension", "gride_dimension")
 # Those of them that can take a (B, L, D) cloud with its mask instead of the tokens.
-_MASKED_POOLED = ("average_cosine", "centered_average_cosine", "twonn_dimension",
-                  "gride_dimension")
+_MASKED_POOLED = ("average_cosine", "centered_average_cosine",
+                  "centered_average_cosine_without_massive", "centered_average_cosine_median",
+                  "twonn_dimension", "gride_dimension")
+# The shares of the anisotropy that a centring removes (`centering_removed_share`, on the host):
+# share name → the centred cosine it is computed from.
+REMOVED_SHARES = {"centering_removed_share": "centered_average_cosine",
+                  "centering_removed_share_without_massive":
+                      "centered_average_cosine_without_massive",
+                  "centering_removed_share_median": "centered_average_cosine_median"}
 
 
 def centering_removed_share(average: float, centred: float) -> float | None:
@@ -87,7 +103,7 @@ def centering_removed_share(average: float, centred: float) -> float | None:
 def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
                   names: tuple[str, ...] = tuple(LAYER_METRICS), tokens_NxD: Array | None = None,
                   key: Array | None = None, num_pairs: int = 10_000) -> dict[str, Array]:
-    """The metrics `names` (of LAYER_METRICS, less the host-side centering_removed_share) of one
+    """The metrics `names` (of LAYER_METRICS, less the host-side REMOVED_SHARES) of one
     hidden state: B sequences of L tokens (B, L, D), `mask_BxL` the measured tokens (None: all).
 
     The pooled metrics take the measured tokens as one (N, D) cloud: `tokens_NxD` when given,
@@ -99,10 +115,10 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     B < 2. sampled_pair_cosine needs `key` (its `num_pairs` pairs); an intrinsic dimension is NaN
     where undefined. Scalars in the dtype of x; jit- (names, num_pairs static) and vmap-safe.
     """
-    unknown = [n for n in names if n not in LAYER_METRICS or n == "centering_removed_share"]
+    unknown = [n for n in names if n not in LAYER_METRICS or n in REMOVED_SHARES]
     if unknown:
         raise ValueError(f"unknown layer metric(s) {unknown}; choose from {tuple(LAYER_METRICS)} "
-                         "(centering_removed_share: `centering_removed_share`, on the host)")
+                         f"({tuple(REMOVED_SHARES)}: `centering_removed_share`, on the host)")
     x_BxLxD = jnp.asarray(x_BxLxD)
     if x_BxLxD.ndim != 3:
         raise ValueError(f"expected (B, L, D) hidden states, got shape {x_BxLxD.shape}")
@@ -118,6 +134,10 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     compute = {
         "average_cosine": lambda: geometry.average_cosine_similarity(x_NxD, points_mask),
         "centered_average_cosine": lambda: geometry.centered_average_cosine(x_NxD, points_mask),
+        "centered_average_cosine_without_massive": lambda: geometry.centered_average_cosine(
+            x_NxD, points_mask, centre="mean_without_massive"),
+        "centered_average_cosine_median": lambda: geometry.centered_average_cosine(
+            x_NxD, points_mask, centre="median"),
         "drift_norm": lambda: geometry.drift_norm(x_NxD),
         "relative_drift": lambda: geometry.relative_drift(x_NxD),
         "mean_norm": lambda: norms.mean_norm(x_NxD),

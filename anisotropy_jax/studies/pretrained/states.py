@@ -30,6 +30,9 @@ from anisotropy_jax.metrics.correlation import (exact_permutation_p,
 # every sentence in state 0) drop out; None where undefined (fewer than 3 tokens, 17 for GRIDE;
 # every token a duplicate).
 METRIC_NAMES = ("average_cosine", "centered_average_cosine", "centering_removed_share",
+                "centered_average_cosine_without_massive",
+                "centering_removed_share_without_massive", "centered_average_cosine_median",
+                "centering_removed_share_median",
                 "cross_sequence_cosine", "within_sequence_cosine", "sampled_pair_cosine",
                 "drift_norm", "relative_drift", "mean_norm", "isoscore", "effective_rank",
                 "effective_rank_centered", "top_pc_variance_ratio", "twonn_dimension",
@@ -140,12 +143,13 @@ def layer_values(x_NxD: np.ndarray, sentence_N: np.ndarray, key: jax.Array,
     slot, position, mask_SxL = sequence_layout(sentence_N)
     x_SxLxD = np.zeros(mask_SxL.shape + (x_NxD.shape[-1],), np.float32)
     x_SxLxD[slot, position] = x_NxD
-    names = tuple(n for n in METRIC_NAMES if n != "centering_removed_share")
+    names = tuple(n for n in METRIC_NAMES if n not in metrics.REMOVED_SHARES)
     values = jax.device_get(_layer_metrics(x_SxLxD, mask_SxL, names=names, tokens_NxD=x_NxD,
                                            key=key, num_pairs=num_pairs))
     values.setdefault("within_sequence_cosine", None)  # one token per input
-    values["centering_removed_share"] = centering_removed_share(
-        float(values["average_cosine"]), float(values["centered_average_cosine"]))
+    for share, centred in metrics.REMOVED_SHARES.items():
+        values[share] = centering_removed_share(float(values["average_cosine"]),
+                                                float(values[centred]))
     out: dict[str, float | None] = {}
     for name in METRIC_NAMES:
         out[name] = None if values[name] is None else float(values[name])

