@@ -4,6 +4,7 @@ forward's probes (so the wiring — which block, which mask, which queries — i
 metrics again: tests/test_extreme_metrics.py tests those), the storage (nothing grows
 with L), the per-layer summary, the inputs, and the whole study in process on a tiny BERT
 checkpoint with a toy tokenizer."""
+import dataclasses
 import json
 
 import jax
@@ -228,3 +229,48 @@ def test_config_checks_and_variants():
     smoke = from_mapping(ExtremeConfig, extreme_settings.get_config("smoke"))
     assert smoke.models == ("all-MiniLM-L6-v2",) and smoke.untrained_seeds == 2
     assert from_mapping(ExtremeConfig, extreme_settings.get_config(None)).untrained_seeds >= 5
+
+
+@pytest.fixture(scope="module")
+def tiny_causal_dir(tmp_path_factory):
+    """A tiny random-init GPT-2 checkpoint whose BOS is the toy tokenizer's [CLS] (which the
+    tokenizer adds), saved as a Hugging Face folder."""
+    path = tmp_path_factory.mktemp("tiny_causal")
+    hf = {**TINY_GPT2, "vocab_size": toy_tokenizer(path), "bos_token_id": 2,
+          "architectures": ["GPT2LMHeadModel"]}
+    cfg = gpt2.config_from_hf(hf)
+    params = jax.tree.map(np.asarray, gpt2.FAMILY.init_params(cfg, jax.random.key(5))["params"])
+    return _write_checkpoint(path, hf, gpt2.to_hf(params, cfg))
+
+
+def test_any_checkpoint_with_and_without_its_first_token(tiny_causal_dir, tmp_path):
+    config = from_mapping(ExtremeConfig, {"model_dir": str(tiny_causal_dir), "num_sentences": 4,
+                                          "min_words": 5, "max_length": 16,
+                                          "untrained_seeds": 1})
+    plan = analysis.validate(config)
+    name = tiny_causal_dir.name
+    assert list(plan.models) == [name] and plan.skipped == {}
+    kinds = analysis.batches(plan.models[name], config)
+    assert set(kinds) == set(extreme_settings.INPUT_KINDS)
+    assert len({b.token_ids.shape for b in kinds.values()}) == 1  # one width, one compilation
+    natural, without = kinds["natural"], kinds["natural_no_bos"]
+    assert (natural.token_ids[:, 0] == 2).all() and (without.token_ids[:, 0] != 2).all()
+    rows = natural.mask_BxL.sum(1)
+    for b, n in enumerate(rows):  # the same sentence, shifted left by the BOS
+        assert np.array_equal(without.token_ids[b, :n - 1], natural.token_ids[b, 1:n])
+    repeated, repeated_bos = kinds["repeated_no_bos"], kinds["repeated_bos"]
+    # without the BOS, key 0 is the repeated id like every other content token
+    assert (repeated.token_ids[:, 0] == repeated.token_ids[0, 1]).all()
+    assert (repeated_bos.token_ids[:, 0] == 2).all()
+    for batch in kinds.values():  # a control key other than 0 among each sequence's tokens
+        n = batch.mask_BxL.sum(1)
+        assert ((batch.control_key_B >= 1) & (batch.control_key_B < n)).all()
+    # the run on two kinds (one forward each of the trained and the untrained weights)
+    short = dataclasses.replace(plan, config=dataclasses.replace(
+        config, inputs=("natural", "natural_bos", "natural_no_bos")))
+    doc = report.write(analysis.run(short), tmp_path, Provenance())
+    entry = doc["models"][name]["inputs"]
+    assert entry["natural_bos"]["same_tokens_as"] == "natural"  # the tokenizer adds the BOS
+    assert entry["natural"]["first_tokens"] == [2] and 2 not in entry["natural_no_bos"][
+        "first_tokens"]
+    assert "model_dir" in extreme_settings.get_config(None)
