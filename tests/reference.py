@@ -129,9 +129,10 @@ def categorical_attention(logits_QxK, visible_QxK=None):
 
 
 def _log_ratios(x_NxD, n1, n2):
-    """log(r_{n2}/r_{n1}) of every point whose n1-th neighbour is not a duplicate (r_{n1} > 0),
-    with a loop over the points (float64)."""
-    x = np.asarray(x_NxD, np.float64)
+    """log(r_{n2}/r_{n1}) of every distinct point (identical rows counted once, as dadapy's
+    remove_identical_points does) whose n1-th neighbour is not at distance 0, with a loop over
+    the points (float64)."""
+    x = np.unique(np.asarray(x_NxD, np.float64), axis=0)
     logs = []
     for i in range(len(x)):
         r = np.sort(np.linalg.norm(np.delete(x, i, axis=0) - x[i], axis=1))

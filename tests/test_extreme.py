@@ -4,6 +4,7 @@ forward's probes (so the wiring — which block, which mask, which queries — i
 metrics again: tests/test_extreme_metrics.py tests those), the storage (nothing grows
 with L), the per-layer summary, the inputs, and the whole study in process on a tiny BERT
 checkpoint with a toy tokenizer."""
+import dataclasses
 import json
 
 import jax
@@ -53,8 +54,9 @@ def _softmax64(q, k, visible):
     return e / e.sum(-1, keepdims=True), logits
 
 
-def _reference_block(block, mask, causal):
-    """α_0, the split and the no-op score of one block, in float64 loops."""
+def _reference_block(block, mask, causal, control_key=None):
+    """α_0, the split and the no-op score of one block, in float64 loops; with `control_key`
+    (B,), the carried share for that key in the place of key 0 ("control_query_carried")."""
     q, k, v = (np.asarray(block[n], np.float64) for n in ("queries", "keys", "values"))
     b, l, h, dh = q.shape
     visible = np.broadcast_to(mask[:, None, None, :] & (np.tril(np.ones((l, l), bool)) if causal
@@ -65,17 +67,20 @@ def _reference_block(block, mask, causal):
     qbar = q[mask].mean(0)  # (H, Dh)
     shared, excess = np.zeros(h), np.zeros(h)
     positive, carried = np.zeros(h), np.zeros(h)
+    key = np.zeros(b, int) if control_key is None else np.asarray(control_key)
     for j in range(h):
         rows = [(i, t) for i in range(b) for t in range(l)
-                if mask[i, t] and visible[i, 0, t].sum() > 1]
+                if mask[i, t] and visible[i, 0, t, key[i]] and visible[i, 0, t].sum() > 1]
         for i, t in rows:
             vis = visible[i, 0, t]
-            delta = k[i, 0, j] - k[i, vis, j].mean(0)
+            delta = k[i, key[i], j] - k[i, vis, j].mean(0)
             one_excess, one_shared = q[i, t, j] @ delta / np.sqrt(dh), qbar[j] @ delta / np.sqrt(dh)
             excess[j] += one_excess / len(rows)
             shared[j] += one_shared / len(rows)
             positive[j] += (one_excess > 0) / len(rows)
             carried[j] += (one_excess > 0 and one_shared >= one_excess / 2) / len(rows)
+    if control_key is not None:
+        return {"control_query_carried": carried}
     vnorm = np.linalg.norm(v, axis=-1)  # (B, L, H)
     mean_v = np.array([vnorm[i][mask[i]].mean(0) for i in range(b)])
     return {"sink_score": alpha0, "excess": excess, "shared": shared,
@@ -87,11 +92,14 @@ def _reference_block(block, mask, causal):
 def test_layer_statistics_match_float64_references(name):
     family, cfg, params = _model(name)
     x, mask = _batch()
-    stats = layers.to_host(layers.layer_statistics_fn(family, cfg, 4, 2)(params, x, mask))
+    control = np.array([5, 2, 7], np.int32)  # a key other than 0 per sequence (row 1: 7 valid)
+    stats = layers.to_host(layers.layer_statistics_fn(family, cfg, 4, 2)(params, x, mask,
+                                                                          control))
     _, probes = family.apply(cfg, params, *x)
     assert len(stats["attention"]) == len(probes["blocks"]) == 2
     for got, block in zip(stats["attention"], probes["blocks"]):
         ref = _reference_block(block, mask, family.causal)
+        ref.update(_reference_block(block, mask, family.causal, control))
         for key, value in ref.items():
             np.testing.assert_allclose(got[key], value, rtol=2e-4, atol=2e-5, err_msg=key)
     states = np.asarray(family.states(probes, cfg), np.float64)
@@ -115,10 +123,19 @@ def test_layer_statistics_match_float64_references(name):
         n = len(without)
         assert got["average_cosine_without_first"] == pytest.approx(
             ((units @ units.T).sum() - n) / (n * (n - 1)), abs=1e-5)
-        # float64 loops over the pooled tokens (duplicates, e.g. one token at one position of two
-        # sequences in the embeddings, have no ratio and drop out, as in the metric)
-        assert got["twonn_dimension"] == pytest.approx(reference.twonn(tokens), rel=1e-4)
-        assert got["gride_dimension"] == pytest.approx(reference.gride(tokens, *layers.GRIDE_RANKS), rel=1e-4)
+        # float64 loops over the pooled tokens but each sequence's first (identical points, e.g.
+        # one token at one position of two sequences in the embeddings, counted once)
+        assert got["twonn_dimension"] == pytest.approx(reference.twonn(without), rel=1e-4)
+        assert got["gride_dimension"] == pytest.approx(
+            reference.gride(without, *layers.GRIDE_RANKS), rel=1e-4)
+        norms = np.linalg.norm(x_BxLxD, axis=-1)
+        assert got["first_token_norm_ratio"] == pytest.approx(np.mean(
+            [norms[b, 0] / norms[b, 1:][mask[b, 1:]].mean() for b in range(3)]), rel=1e-5)
+        for key, rows in (("top_pc_share_unit", tokens), ("top_pc_share_unit_without_first",
+                                                          without)):
+            unit_rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+            eig = np.linalg.eigvalsh(np.cov(unit_rows.T, bias=True))
+            assert got[key] == pytest.approx(eig[-1] / eig.sum(), rel=1e-4), key
 
 
 def test_storage_does_not_grow_with_length():
@@ -129,10 +146,10 @@ def test_storage_does_not_grow_with_length():
     assert short == long
     # B = 3, H = 4, 2 blocks; 4 states (GPT-2's last after the final norm), top_k = 4,
     # top_dims = 2 (floats kept as float64, coordinates and counts as int32)
-    per_block = 4 * 3 * 4 * 8 + 3 * 4 * 4 + 5 * 4 * 8  # (B, H) floats, free_sink_key; (H,)
+    per_block = 4 * 3 * 4 * 8 + 3 * 4 * 4 + 6 * 4 * 8  # (B, H) floats, free_sink_key; (H,)
     per_state = (2 * 4 * 8 + 3 * 4 * 4  # top values and ratios; their coordinates
                  + 3 * 8 + 2 * 3 * 4 + 2 * 3 * 8  # median; massive/relative counts; kurtosis, ∞
-                 + 8 * 8 + 2 * 4)  # eight scalars; the top CC_d dimensions
+                 + 11 * 8 + 2 * 4)  # eleven scalars; the top CC_d dimensions
     assert short == 2 * per_block + 4 * per_state
 
 
@@ -143,7 +160,8 @@ def test_summary_rates_and_shared_share():
              "noop_score": np.ones((3, 2)), "output_ratio": np.ones((3, 2)),
              "excess": np.array([2.0, 1.0]), "shared": np.array([1.5, 3.0]),
              "query_specific": np.array([0.5, -2.0]),
-             "query_positive": np.array([1.0, 0.9]), "query_carried": np.array([0.5, 0.2])}
+             "query_positive": np.array([1.0, 0.9]), "query_carried": np.array([0.5, 0.2]),
+             "control_query_carried": np.array([0.1, 0.0])}
     got = summary.attention_summary(block, 0.3)
     assert got["sink_rate"] == pytest.approx(3 / 5)
     assert got["free_sink_rate"] == pytest.approx(4 / 6)
@@ -211,3 +229,48 @@ def test_config_checks_and_variants():
     smoke = from_mapping(ExtremeConfig, extreme_settings.get_config("smoke"))
     assert smoke.models == ("all-MiniLM-L6-v2",) and smoke.untrained_seeds == 2
     assert from_mapping(ExtremeConfig, extreme_settings.get_config(None)).untrained_seeds >= 5
+
+
+@pytest.fixture(scope="module")
+def tiny_causal_dir(tmp_path_factory):
+    """A tiny random-init GPT-2 checkpoint whose BOS is the toy tokenizer's [CLS] (which the
+    tokenizer adds), saved as a Hugging Face folder."""
+    path = tmp_path_factory.mktemp("tiny_causal")
+    hf = {**TINY_GPT2, "vocab_size": toy_tokenizer(path), "bos_token_id": 2,
+          "architectures": ["GPT2LMHeadModel"]}
+    cfg = gpt2.config_from_hf(hf)
+    params = jax.tree.map(np.asarray, gpt2.FAMILY.init_params(cfg, jax.random.key(5))["params"])
+    return _write_checkpoint(path, hf, gpt2.to_hf(params, cfg))
+
+
+def test_any_checkpoint_with_and_without_its_first_token(tiny_causal_dir, tmp_path):
+    config = from_mapping(ExtremeConfig, {"model_dir": str(tiny_causal_dir), "num_sentences": 4,
+                                          "min_words": 5, "max_length": 16,
+                                          "untrained_seeds": 1})
+    plan = analysis.validate(config)
+    name = tiny_causal_dir.name
+    assert list(plan.models) == [name] and plan.skipped == {}
+    kinds = analysis.batches(plan.models[name], config)
+    assert set(kinds) == set(extreme_settings.INPUT_KINDS)
+    assert len({b.token_ids.shape for b in kinds.values()}) == 1  # one width, one compilation
+    natural, without = kinds["natural"], kinds["natural_no_bos"]
+    assert (natural.token_ids[:, 0] == 2).all() and (without.token_ids[:, 0] != 2).all()
+    rows = natural.mask_BxL.sum(1)
+    for b, n in enumerate(rows):  # the same sentence, shifted left by the BOS
+        assert np.array_equal(without.token_ids[b, :n - 1], natural.token_ids[b, 1:n])
+    repeated, repeated_bos = kinds["repeated_no_bos"], kinds["repeated_bos"]
+    # without the BOS, key 0 is the repeated id like every other content token
+    assert (repeated.token_ids[:, 0] == repeated.token_ids[0, 1]).all()
+    assert (repeated_bos.token_ids[:, 0] == 2).all()
+    for batch in kinds.values():  # a control key other than 0 among each sequence's tokens
+        n = batch.mask_BxL.sum(1)
+        assert ((batch.control_key_B >= 1) & (batch.control_key_B < n)).all()
+    # the run on two kinds (one forward each of the trained and the untrained weights)
+    short = dataclasses.replace(plan, config=dataclasses.replace(
+        config, inputs=("natural", "natural_bos", "natural_no_bos")))
+    doc = report.write(analysis.run(short), tmp_path, Provenance())
+    entry = doc["models"][name]["inputs"]
+    assert entry["natural_bos"]["same_tokens_as"] == "natural"  # the tokenizer adds the BOS
+    assert entry["natural"]["first_tokens"] == [2] and 2 not in entry["natural_no_bos"][
+        "first_tokens"]
+    assert "model_dir" in extreme_settings.get_config(None)

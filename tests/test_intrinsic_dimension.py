@@ -171,6 +171,53 @@ def test_matches_dadapy_on_its_reference_data():
         np.testing.assert_allclose(got.scale, gs["scale"], rtol=1e-12, err_msg=name)
 
 
+def _duplicate_datasets():
+    spec = importlib.util.spec_from_file_location("dadapy_duplicates",
+                                                  RESULTS / "dadapy_duplicates.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_datasets()
+
+
+def _copies_as_neighbours_twonn(x):
+    """TwoNN as it was before copies were left out of the neighbour search: every point keeps
+    its neighbours (copies included) and only the points with r1 = 0 lose their ratio (float64
+    loops): the number that identical points inflate."""
+    logs = []
+    for i in range(len(x)):
+        r = np.sort(np.linalg.norm(np.delete(x, i, axis=0) - x[i], axis=1))
+        if r[0] > 0:
+            logs.append(np.log(r[1] / r[0]))
+    logs = np.sort(logs)
+    kept = int(np.floor(len(logs) * 0.9))
+    ys = -np.log(1.0 - np.arange(1, kept + 1) / len(logs))
+    return float(logs[:kept] @ ys / (logs[:kept] @ logs[:kept]))
+
+
+def test_identical_points_count_once_as_dadapy_removes_them():
+    """60 % of the points exact copies: TwoNN and GRIDE equal those of the distinct points (to
+    1e-9: the same points up to their order), and dadapy's numbers after its
+    remove_identical_points (dadapy_duplicates.json: TwoNN to 1e-9, GRIDE's scales to 1e-6, its
+    bisection stopping at 1e-7). The negative control: keeping the copies as neighbours (only
+    their ratios dropped) does not give the distinct points' value."""
+    reference = json.loads((RESULTS / "dadapy_duplicates.json").read_text())["datasets"]
+    datasets = _duplicate_datasets()
+    assert set(datasets) == set(reference)
+    for name, (x, unique, dim) in datasets.items():
+        ref = reference[name]
+        assert np.sum(x) == pytest.approx(ref["checksum"]["sum"], rel=1e-12), name
+        np.testing.assert_allclose(x[0, :3], ref["checksum"]["first"], rtol=1e-14)
+        assert int(metrics.distinct_points(x).sum()) == ref["n_distinct"] == len(unique)
+        got, alone = float(twonn(x)), float(twonn(unique))
+        assert got == pytest.approx(alone, rel=1e-9), name
+        assert got == pytest.approx(ref["with_copies"]["twonn_fit_fraction_0.9"], rel=1e-9)
+        assert got == pytest.approx(dim, rel=0.15)
+        np.testing.assert_allclose(scaling(x, max_rank=32, unbiased=True).dimension,
+                                   ref["with_copies"]["gride_scaling_32"], rtol=1e-6)
+        inflated = _copies_as_neighbours_twonn(x)
+        assert inflated > 1.3 * alone, (name, inflated, alone)
+
+
 # ---------------------------------------------------------------- known dimensions
 
 @pytest.mark.parametrize("d", [1, 2, 5])
@@ -221,14 +268,10 @@ def test_mask_equals_subset_and_duplicates_drop_out():
     # (..., D) points with a (...,) mask, as the cosine metrics take them
     assert float(twonn(x.reshape(4, N // 4, D), mask.reshape(4, N // 4))) == pytest.approx(
         float(twonn(x[mask])), rel=1e-12)
-    # A duplicated point: r1 = 0 for both copies, so they leave the estimate (μ is undefined).
+    # A duplicated point is counted once: the estimate is that of the points without the copy.
     dup = np.concatenate([x, x[:1]])
-    r = _sorted_distances(dup)
-    ok = r[:, 0] > 0
-    log_mu = np.log(r[ok, 1] / r[ok, 0])
-    assert ok.sum() == N - 1
-    assert float(gride(dup, n1=1, n2=2).dimension) == pytest.approx(ok.sum() / log_mu.sum(),
-                                                                    rel=1e-10)
+    assert float(gride(dup, n1=1, n2=2).dimension) == pytest.approx(
+        float(gride(x, n1=1, n2=2).dimension), rel=1e-12)
 
 
 def test_layer_dimensions_equal_the_two_estimators_with_masks_and_small_clouds():

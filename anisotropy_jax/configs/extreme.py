@@ -14,6 +14,10 @@ Variants (`--config=extreme:VARIANT`):
   report   every installed model, 16 sentences, 4 images or utterances, 5 untrained seeds (the
            default halved in sentences to fit a shared 2-core CPU: the numbers of
            docs/REPORT.md "Extreme tokens")
+Any checkpoint (a Hugging Face folder, or a .gguf file / a folder holding one) instead of the
+named models:
+
+  anisotropy-jax extreme --workdir=runs/extreme_mine --config.model_dir=/path/to/model
 Every field is an ExtremeConfig field (anisotropy_jax/configs/extreme.py) and can be overridden
 with --config.FIELD=VALUE.
 """
@@ -37,7 +41,10 @@ EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untraine
 # Text inputs: Shakespeare sentences, the same token positions filled with uniformly drawn ids,
 # and with one id repeated (Gu et al.'s control). Image and audio models take their offline
 # defaults (photographs, spoken Shakespeare) as their one natural input.
-INPUT_KINDS = ("natural", "random", "repeated")
+# A causal model with a BOS id also takes natural and repeated text with and without a BOS at
+# position 0 (studies/extreme/inputs.py FIRST_TOKEN_KINDS): the first-token claim's inputs.
+INPUT_KINDS = ("natural", "random", "repeated", "natural_bos", "natural_no_bos", "repeated_bos",
+               "repeated_no_bos")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +52,15 @@ class ExtremeConfig:
     """Which models, which inputs, and how they are measured.
 
     Attributes:
+      model_dir: a local checkpoint of any family of anisotropy_jax/models/registry.py (a Hugging
+        Face folder, or a .gguf file / a folder holding one), measured instead of `models` and
+        named in results.json by its folder or file name; '' = `models`.
       models: names of EXTREME_MODELS (the cross-modal study's offline transformers); those not
         installed are skipped and listed in results.json "skipped".
       inputs: text input kinds, a subset of INPUT_KINDS ('natural' Shakespeare sentences,
-        'random' ids, one 'repeated' id); image and audio models measure their natural inputs
-        only.
+        'random' ids, one 'repeated' id; '*_bos' / '*_no_bos' natural or repeated text with and
+        without a BOS at position 0, causal models with a BOS id only); image and audio models
+        measure their natural inputs only.
       num_sentences: text sequences per input kind (one padded batch).
       max_length: tokenizer truncation length in tokens (Gu et al. measure 64-token inputs).
       min_words, max_words: sentence lengths kept, in words (long sentences: Gu et al.'s inputs
@@ -63,6 +74,7 @@ class ExtremeConfig:
       precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
     """
 
+    model_dir: str = ""
     models: tuple[str, ...] = EXTREME_MODELS
     inputs: tuple[str, ...] = INPUT_KINDS
     num_sentences: int = 32
@@ -78,6 +90,8 @@ class ExtremeConfig:
     precision: str = "highest"
 
     def __post_init__(self):
+        require(isinstance(self.model_dir, str), "model_dir",
+                f"must be a path, got {self.model_dir!r}")
         require(len(self.models) > 0, "models", "name at least one model")
         for name in self.models:
             require_choice(name, "models", EXTREME_MODELS, "model")

@@ -53,7 +53,8 @@ from anisotropy_jax.metrics.geometry import (average_cosine_similarity, centered
                                              within_sequence_cosine_similarity)
 from anisotropy_jax.metrics.layer import (ANISOTROPY_FLOOR, LAYER_METRICS, REMOVED_SHARES,
                                           centering_removed_share, layer_metrics)
-from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, gride_dimension,
+from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, distinct_points,
+                                                        gride_dimension,
                                                         gride_from_ratios, gride_scaling,
                                                         layer_dimensions, neighbor_distances,
                                                         twonn_dimension, twonn_from_ratios)
@@ -90,6 +91,6 @@ __all__ = [
     "key_attention_scores_from_sums", "max_key_attention", "noop_head_score", "sink_logit_split",
     "sink_rate", "sink_scores_from_probabilities",
     # intrinsic dimension (metrics.intrinsic_dimension)
-    "IDEstimate", "gride_dimension", "gride_from_ratios", "gride_scaling", "layer_dimensions",
+    "IDEstimate", "distinct_points", "gride_dimension", "gride_from_ratios", "gride_scaling", "layer_dimensions",
     "neighbor_distances", "twonn_dimension", "twonn_from_ratios",
 ]

@@ -23,9 +23,14 @@ and for (n1, n2) = (1, 2) (TwoNN) the Pareto law F(μ) = 1 − μ^{−d}. Estima
     the score, as dadapy does ((N − 1)/Σ log μ is unbiased for TwoNN).
   * `gride_scaling`: GRIDE at n1 = 1, 2, 4, …, n2 = 2 n1 up to `max_rank`, the ID as a function of
     the neighbourhood size (dadapy's `return_id_scaling_gride`).
-dadapy also drops ratios above 20 (q95 − q50) + q50 before GRIDE (a guard against duplicates);
-this module does not: it leaves out only points whose n1-th neighbour is at distance 0
-(duplicates, for which μ is undefined).
+Identical points are counted once (`distinct_points`), as dadapy's `remove_identical_points`
+does before any estimate: a copy is left out of the ratios *and* of the neighbour search, so it
+is nobody's neighbour (were copies only dropped as ratios, they would still be the second
+neighbour of their other copies' neighbours, and 60 % duplicated points of a 5-dimensional
+Gaussian raise TwoNN from 5.0 to 8.1). dadapy also drops ratios above 20 (q95 − q50) + q50 before
+GRIDE (a second guard against duplicates); this module does not: beyond identical points it
+leaves out only points whose n1-th neighbour is at distance 0 after centring (for which μ is
+undefined).
 
 Distances: the points are centred and divided by a power of two (translation and scale leave
 every ratio unchanged), neighbours are ranked from the Gram matrix in blocks of rows (O(block·N)
@@ -66,6 +71,47 @@ def _points_and_weights(points: Array, mask: Array | None) -> tuple[Array, Array
     return x_NxD, mask_N
 
 
+# Earlier points checked for an exact copy of each point: the nearest by the Gram matrix, so an
+# identical point is missed only behind this many distinct points closer than rounding.
+COPY_CANDIDATES = 8
+
+
+def _centred(x_NxD: Array, valid_N: Array) -> tuple[Array, Array]:
+    """(y, c): the points centred on the mean of the counted points and divided by powers of two
+    (exact up to rounding; it keeps a large common offset out of the Gram matrix), x ≈ c·y + mean."""
+    w_N = valid_N.astype(x_NxD.dtype)
+    c, inv_c = power_of_two_above(jnp.max(jnp.abs(x_NxD) * w_N[:, None]))
+    y = x_NxD * inv_c
+    y = y - jnp.sum(y * w_N[:, None], axis=0, keepdims=True) / jnp.sum(w_N)
+    c2, inv_c2 = power_of_two_above(jnp.max(jnp.abs(y) * w_N[:, None]))
+    return y * inv_c2, c * c2
+
+
+def distinct_points(points: Array, mask: Array | None = None, block_size: int = 512) -> Array:
+    """(N,) bool: the counted points (mask, None: all) that are not an exact copy of an earlier
+    counted point, for points (..., D) flattened to (N, D): every distinct point counted once, as
+    dadapy's `remove_identical_points` (np.unique over the rows) keeps it. The copies are looked
+    for among each point's COPY_CANDIDATES nearest earlier points, and compared exactly."""
+    x_NxD, valid_N = _points_and_weights(points, mask)
+    n = x_NxD.shape[0]
+    if n < 2:
+        return valid_N
+    y, _ = _centred(x_NxD, valid_N)
+    sq_N = jnp.sum(y * y, axis=-1)
+    k = min(COPY_CANDIDATES, n - 1)
+
+    def row_copy(args):
+        row_D, x_D, index = args
+        d2_N = sq_N - 2.0 * jnp.dot(y, row_D, precision=jax.lax.Precision.HIGHEST)
+        earlier = valid_N & (jnp.arange(n) < index)
+        score, idx_K = jax.lax.top_k(jnp.where(earlier, -d2_N, -jnp.inf), k)
+        same_K = jnp.all(x_NxD[idx_K] == x_D[None, :], axis=-1) & jnp.isfinite(score)
+        return jnp.any(same_K)
+
+    copy_N = jax.lax.map(row_copy, (y, x_NxD, jnp.arange(n)), batch_size=block_size)
+    return valid_N & ~copy_N
+
+
 def neighbor_distances(points: Array, ranks: tuple[int, ...], mask: Array | None = None,
                        block_size: int = 512) -> Array:
     """Distances to the neighbours of the given ranks (1 = nearest, self excluded), (N, len(ranks))
@@ -76,14 +122,8 @@ def neighbor_distances(points: Array, ranks: tuple[int, ...], mask: Array | None
     n = x_NxD.shape[0]
     if not ranks or min(ranks) < 1 or max(ranks) > n - 1:
         raise ValueError(f"ranks must lie in [1, N − 1 = {n - 1}], got {ranks}")
-    # Centre on the mean of the counted points and divide by a power of two: exact up to
-    # rounding, and it keeps a large common offset out of the Gram matrix.
     w_N = valid_N.astype(x_NxD.dtype)
-    c, inv_c = power_of_two_above(jnp.max(jnp.abs(x_NxD) * w_N[:, None]))
-    y = x_NxD * inv_c
-    y = y - jnp.sum(y * w_N[:, None], axis=0, keepdims=True) / jnp.sum(w_N)
-    c2, inv_c2 = power_of_two_above(jnp.max(jnp.abs(y) * w_N[:, None]))
-    y = y * inv_c2
+    y, scale = _centred(x_NxD, valid_N)
     sq_N = jnp.sum(y * y, axis=-1)
     k = max(ranks)
 
@@ -99,7 +139,7 @@ def neighbor_distances(points: Array, ranks: tuple[int, ...], mask: Array | None
     dist = vector_norms(y[:, None, :] - y[picked_NxR])
     available = jnp.sum(w_N) - w_N  # other counted points of each row
     beyond = jnp.asarray(ranks, x_NxD.dtype)[None, :] > available[:, None]
-    return jnp.where(beyond, jnp.inf, dist * (c * c2))
+    return jnp.where(beyond, jnp.inf, dist * scale)
 
 
 def _ratio_logs(r1_N: Array, r2_N: Array, valid_N: Array) -> tuple[Array, Array]:
@@ -135,6 +175,7 @@ def twonn_dimension(points: Array, mask: Array | None = None, fraction: float = 
     if not 0.0 < fraction < 1.0:
         twonn_from_ratios(jnp.zeros(1), None, fraction)  # the one message, before any work
     x_NxD, valid_N = _points_and_weights(points, mask)
+    valid_N = distinct_points(x_NxD, valid_N, block_size)
     r_Nx2 = neighbor_distances(x_NxD, (1, 2), valid_N, block_size)
     r_Nx2 = jnp.sort(r_Nx2, axis=-1)  # ranks come from the Gram matrix: a near tie may swap
     log_mu, ok = _ratio_logs(r_Nx2[:, 0], r_Nx2[:, 1], valid_N)
@@ -207,6 +248,7 @@ def gride_dimension(points: Array, n1: int = 1, n2: int | None = None,
     if not 1 <= n1 < n2:
         raise ValueError(f"need 1 <= n1 < n2, got n1={n1}, n2={n2}")
     x_NxD, valid_N = _points_and_weights(points, mask)
+    valid_N = distinct_points(x_NxD, valid_N, block_size)
     r = neighbor_distances(x_NxD, (n1, n2), valid_N, block_size)
     log_mu, ok = _ratio_logs(r[:, 0], r[:, 1], valid_N)
     d, err = gride_from_ratios(log_mu, n1, n2, ok, unbiased)
@@ -225,6 +267,7 @@ def gride_scaling(points: Array, max_rank: int = 64, mask: Array | None = None,
         raise ValueError(f"gride_scaling needs max_rank >= 2 and N >= 3, got max_rank="
                          f"{max_rank}, N={x_NxD.shape[0]}")
     ranks = tuple(2 ** i for i in range(top.bit_length()))  # 1, 2, 4, …, ≤ top
+    valid_N = distinct_points(x_NxD, valid_N, block_size)
     r_NxR = neighbor_distances(x_NxD, ranks, valid_N, block_size)
     r1_SxN, r2_SxN = r_NxR[:, :-1].T, r_NxR[:, 1:].T
     log_mu_SxN, ok_SxN = jax.vmap(_ratio_logs, in_axes=(0, 0, None))(r1_SxN, r2_SxN, valid_N)
@@ -250,7 +293,8 @@ def layer_dimensions(points: Array, mask: Array | None = None,
     """{"twonn_dimension": `twonn_dimension(points, mask, fraction)`, "gride_dimension":
     `gride_dimension(points, *gride_ranks, mask).dimension`} from one neighbour pass (ranks 1, 2,
     n1, n2) over the points (..., D). NaN where an estimate is undefined: fewer than 3 points
-    (TwoNN) or n2 + 1 (GRIDE), or no counted point left (every point a duplicate)."""
+    (TwoNN) or n2 + 1 (GRIDE), or no counted point left (every point a duplicate). Identical
+    points are counted once (`distinct_points`)."""
     n1, n2 = (int(r) for r in gride_ranks)
     x_NxD, valid_N = _points_and_weights(points, mask)
     nan = jnp.full((), jnp.nan, x_NxD.dtype)
@@ -259,6 +303,7 @@ def layer_dimensions(points: Array, mask: Array | None = None,
         return {"twonn_dimension": nan, "gride_dimension": nan}
     with_gride = n2 <= n - 1
     ranks = (1, 2, n1, n2) if with_gride else (1, 2)
+    valid_N = distinct_points(x_NxD, valid_N, block_size)
     r_NxR = neighbor_distances(x_NxD, ranks, valid_N, block_size)
     r_Nx2 = jnp.sort(r_NxR[:, :2], axis=-1)  # as twonn_dimension: a near tie may swap
     log_mu, ok = _ratio_logs(r_Nx2[:, 0], r_Nx2[:, 1], valid_N)

@@ -213,11 +213,11 @@ def attention_output_norms(attn_BxHxLqxLk: Array, values_BxLxHxDh: Array,
 # --------------------------------------------------------------------------------------------
 # The bridge to Godey: is the sink's logit excess carried by the mean-query term?
 
-def _sink_offsets(keys_BxLxHxDh: Array, visible_BxHxLxL: Array, w_BxL: Array
-                  ) -> tuple[Array, Array]:
-    """(Δ (B, H, L, Dh), number of visible keys (B, H, L)): Δ_bi = k_b0 − mean of the keys visible
-    to query i. The keys are centred first (a no-op for Δ), so that k_0 − k̄_V cancels less of a
-    large common key."""
+def _sink_offsets(keys_BxLxHxDh: Array, visible_BxHxLxL: Array, w_BxL: Array,
+                  key_B: Array | None = None) -> tuple[Array, Array]:
+    """(Δ (B, H, L, Dh), number of visible keys (B, H, L)): Δ_bi = k_bj − mean of the keys visible
+    to query i, with j = key_B[b] (None: key 0, the sink). The keys are centred first (a no-op for
+    Δ), so that k_j − k̄_V cancels less of a large common key."""
     k = keys_BxLxHxDh
     keys_c = k - jnp.einsum("blhd,bl->hd", k, w_BxL)[None, None] / jnp.sum(w_BxL)
     vis = visible_BxHxLxL.astype(k.dtype)
@@ -225,7 +225,9 @@ def _sink_offsets(keys_BxLxHxDh: Array, visible_BxHxLxL: Array, w_BxL: Array
     kbar_BxHxLxDh = (jnp.einsum("bhqk,bkhd->bhqd", vis, keys_c,
                                 precision=jax.lax.Precision.HIGHEST)
                      / jnp.maximum(n_vis_BxHxL, 1.0)[..., None])
-    return keys_c[:, 0][:, :, None, :] - kbar_BxHxLxDh, n_vis_BxHxL
+    key_c_BxHxDh = (keys_c[:, 0] if key_B is None
+                    else jnp.take_along_axis(keys_c, key_B[:, None, None, None], axis=1)[:, 0])
+    return key_c_BxHxDh[:, :, None, :] - kbar_BxHxLxDh, n_vis_BxHxL
 
 
 def sink_logit_split(queries_BxLxHxDh: Array, keys_BxLxHxDh: Array, mask: Array | None = None,

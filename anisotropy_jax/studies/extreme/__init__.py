@@ -8,6 +8,8 @@ re-initialisations (docs/EXTREME.md).
   summary   per-layer numbers of one forward and of the untrained seeds
   analysis  `validate(config) -> Plan`, `run(plan) -> result`
   report    `write` (config.json, summary.md, results.json last) and `format_report`
+  claims    the verdicts of claims (a)–(e) from committed results, by the thresholds and rules
+            of `rules`
   STUDY     the study protocol (experiments/extreme.py; `anisotropy-jax extreme`)
 """
 from __future__ import annotations

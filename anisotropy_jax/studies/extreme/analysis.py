@@ -10,6 +10,7 @@ models that are not installed; `run` measures.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import time
 from typing import Any
 
@@ -52,9 +53,20 @@ def pretrained_config(config: ExtremeConfig, model_dir: str) -> PretrainedConfig
                             precision=config.precision)
 
 
+def model_name(model_dir: str) -> str:
+    """results.json's name of a checkpoint given by `model_dir`: its folder's name, or its file's
+    without the .gguf / .onnx suffix."""
+    path = pathlib.Path(model_dir)
+    return path.stem if path.suffix in (".gguf", ".onnx") else path.name
+
+
 def validate(config: ExtremeConfig) -> Plan:
-    """Loads every installed model of config.models with its inputs (ConfigError naming the
-    field on a bad setting); nothing is compiled."""
+    """Loads config.model_dir, or else every installed model of config.models, with its inputs
+    (ConfigError naming the field on a bad setting); nothing is compiled."""
+    if config.model_dir:
+        name = model_name(config.model_dir)
+        return Plan(config, {name: pretrained.validate(pretrained_config(config,
+                                                                         config.model_dir))}, {})
     models, skipped = {}, {}
     for name in config.models:
         model_dir = LOCATORS[name]()
@@ -79,6 +91,22 @@ def batches(loaded: pretrained.Inputs, config: ExtremeConfig) -> dict[str, Any]:
     return inputs_lib.text_batches(loaded.model, loaded.sentences, config.inputs, config.seed)
 
 
+def _same_as(kinds: dict[str, inputs_lib.InputBatch]) -> dict[str, str]:
+    """{kind: the earlier kind with identical tokens, mask and control keys}: a first-token kind
+    is one of natural / repeated when the tokenizer already does what it asks."""
+    seen, out = {}, {}
+    for kind, batch in kinds.items():
+        if batch.token_ids is None:
+            continue
+        key = (batch.token_ids.tobytes(), batch.mask_BxL.tobytes(), batch.token_ids.shape,
+               None if batch.control_key_B is None else batch.control_key_B.tobytes())
+        if key in seen:
+            out[kind] = seen[key]
+        else:
+            seen[key] = kind
+    return out
+
+
 def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Progress = SILENT
                   ) -> dict[str, Any]:
     """One model: per input kind, the trained and every untrained seed's statistics, summarised
@@ -91,15 +119,19 @@ def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Pr
     runs.update({f"untrained_seed_{s}": None for s in seeds})
     kinds = batches(loaded, config)
     raw: dict[str, dict[str, Any]] = {kind: {} for kind in kinds}
+    same = _same_as(kinds)
     timing, stored = {}, 0
     for run in runs:
         start = time.perf_counter()
         params = runs[run] if run == "trained" else model.family.init_params(
             model.config, jax.random.split(jax.random.key(int(run.rsplit("_", 1)[1])))[0])
         for kind, batch in kinds.items():
-            got = layers.to_host(stats_fn(params, batch.inputs, batch.mask_BxL))
-            stored += layers.storage_bytes(got)
-            raw[kind][run] = got
+            if kind in same:  # the same tokens as an earlier kind: its statistics
+                raw[kind][run] = raw[same[kind]][run]
+            else:
+                raw[kind][run] = layers.to_host(stats_fn(params, batch.inputs, batch.mask_BxL,
+                                                         batch.control_key_B))
+            stored += layers.storage_bytes(raw[kind][run])
         timing[f"{run}_seconds"] = time.perf_counter() - start
         progress.say(f"{run}: {len(kinds)} inputs in {timing[f'{run}_seconds']:.1f} s")
         del params
@@ -110,8 +142,14 @@ def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Pr
            "inputs": {kind: summary.input_summary(raw[kind], seeds, config.epsilon)
                       for kind in kinds}}
     for kind, batch in kinds.items():
-        out["inputs"][kind]["num_tokens"] = int(
+        entry = out["inputs"][kind]
+        entry["num_tokens"] = int(
             batch.mask_BxL.sum()) if batch.mask_BxL is not None else None
+        if batch.token_ids is not None:
+            first = batch.token_ids[batch.mask_BxL[:, 0], 0]
+            entry["first_tokens"] = sorted({int(t) for t in first})
+        if kind in same:
+            entry["same_tokens_as"] = same[kind]
     return out
 
 

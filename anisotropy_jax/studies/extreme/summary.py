@@ -17,6 +17,8 @@ Per attention layer (block i = state i's producer; "attention"):
   sink_heads        number of sink heads
   head_sink_rate, head_excess, head_shared, head_query_specific, head_query_positive,
   head_query_carried   (H,) per head
+  head_control_carried (H,) head_query_carried for the control key (a random key other than
+                    key 0, `layers` control_query_carried)
 Per hidden state ("states"):
   massive_top, massive_top_ratio, massive_top_token, massive_top_dim   the largest |activation|
                     (signed), its ratio to its sequence's median |activation|, its coordinates
@@ -25,8 +27,10 @@ Per hidden state ("states"):
   kurtosis, inf_norm              means over sequences (Bondarenko et al.)
   average_cosine, cc_top_share, cc_top_dims, standardized_cosine   CC_d (Timkey & van Schijndel)
   top_pc_share, top_pc_share_without_first, average_cosine_without_first
-  twonn_dimension, gride_dimension   intrinsic dimension of the batch's measured tokens (TwoNN;
-                    GRIDE (8, 16))
+  first_token_norm_ratio, top_pc_share_unit, top_pc_share_unit_without_first   the first row's
+                    norm over the others', and the top-PC shares of the unit rows
+  twonn_dimension, gride_dimension   intrinsic dimension of the batch's measured tokens but each
+                    sequence's first (TwoNN; GRIDE (8, 16); identical points counted once)
 The per-state names are those of `metrics.LAYER_METRICS` where the quantity is one of them.
 """
 from __future__ import annotations
@@ -80,7 +84,8 @@ def attention_summary(block: dict[str, np.ndarray], epsilon: float) -> dict[str,
             "head_sink_rate": head_rate, "head_excess": block["excess"],
             "head_shared": block["shared"], "head_query_specific": block["query_specific"],
             "head_query_positive": block["query_positive"],
-            "head_query_carried": block["query_carried"]}
+            "head_query_carried": block["query_carried"],
+            "head_control_carried": block["control_query_carried"]}
 
 
 def state_summary(state: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -95,6 +100,8 @@ def state_summary(state: dict[str, np.ndarray]) -> dict[str, Any]:
                                            "standardized_cosine", "top_pc_share",
                                            "top_pc_share_without_first",
                                            "average_cosine_without_first",
+                                           "first_token_norm_ratio", "top_pc_share_unit",
+                                           "top_pc_share_unit_without_first",
                                            "twonn_dimension", "gride_dimension")}}
 
 

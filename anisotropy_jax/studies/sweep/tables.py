@@ -223,11 +223,49 @@ def sink_rates_table(doc: Mapping[str, Any]) -> str:
             continue
         i = norms.index(s)
         m, c = biased["metrics"], control["metrics"]
-        body.append([f"{s:g}"] + [_seed_range(m[k], i) for k in (
+        body.append([f"{s:g}", f"{round(m['input_cosine']['mean'][i], 3) + 0.0:.3f}"] + [_seed_range(m[k], i) for k in (
             "attention_sink_rate", "attention_free_sink_rate", "attention_query_agreement")]
             + [_seed_range(c[k], i) for k in ("attention_free_sink_rate", "attention_max")])
-    return _markdown(["s", "sink rate, key 0", "position-free sink rate", "query agreement",
-                      "control: position-free sink rate", "control: largest weight"], body)
+    return _markdown(["s", "input cos", "sink rate, key 0", "position-free sink rate",
+                      "query agreement", "control: position-free sink rate",
+                      "control: largest weight"], body)
+
+
+# "Categorical attention is a sink": where it holds. A point of the sweep is in the sink regime
+# when the seeds' mean position-free sink rate exceeds SINK_REGIME; the operating range is the
+# input cosines that trained models have (controls.INPUT_COSINE_RANGE).
+SINK_REGIME = 0.5
+SINK_SCOPE_RULE = (f"a point is a sink (categorical attention on one key, in Gu et al.'s sense) "
+                   f"when the seeds' mean position-free sink rate (ε = 0.3) is > {SINK_REGIME}; "
+                   f"the claim is scoped to the input cosines where that is so, and the rate is "
+                   f"read at the input cosines of trained models (0.1–0.6)")
+
+
+def sink_scope_table(doc: Mapping[str, Any]) -> str:
+    """Where "Godey's categorical attention is a sink" holds in one sweep (softmax, biased inputs):
+    the smallest input cosine (and s) of the sink regime (SINK_SCOPE_RULE), and the largest
+    position-free rate (seeds' mean and single seeds) over the operating range of trained models'
+    input cosines (`controls.INPUT_COSINE_RANGE`)."""
+    from anisotropy_jax.studies.sweep.controls import INPUT_COSINE_RANGE
+
+    m = _softmax_run(doc, "biased")["metrics"]
+    cos, rate = m["input_cosine"]["mean"], m["attention_free_sink_rate"]
+    norms = doc["bias_norms"]
+    sinks = [i for i in range(len(norms)) if rate["mean"][i] > SINK_REGIME]
+    low, high = INPUT_COSINE_RANGE
+    inside = [i for i in range(len(norms)) if low <= cos[i] <= high]
+    first = (f"input cosine ≥ {cos[sinks[0]]:.3f} (s ≥ {norms[sinks[0]]:g}; rate "
+             f"{rate['mean'][sinks[0]]:.3f})" if sinks else "at no s of the grid")
+    seeds_max = max((run[i] for run in rate["per_seed"] for i in inside), default=float("nan"))
+    mean_max = max((rate["mean"][i] for i in inside), default=float("nan"))
+    in_range = (f"s = {norms[inside[0]]:.3g}–{norms[inside[-1]]:.3g} (input cosine "
+                f"{cos[inside[0]]:.3f}–{cos[inside[-1]]:.3f}): largest position-free rate "
+                f"{mean_max:.3f} (seeds' mean), {seeds_max:.3f} (any seed)" if inside
+                else "no s of the grid")
+    return _markdown(["claim", "rule", "sink regime", "at trained models' input cosines "
+                      f"({low}–{high})"],
+                     [["categorical attention (one untrained post-LN block, common bias) is a "
+                       "sink", SINK_SCOPE_RULE, first, in_range]])
 
 
 TABLES = {"control": control_table, "default": default_table, "closed_forms": closed_forms_table,
@@ -237,7 +275,7 @@ TABLES = {"control": control_table, "default": default_table, "closed_forms": cl
           "controls_identities": controls_identities_table,
           "normalizations": normalizations_table,
           "normalizations_control": normalizations_control_table,
-          "sink_rates": sink_rates_table}
+          "sink_rates": sink_rates_table, "sink_scope": sink_scope_table}
 
 
 def render(kind: str, path: str | pathlib.Path) -> str:
