@@ -251,6 +251,14 @@ def show(folder: str) -> str:
         cli.fail(f"{path}: cannot show these {name} results ({type(error).__name__}: {error})")
 
 
+SHOW_HELP = f"""usage: {PROG} show DIR
+
+The summary table of a finished workdir, printed from its results.json (any study's, of any
+results schema up to this version's; a reproduction's workdir: its REPORT.md). The same numbers
+as a pandas DataFrame, one row per model, seed, layer or state and bias norm or step:
+anisotropy_jax.results.load(DIR)."""
+
+
 def overview() -> str:
     """`anisotropy-jax --help`."""
     width = max(map(len, COMMANDS))
@@ -276,6 +284,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(0 if len(argv) >= 2 else 2)
         name, rest = command_name(argv[1]), argv[2:]
         if name == "show":
+            if any(arg in cli.HELP_FLAGS for arg in rest):
+                print(SHOW_HELP)
+                sys.exit(0)
             if len(rest) != 1 or rest[0].startswith("-"):
                 cli.fail(f"usage: {PROG} show DIR")
             print(show(rest[0]))
