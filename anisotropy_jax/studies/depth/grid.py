@@ -150,13 +150,25 @@ def _mask_out_of_range(chunk: dict[str, np.ndarray], name: str, seeds, norms
     """Stacks whose residual stream leaves float32's range (e.g. attention-only stacks, whose norm
     grows or shrinks geometrically with depth) keep their layers up to that point: every metric
     from the first such layer on becomes NaN, "input/range_exceeded_layer" (S, C) records the
-    layer (0 = never) and a warning names the first point. A non-finite input raises."""
+    layer (0 = never) and a warning names the first point. A non-finite input, or a metric that
+    is not finite after the first block (the bias alone overflows it: what stops the bias sweep),
+    raises FloatingPointError."""
     for metric, values in chunk.items():
         if metric.startswith("input/") and not np.isfinite(values).all():
             idx = np.argwhere(~np.isfinite(values))[0]
             raise FloatingPointError(
                 f"depth sweep: input metric {metric!r} is not finite in stack "
                 f"{name.split('/')[0]}, s={norms[idx[1]]:g}, seed={seeds[idx[0]]}")
+    for metric, values in chunk.items():  # the first block overflows: as the bias sweep, stop
+        if metric.startswith("input/"):
+            continue
+        bad_SxC = ~np.isfinite(values[:, :, :1].reshape(values.shape[:2] + (-1,))).all(axis=-1)
+        if bad_SxC.any():
+            idx = np.argwhere(bad_SxC)[0]
+            raise FloatingPointError(
+                f"depth sweep overflow: metric {metric!r} is not finite after the first block of "
+                f"stack {name.split('/')[0]} at s={norms[idx[1]]:g}, seed={seeds[idx[0]]}: "
+                "float32 activations overflow for bias norms this large")
     first_SxC = _first_out_of_range_layer(chunk)
     if first_SxC.any():
         i, j = np.argwhere(first_SxC)[0]
