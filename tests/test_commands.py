@@ -119,7 +119,7 @@ def test_show_and_unknown_commands_are_one_line(env, tmp_path):
                        (["show", "empty"], "error: empty: no results.json: not a finished run"),
                        (["show", "other"], f"error: {pathlib.Path('other') / 'results.json'}: "
                                            "not the results of a study of this package"),
-                       (["show"], "error: usage: anisotropy-jax show DIR"),
+                       (["show"], "error: usage: anisotropy-jax show [--csv] DIR"),
                        (["sweeep"], "error: unknown command 'sweeep'"),
                        (["sweep", "--config=swep:smoke", "--workdir=x"],
                         "error: --config: 'swep' is neither a config file nor a named config")):
@@ -239,7 +239,7 @@ def test_show_help_exits_0_with_its_usage(capsys):
         with pytest.raises(SystemExit) as exit_:
             commands.main(["anisotropy-jax", "show", flag])
         assert exit_.value.code == 0
-        assert capsys.readouterr().out.startswith("usage: anisotropy-jax show DIR")
+        assert capsys.readouterr().out.startswith("usage: anisotropy-jax show [--csv] DIR")
 
 
 def test_dynamics_of_a_folder_that_is_not_a_training_run_is_one_line(env, tmp_path):
