@@ -249,3 +249,12 @@ def test_dynamics_of_a_folder_that_is_not_a_training_run_is_one_line(env, tmp_pa
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
         f"error: --workdir: {pathlib.Path('other') / 'config.json'} holds no training config; "
         "is it a training run (anisotropy-jax train)?"], proc.stderr
+
+
+def test_show_csv_prints_the_tidy_table_of_a_workdir_or_a_folder_of_them(capsys):
+    commands.main(["anisotropy-jax", "show", "--csv", str(ROOT / "docs/results/train/clm_small")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("study,seed,step,state,layer,head,average_cosine,")
+    assert len(lines) == 1 + len(results.load(ROOT / "docs/results/train/clm_small"))
+    shown = commands.show(str(ROOT / "docs/results/report"))  # no results.json: its runs
+    assert "== sweep ==" in shown and "== training/clm ==" in shown

@@ -102,9 +102,8 @@ def assemble(frames: Sequence[Any]) -> Any:
     metrics = [c for c in table.columns if c not in index]
     if index and len(frames) > 1:
         keys = table[index].astype(object).where(table[index].notna(), None)
-        table = (table.assign(_key=list(map(tuple, keys.to_numpy())))
-                 .groupby("_key", sort=False, dropna=False)
-                 .first().reset_index(drop=True))
+        rows = pd.Series(list(map(tuple, keys.to_numpy())), index=table.index)
+        table = table.groupby(rows, sort=False, dropna=False).first().reset_index(drop=True)
     for name in ("seed", "step", "state", "layer", "head", "width"):
         if name in table.columns:
             table[name] = _integers(pd, table[name])
