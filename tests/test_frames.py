@@ -219,6 +219,14 @@ def test_a_checkpoint_series_has_its_state_labels_and_the_cross_modal_study_its_
         assert row["average_cosine"].item() == pytest.approx(entry["trained"][state])
 
 
+def test_intrinsic_dimension_is_a_layer_metric_of_the_runs_that_measured_it():
+    for folder in ("extreme/intrinsic_dimension/training/clm_small",
+                   "extreme/intrinsic_dimension/pretrained/all-MiniLM-L6-v2"):
+        table = results.load(RESULTS / folder)
+        measured = table[table["state"].notna()]
+        assert measured[["twonn_dimension", "gride_dimension"]].notna().any().all(), folder
+
+
 def test_errors_are_one_line(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such folder"):
         results.load(tmp_path / "absent")
@@ -231,4 +239,9 @@ def test_errors_are_one_line(tmp_path):
         {"provenance": {"study": "depth", "schema_version": 3}, "bias_norms": [0.0],
          "stacks": {"post_d8": {"per_layer": {"output_cosine": [[0.1, 0.2], [0.3]]}}}}))
     with pytest.raises(ValueError, match=r"cannot read these depth results as a table"):
+        results.load(tmp_path)
+    doc = json.loads((RESULTS / "depth/smoke/results.json").read_text())
+    doc["provenance"].update(schema_version=results.RESULTS_SCHEMA_VERSION + 1)
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"results schema \d+, newer than this anisotropy_jax"):
         results.load(tmp_path)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from anisotropy_jax.frames import grids, models, runs
 from anisotropy_jax.frames.table import INDEX, assemble, pandas
-from anisotropy_jax.schema import read_results
+from anisotropy_jax.schema import RESULTS_SCHEMA_VERSION, read_results, schema_version
 
 __all__ = ["INDEX", "SCHEMA_1_KEYS", "identify", "load", "pandas", "parts"]
 
@@ -85,6 +85,9 @@ def _blocks(workdir: pathlib.Path) -> list[Any]:
         doc = read_results(path)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: unreadable ({error})") from None
+    if schema_version(doc) > RESULTS_SCHEMA_VERSION:
+        raise ValueError(f"{path}: results schema {schema_version(doc)}, newer than this "
+                         f"anisotropy_jax reads (up to {RESULTS_SCHEMA_VERSION}); upgrade it")
     study = identify(doc)
     readers = _readers(read_results)
     if study not in readers:

@@ -74,6 +74,10 @@ def depth(doc: dict[str, Any], workdir: pathlib.Path) -> list[Any]:
             frames += _depth_seeds(arrays, name, norms, where)
         else:
             frames += _depth_means(stack, norms, where)
+            exceeded = stack.get("range_exceeded_layer")
+            if exceeded is not None:  # (seeds, s): the first layer past float32's range, 0 none
+                frames.append(block([("seed", range(len(exceeded))), ("s", norms)],
+                                    {"range_exceeded_layer": exceeded}, **where))
         for key, value in stack.items():
             if key.startswith("depth_to_cosine") and isinstance(value, dict):
                 per_seed = numbers(value["per_seed"])
