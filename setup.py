@@ -52,8 +52,10 @@ NOTEBOOK_KERNEL = ["jupytext>=1.19.6,<2", "nbmake>=1.5.5,<2", "nbclient>=0.11.0,
 NOTEBOOKS = NOTEBOOK_KERNEL + ["nbconvert>=7.17.2,<8", "notebook>=7.6.5,<8"]
 # The layout checks of tests/test_layout.py: the layer contract (.importlinter) and ruff (ruff.toml).
 LINT = ["ruff>=0.17.6,<0.18", "import-linter>=2.17,<3", "grimp>=3.20,<4"]
+# Results as tables (`anisotropy_jax.results.load`, `anisotropy-jax show --csv`): pandas, optional.
+TABLES = ["pandas>=3.1.1,<4"]
 TEST = (["pytest>=9.2.0,<10", "pytest-xdist>=3.8.0,<4", "chex>=0.1.92,<0.2", "jaxtyping>=0.3.11,<0.4"] + LINT
-        + NOTEBOOK_KERNEL + MODELS + RUNTIME_REFERENCES)
+        + NOTEBOOK_KERNEL + MODELS + RUNTIME_REFERENCES + TABLES)
 
 setup(
     name="anisotropy_jax",
@@ -71,6 +73,7 @@ setup(
         "notebooks": NOTEBOOKS,
         "bench": TORCH_REFERENCE,
         "lint": LINT,
+        "tables": TABLES,
     },
     # `anisotropy-jax COMMAND ...` from any folder (anisotropy_jax/commands.py; the experiment
     # configs are modules of the package, anisotropy_jax/configs/).

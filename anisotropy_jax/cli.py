@@ -275,6 +275,8 @@ def resolve_config_args(argv: list[str], own: str | None) -> list[str]:
             config.append(arg)
         else:
             out.append(arg)
+    if not config and own and any(arg.startswith("--config.") for arg in out[1:]):
+        config.append(f"--config={own}")  # ml_collections reads overrides only after a --config
     return out[:1] + config + out[1:]
 
 

@@ -5,7 +5,7 @@ run too (`script`):
   anisotropy-jax sweep --config=sweep:control --workdir=DIR     a study, from any folder
   anisotropy-jax sweep --help                                   its flags, variants and fields
   anisotropy-jax sweep --config=sweep:smoke --print_config      the resolved config
-  anisotropy-jax show DIR                                       the table of a finished workdir
+  anisotropy-jax show [--csv] DIR                               the table of a finished workdir
 
 Each command is a study of the protocol driven by `cli.main`, with its config from
 `anisotropy_jax.configs` (`--config` optional: the command's own config by default).
@@ -24,7 +24,7 @@ from typing import Any, Callable
 from absl import flags
 
 import anisotropy_jax
-from anisotropy_jax import cli, configs, results
+from anisotropy_jax import cli, configs, frames, results
 
 PROG = "anisotropy-jax"
 
@@ -199,26 +199,11 @@ def script(name: str) -> None:
 # --------------------------------------------------------------------------------------------
 # show DIR: the table of a finished workdir
 
-# How results.json files of schema 1, written before provenance named the study, are told apart:
-# the keys that only one study's document has, checked in this order. Newer files name their
-# study (`provenance["study"]`) and are never guessed.
-SCHEMA_1_KEYS = (("sweep", ("closed_forms", "runs")), ("depth", ("depth_config", "stacks")),
-                 ("embeddings", ("embeddings_config",)), ("seeds", ("quantities", "interval")),
-                 ("dynamics", ("objects", "heads")), ("series", ("checkpoints", "state_labels")),
-                 ("extreme", ("extreme_config", "models")),
-                 ("normalizations", ("grid_config", "cells")),
-                 ("cross_modal", ("models", "skipped")),
-                 ("pretrained", ("layers", "correlations", "model")))
-
-
 def identify(doc: dict[str, Any]) -> str | None:
     """The command whose report reads the results document `doc` (`provenance["study"]`; for a
-    file of schema 1, told by its keys), or None."""
-    provenance = doc.get("provenance")
-    if isinstance(provenance, dict) and "study" in provenance:
-        name = provenance["study"]
-        return name if isinstance(name, str) and name in COMMANDS else None
-    return next((name for name, keys in SCHEMA_1_KEYS if all(k in doc for k in keys)), None)
+    file of schema 1, told by its keys: `frames.SCHEMA_1_KEYS`), or None."""
+    name = frames.identify(doc)
+    return name if name in COMMANDS else None
 
 
 def show(folder: str) -> str:
@@ -231,6 +216,10 @@ def show(folder: str) -> str:
     if not path.is_file():
         if (workdir / "REPORT.md").is_file():
             return (workdir / "REPORT.md").read_text()
+        runs = frames.parts(workdir)  # a folder of runs (a report's, docs/results/train/)
+        if runs:
+            return "\n\n".join(f"== {run.relative_to(workdir)} ==\n{show(str(run))}"
+                                 for run in runs)
         cli.fail(f"{workdir}: no results.json: not a finished run (a run writes it last)")
     try:
         doc = results.read_results(path)  # older schemas: the current metric names
@@ -251,14 +240,33 @@ def show(folder: str) -> str:
         cli.fail(f"{path}: cannot show these {name} results ({type(error).__name__}: {error})")
 
 
+def show_csv(folder: str) -> str:
+    """Every number of a finished workdir (or a folder of them) as CSV: `results.load`'s tidy
+    table, one row per model, seed, layer or state, and s or step. One-line errors."""
+    try:
+        return results.load(folder).to_csv(index=False).rstrip("\n")
+    except (ImportError, OSError, ValueError) as error:
+        cli.fail(str(error))
+
+
+SHOW_HELP = f"""usage: {PROG} show [--csv] DIR
+
+The summary table of a finished workdir, printed from its results.json (any study's, of any
+results schema up to this version's; a reproduction's workdir: its REPORT.md; a folder of
+finished runs: each one's). --csv: every number instead, as the tidy table of
+anisotropy_jax.results.load(DIR) (a pandas DataFrame: one row per model, seed, layer or state,
+and s or step; one column per metric), e.g. anisotropy-jax show --csv DIR > table.csv."""
+
+
 def overview() -> str:
     """`anisotropy-jax --help`."""
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} COMMAND [--config=CONFIG[:VARIANT]] --workdir=DIR "
-             "[--config.FIELD=VALUE ...] [flags]", f"       {PROG} show DIR", "",
+             "[--config.FIELD=VALUE ...] [flags]", f"       {PROG} show [--csv] DIR", "",
              "Commands (`anisotropy-jax COMMAND --help`: its flags, variants and config fields):"]
     rows = [(name, command.summary) for name, command in COMMANDS.items()]
-    rows.append(("show", "The summary table of a finished workdir (from its results.json)."))
+    rows.append(("show", "The summary table of a finished workdir (from its results.json); --csv: "
+                 "every number as one tidy table (anisotropy_jax.results.load)."))
     for name, text in rows:
         lines += textwrap.wrap(text, 100, initial_indent=f"  {name:<{width}}  ",
                                subsequent_indent=" " * (width + 4))
@@ -276,9 +284,14 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(0 if len(argv) >= 2 else 2)
         name, rest = command_name(argv[1]), argv[2:]
         if name == "show":
+            if any(arg in cli.HELP_FLAGS for arg in rest):
+                print(SHOW_HELP)
+                sys.exit(0)
+            csv = "--csv" in rest
+            rest = [arg for arg in rest if arg != "--csv"]
             if len(rest) != 1 or rest[0].startswith("-"):
-                cli.fail(f"usage: {PROG} show DIR")
-            print(show(rest[0]))
+                cli.fail(f"usage: {PROG} show [--csv] DIR")
+            print(show_csv(rest[0]) if csv else show(rest[0]))
             return
         if name not in COMMANDS:
             cli.fail(f"unknown command {name!r}; choose one of {', '.join(COMMANDS)}, show")

@@ -119,7 +119,7 @@ def test_show_and_unknown_commands_are_one_line(env, tmp_path):
                        (["show", "empty"], "error: empty: no results.json: not a finished run"),
                        (["show", "other"], f"error: {pathlib.Path('other') / 'results.json'}: "
                                            "not the results of a study of this package"),
-                       (["show"], "error: usage: anisotropy-jax show DIR"),
+                       (["show"], "error: usage: anisotropy-jax show [--csv] DIR"),
                        (["sweeep"], "error: unknown command 'sweeep'"),
                        (["sweep", "--config=swep:smoke", "--workdir=x"],
                         "error: --config: 'swep' is neither a config file nor a named config")):
@@ -219,3 +219,42 @@ def test_named_configs_resolve_to_the_package_files(tmp_path, monkeypatch):
         configs.resolve("no_such_config:smoke")
     with pytest.raises(KeyError):
         configs.resolve("elsewhere/sweep.py")
+
+
+def test_show_prints_a_training_run_whose_correlations_are_partly_undefined(tmp_path):
+    """JSON holds an undefined correlation as "nan" (results.to_jsonable): `show` prints it as
+    nan instead of failing on the string."""
+    doc = json.loads((ROOT / "docs/results/train/clm_small/seed_0/results.json").read_text())
+    doc["provenance"].update(schema_version=results.RESULTS_SCHEMA_VERSION, study="train")
+    doc["correlation"]["key_term_share"]["rho"][1] = "nan"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text(json.dumps(doc))
+    shown = commands.show(str(tmp_path / "run"))
+    assert "spearman(entropy, key_term_share) across 16 heads, by step: 0:+0.67 1:nan 2:+0.62" \
+        in shown
+
+
+def test_show_help_exits_0_with_its_usage(capsys):
+    for flag in ("--help", "-h"):
+        with pytest.raises(SystemExit) as exit_:
+            commands.main(["anisotropy-jax", "show", flag])
+        assert exit_.value.code == 0
+        assert capsys.readouterr().out.startswith("usage: anisotropy-jax show [--csv] DIR")
+
+
+def test_dynamics_of_a_folder_that_is_not_a_training_run_is_one_line(env, tmp_path):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text('{"model_dir": "x"}')
+    proc = _run(["dynamics", "--workdir=other"], tmp_path, env)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        f"error: --workdir: {pathlib.Path('other') / 'config.json'} holds no training config; "
+        "is it a training run (anisotropy-jax train)?"], proc.stderr
+
+
+def test_show_csv_prints_the_tidy_table_of_a_workdir_or_a_folder_of_them(capsys):
+    commands.main(["anisotropy-jax", "show", "--csv", str(ROOT / "docs/results/train/clm_small")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("study,seed,step,state,layer,head,average_cosine,")
+    assert len(lines) == 1 + len(results.load(ROOT / "docs/results/train/clm_small"))
+    shown = commands.show(str(ROOT / "docs/results/report"))  # no results.json: its runs
+    assert "== sweep ==" in shown and "== training/clm ==" in shown

@@ -299,3 +299,26 @@ def test_chunk_store_refuses_another_config(tmp_path):
     report.ChunkStore(tmp_path, CONFIG)  # same config: fine
     with pytest.raises(ConfigError, match="workdir: .* another depth config"):
         report.ChunkStore(tmp_path, CONFIG.replace(num_layers=4))
+
+
+
+def test_a_bias_that_overflows_the_first_block_stops_the_run_as_in_the_sweep():
+    """A metric that is not finite after the first block (s = 1e30 overflows one block, as in
+    the bias sweep) stops the run, naming the metric, stack, s and seed, instead of NaN rows; a
+    stack that leaves float32's range deeper down keeps its earlier layers (a warning)."""
+    from anisotropy_jax.studies.depth import grid
+
+    def chunk(bad_layer):
+        cosine_SxCxN = np.full((2, 2, 3), 0.5, np.float32)
+        cosine_SxCxN[1, 1, bad_layer] = np.inf
+        return {"input/residual_rms": np.ones((2, 2), np.float32), "output_cosine": cosine_SxCxN}
+
+    with pytest.raises(FloatingPointError, match=r"^depth sweep overflow: metric 'output_cosine' "
+                       r"is not finite after the first block of stack post_d16 at s=1e\+30, "
+                       r"seed=5: float32"):
+        grid._mask_out_of_range(chunk(0), "post_d16/seeds0004-0005", np.array([4, 5]),
+                                np.array([0.0, 1e30], np.float32))
+    with pytest.warns(RuntimeWarning, match="leaves float32's range at layer 2"):
+        kept = grid._mask_out_of_range(chunk(1), "post_d16/seeds0004-0005", np.array([4, 5]),
+                                       np.array([0.0, 4.0], np.float32))
+    assert kept["output_cosine"][1, 1, 0] == 0.5 and np.isnan(kept["output_cosine"][1, 1, 1:]).all()

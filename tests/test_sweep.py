@@ -558,3 +558,22 @@ def test_run_with_compiler_options_as_on_gpus(monkeypatch):
     for name in want.per_seed:
         np.testing.assert_allclose(got.per_seed[name], want.per_seed[name], rtol=1e-4, atol=1e-5,
                                    err_msg=name)
+
+
+def test_an_overflow_names_the_field_that_caused_it():
+    """At s = 0 there is no bias to blame: a huge init_std is named; at s > 0 the bias norms."""
+    from anisotropy_jax.studies.sweep import grid as sweep_grid
+
+    values_SxC = np.array([[np.nan, np.nan]], np.float32)
+    huge = BlockConfig(init_std=1e20)
+    with pytest.raises(FloatingPointError, match=r"at s=0, seed=0 .*: float32 activations "
+                       r"overflow with no bias at all: the weights of model.init_std=1e\+20 are "
+                       r"too large$"):
+        sweep_grid._check_finite({"output_cosine": values_SxC}, np.array([0]),
+                                 np.array([0.0, 4.0]), huge)
+    values_SxC[0, 0] = 0.5
+    with pytest.raises(FloatingPointError, match=r"at s=4, seed=0 .*: float32 activations "
+                       r"overflow for bias norms this large \(bias_norms\)$"):
+        sweep_grid._check_finite({"output_cosine": values_SxC}, np.array([0]),
+                                 np.array([0.0, 4.0]), BlockConfig())
+    assert "model.init=lecun" in sweep_grid.overflow_cause(BlockConfig(init="lecun"), 0.0)

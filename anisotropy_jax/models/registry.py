@@ -9,8 +9,10 @@ directory (config.json; the family by its model_type), or a file of a native for
 declares (`Family.native_formats`: a GGUF file / a directory holding exactly one .gguf and no
 config.json, an ONNX file, a CTranslate2 directory: model.bin or its parts), the family found by
 what the file holds (GGUF architecture, CTranslate2 spec). The registry names no family and no
-format's content. `load(checkpoint or model_dir)` then reads the weights (safetensors, one file or
-shards, or the native file) and returns a `LoadedModel`. Files only: nothing is compiled.
+format's content. An installed offline model can be named instead of a path (`resolve`:
+"minilm-l6", "smollm2", "gemma3", ...; models/packaged.py). `load(checkpoint or model_dir)` then
+reads the weights (safetensors, one file or shards, or the native file) and returns a
+`LoadedModel`. Files only: nothing is compiled.
 """
 from __future__ import annotations
 
@@ -24,12 +26,18 @@ from typing import Any
 import jax
 import numpy as np
 
+from anisotropy_jax.models import packaged
 from anisotropy_jax.models.family import Family, TextEncoder
 from anisotropy_jax.models.formats import checkpoint
 from anisotropy_jax.models.formats.checkpoint import CONFIG_FILE, NativeFormat, PretrainedError
 
 __all__ = ["Checkpoint", "Family", "LoadedModel", "PretrainedError", "TextEncoder", "families",
-           "family", "load", "modality", "read_config", "text_encoder"]
+           "family", "installed", "load", "modality", "read_config", "resolve", "text_encoder"]
+
+# The offline models by name (models/packaged.py): `resolve("smollm2")` is the installed
+# package's file, `installed()` the names installed here.
+installed = packaged.installed
+resolve = packaged.resolve
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,11 +146,12 @@ class Checkpoint:
 
 
 def read_config(model_dir: str | pathlib.Path, precision: str = "highest") -> Checkpoint:
-    """The `Checkpoint` of a directory or native file, reading its config only (a native
-    format whose config comes from the tensor shapes reads those, kept for `load`).
+    """The `Checkpoint` of a directory or native file, or of an installed offline model named
+    as `resolve` takes it ("minilm-l6", "smollm2", "gemma3", ...), reading its config only (a
+    native format whose config comes from the tensor shapes reads those, kept for `load`).
     PretrainedError naming the file on any problem, including a config.json key the family
-    does not handle."""
-    path = pathlib.Path(model_dir)
+    does not handle, or one line listing the installed names for an unknown name."""
+    path = resolve(model_dir)
     native = _native(path)
     if native is not None:
         fam, fmt, file = native
@@ -157,8 +166,9 @@ def read_config(model_dir: str | pathlib.Path, precision: str = "highest") -> Ch
 
 
 def load(model: str | pathlib.Path | Checkpoint, precision: str = "highest") -> LoadedModel:
-    """A local checkpoint (module docstring), or a `Checkpoint` already read (whose config was
-    read at its precision), → LoadedModel. Raises PretrainedError (one line, naming the file)
+    """A local checkpoint (module docstring) or the name of an installed offline model
+    (`read_config`), or a `Checkpoint` already read (whose config was read at its precision),
+    → LoadedModel. Raises PretrainedError (one line, naming the file)
     when a file is missing, unreadable or truncated, the model_type is not supported, or a
     tensor is missing or misshapen. Nothing is compiled."""
     ckpt = model if isinstance(model, Checkpoint) else read_config(model, precision)

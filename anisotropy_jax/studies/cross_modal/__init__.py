@@ -37,27 +37,11 @@ from anisotropy_jax import results as results_lib
 from anisotropy_jax.config import ConfigError, from_mapping
 from anisotropy_jax.configs.pretrained import CrossModalConfig
 from anisotropy_jax.models.families import bert, mpnet, resnet, vit, whisper
-from anisotropy_jax.models.formats import checkpoint, gguf, onnx as onnx_bert
+from anisotropy_jax.models import packaged
+from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.plotting import cross_modal as plots
 from anisotropy_jax.protocol import SILENT, Progress, Study
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, report
-
-def _cache_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-                        ) / "anisotropy_jax"
-
-
-def _minilm_l3() -> pathlib.Path | None:
-    """paraphrase-MiniLM-L3-v2 converted once from its ONNX file into the cache (with the
-    MiniLM-L6 tokenizer.json: the vocabularies agree id for id; docs/PRETRAINED.md)."""
-    onnx, l6 = onnx_bert.packaged_minilm_l3_onnx(), bert.packaged_minilm_dir()
-    if onnx is None or l6 is None:
-        return None
-    target = _cache_dir() / "paraphrase-MiniLM-L3-v2"
-    if not (target / checkpoint.CONFIG_FILE).is_file():
-        onnx_bert.export_hf_dir(onnx, target, l6 / checkpoint.TOKENIZER_FILE)
-    return target
-
 
 def _parent(path: pathlib.Path | None) -> pathlib.Path | None:
     return None if path is None else path.parent
@@ -65,7 +49,7 @@ def _parent(path: pathlib.Path | None) -> pathlib.Path | None:
 
 MODELS: dict[str, tuple[str, str, Callable[[], Any]]] = {
     "all-MiniLM-L6-v2": ("text", "transformer", bert.packaged_minilm_dir),
-    "paraphrase-MiniLM-L3-v2": ("text", "transformer", _minilm_l3),
+    "paraphrase-MiniLM-L3-v2": ("text", "transformer", packaged.minilm_l3_dir),
     "all-mpnet-base-v2": ("text", "transformer", mpnet.packaged_mpnet_dir),
     "SmolLM2-135M-Instruct": ("text", "transformer",
                               lambda: _parent(gguf.packaged_smollm2_gguf())),

@@ -27,6 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from anisotropy_jax import inputs
+from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.configs.depth import DepthConfig
 from anisotropy_jax.configs.depth import STACKED_WEIGHTS_BYTES
 from anisotropy_jax.models import layers
@@ -34,7 +35,7 @@ from anisotropy_jax.models.block import Block
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.depth.stack import stack_metrics
 from anisotropy_jax.studies.sweep.grid import (ChunkLayout, chunk_layout, default_points_per_step,
-                                               fetch, grid_mesh, place)
+                                               fetch, grid_mesh, overflow_cause, place)
 
 GRID_AXIS = "grid"
 # A stream this small is float32 noise (denormals below 1.2e-38): reported, never averaged in.
@@ -145,18 +146,30 @@ def _first_out_of_range_layer(chunk: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.where(bad_SxCxN.any(axis=2), bad_SxCxN.argmax(axis=2) + 1, 0).astype(np.int32)
 
 
-def _mask_out_of_range(chunk: dict[str, np.ndarray], name: str, seeds, norms
-                       ) -> dict[str, np.ndarray]:
+def _mask_out_of_range(chunk: dict[str, np.ndarray], name: str, seeds, norms,
+                       block: BlockConfig = BlockConfig()) -> dict[str, np.ndarray]:
     """Stacks whose residual stream leaves float32's range (e.g. attention-only stacks, whose norm
     grows or shrinks geometrically with depth) keep their layers up to that point: every metric
     from the first such layer on becomes NaN, "input/range_exceeded_layer" (S, C) records the
-    layer (0 = never) and a warning names the first point. A non-finite input raises."""
+    layer (0 = never) and a warning names the first point. A non-finite input, or a metric that
+    is not finite after the first block (the bias alone overflows it: what stops the bias sweep),
+    raises FloatingPointError."""
     for metric, values in chunk.items():
         if metric.startswith("input/") and not np.isfinite(values).all():
             idx = np.argwhere(~np.isfinite(values))[0]
             raise FloatingPointError(
                 f"depth sweep: input metric {metric!r} is not finite in stack "
                 f"{name.split('/')[0]}, s={norms[idx[1]]:g}, seed={seeds[idx[0]]}")
+    for metric, values in chunk.items():  # the first block overflows: as the bias sweep, stop
+        if metric.startswith("input/"):
+            continue
+        bad_SxC = ~np.isfinite(values[:, :, :1].reshape(values.shape[:2] + (-1,))).all(axis=-1)
+        if bad_SxC.any():
+            idx = np.argwhere(bad_SxC)[0]
+            raise FloatingPointError(
+                f"depth sweep overflow: metric {metric!r} is not finite after the first block of "
+                f"stack {name.split('/')[0]} at s={norms[idx[1]]:g}, seed={seeds[idx[0]]}: "
+                f"{overflow_cause(block, float(norms[idx[1]]))}")
     first_SxC = _first_out_of_range_layer(chunk)
     if first_SxC.any():
         i, j = np.argwhere(first_SxC)[0]
@@ -235,13 +248,14 @@ def precompile(config: DepthConfig, pending: list[ChunkPlan], mesh: Mesh, layout
 
 
 def _compute(fn: Callable, c: ChunkPlan, mesh: Mesh, key_data: np.ndarray,
-             norms: np.ndarray, bias_per_chunk: int) -> dict[str, np.ndarray]:
+             norms: np.ndarray, bias_per_chunk: int, block: BlockConfig
+             ) -> dict[str, np.ndarray]:
     s_chunk = np.full((bias_per_chunk,), norms[c.hi - 1], np.float32)  # padding repeats the last
     s_chunk[: c.hi - c.lo] = norms[c.lo:c.hi]
     out = fetch(fn(place(key_data[c.padded_seeds], NamedSharding(mesh, P())),
                     place(s_chunk, NamedSharding(mesh, P(GRID_AXIS)))))
     out = {k: v[: len(c.seeds), : c.hi - c.lo] for k, v in out.items()}
-    return _mask_out_of_range(out, c.name, c.seeds, norms[c.lo:c.hi])
+    return _mask_out_of_range(out, c.name, c.seeds, norms[c.lo:c.hi], block)
 
 
 def _put(stacks: dict[str, StackResult], config: DepthConfig, c: ChunkPlan,
@@ -301,7 +315,7 @@ def run(config: DepthConfig, *, mesh: Mesh | None = None, store: Any = None,
             arrays = store.load(c.name) if writer else None
         else:
             fn = compiled[stack_name(c.architecture, c.width)]
-            arrays = _compute(fn, c, mesh, key_data, norms, layout.bias_per_chunk)
+            arrays = _compute(fn, c, mesh, key_data, norms, layout.bias_per_chunk, config.model)
             computed += 1
             if store is not None and writer:
                 store.save(c.name, arrays)

@@ -134,9 +134,13 @@ class Inputs:
 
 
 def resolve_model_dir(model_dir: str) -> pathlib.Path:
-    """`model_dir`, or the packaged all-MiniLM-L6-v2 when it is ''."""
+    """`model_dir` (a path, or the name of an installed offline model: `registry.resolve`), or
+    the packaged all-MiniLM-L6-v2 when it is ''. PretrainedError naming the field, one line."""
     if model_dir:
-        return pathlib.Path(model_dir)
+        try:
+            return registry.resolve(model_dir)
+        except checkpoint.PretrainedError as e:
+            raise checkpoint.PretrainedError(f"model_dir: {e}") from None
     default = bert.packaged_minilm_dir()
     require(default is not None, "model_dir",
             f"required: the packaged MiniLM ({MINILM_INSTALL_HINT}) is not installed")

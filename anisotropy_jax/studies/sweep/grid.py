@@ -287,6 +287,22 @@ def fetch(tree: Any) -> Any:
     return jax.tree.map(get, tree)
 
 
+def overflow_cause(block: BlockConfig, bias_norm: float) -> str:
+    """What made a point's activations leave float32's range, naming the config field: the bias
+    norm where there is one; at s = 0 (no bias at all) the weights' scale (`model.init_std` for
+    the inits that read it, else the init itself)."""
+    if bias_norm > 0:
+        return "float32 activations overflow for bias norms this large (bias_norms)"
+    if block.init in ("bert", "t5"):
+        scale = f"model.init_std={block.init_std:g}"
+        if block.init == "bert" and block.residual_init_std is not None:
+            scale += f" (model.residual_init_std={block.residual_init_std:g})"
+        return (f"float32 activations overflow with no bias at all: the weights of "
+                f"{scale} are too large")
+    return (f"float32 activations overflow with no bias at all: the weights of "
+            f"model.init={block.init} overflow them")
+
+
 def _check_finite(chunk: Mapping[str, np.ndarray], seeds: np.ndarray, norms: np.ndarray,
                   block: BlockConfig) -> None:
     for name, values in chunk.items():
@@ -297,7 +313,7 @@ def _check_finite(chunk: Mapping[str, np.ndarray], seeds: np.ndarray, norms: np.
                 f"bias sweep overflow: metric {name!r} is not finite ({values[tuple(idx)]}) at "
                 f"s={norms[idx[1]]:g}, seed={seeds[idx[0]]} (norm_position="
                 f"{block.norm_position}, init={block.init}, precision={block.precision}): "
-                f"float32 activations overflow for bias norms this large")
+                f"{overflow_cause(block, float(norms[idx[1]]))}")
 
 
 def _store(out: Mapping[str, np.ndarray], seeds: np.ndarray, lo: int, shape: tuple[int, int],

@@ -111,6 +111,13 @@ def write(result: DynamicsResult, workdir: str | pathlib.Path,
     return out
 
 
+def _signed(rho: Any) -> str:
+    """A correlation with its sign, two decimals; one that JSON holds as "nan" (undefined: e.g.
+    a partial correlation whose spread is constant over the heads) as nan."""
+    value = float(rho) if rho is not None else float("nan")
+    return "nan" if value != value else f"{value:+.2f}"
+
+
 def format_report(doc: dict[str, Any]) -> str:
     """One line per expected trend: whether it holds, with its scalar numbers; then the
     per-checkpoint correlation across heads (of `write`'s results.json dict)."""
@@ -123,7 +130,7 @@ def format_report(doc: dict[str, Any]) -> str:
     corr = doc.get("correlation") or {}
     for name, value in corr.items():
         if isinstance(value, dict):
-            rhos = " ".join(f"{s}:{r:+.2f}" for s, r in zip(doc["steps"], value["rho"]))
+            rhos = " ".join(f"{s}:{_signed(r)}" for s, r in zip(doc["steps"], value["rho"]))
             what = (f"{name} (within layers)" if name.startswith("partial_")
                     else f"spearman(entropy, {name})")
             lines.append(f"{what} across {corr['n']} heads, by step: {rhos}")

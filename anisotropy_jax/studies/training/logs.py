@@ -100,4 +100,11 @@ def read_train_config(workdir: str | os.PathLike) -> TrainConfig:
     if not path.exists():
         raise FileNotFoundError(f"--workdir: {path} does not exist; is it a training run "
                                 f"(experiments/train.py)?")
-    return train_config_from_mapping(json.loads(path.read_text())["train"])[0]
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"--workdir: {path} is unreadable ({error})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("train"), dict):
+        raise ConfigError(f"--workdir: {path} holds no training config; is it a training run "
+                          "(anisotropy-jax train)?")
+    return train_config_from_mapping(record["train"])[0]

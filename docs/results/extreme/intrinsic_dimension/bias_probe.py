@@ -9,10 +9,13 @@ vectors x_i/‖x_i‖ (the cloud the cosine sees). Seed 0 is repeated in float64
 rounding does. Run from the repository root (about two minutes on 2 CPU cores):
 
     .venv/bin/python docs/results/extreme/intrinsic_dimension/bias_probe.py \
+        --json docs/results/extreme/intrinsic_dimension/bias_probe.json \
         > docs/results/extreme/intrinsic_dimension/bias_probe.txt
 
-It writes bias_probe.json beside this file.
+It prints the table; every row goes to a JSON file only where --json names one (nothing is
+written into the repository unless asked).
 """
+import argparse
 import json
 import pathlib
 import platform
@@ -26,7 +29,6 @@ from anisotropy_jax import metrics
 
 N, DIM, SEEDS = 2000, 768, (0, 1, 2)
 BIAS_NORMS = (0.0, 1.0, 4.0, 16.0, 64.0, 256.0)
-OUT = pathlib.Path(__file__).resolve().parent / "bias_probe.json"
 
 
 @jax.jit
@@ -51,7 +53,11 @@ def _cloud(seed, s, dtype):
     return jnp.asarray(z + s * u, dtype)
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="TwoNN / GRIDE on x = z + s·u.")
+    parser.add_argument("--json", type=pathlib.Path, default=None,
+                        help="Also write every row as JSON here (default: nothing written).")
+    out = parser.parse_args(argv).json
     start = time.time()
     rows = []
     for dtype_name in ("float32", "float64"):
@@ -87,7 +93,9 @@ def main():
     elapsed = time.time() - start
     print(f"{elapsed:.0f} s on {platform.machine()} ({jax.devices()[0].platform}), jax "
           f"{jax.__version__}")
-    OUT.write_text(json.dumps({
+    if out is None:
+        return
+    out.write_text(json.dumps({
         "command": "python docs/results/extreme/intrinsic_dimension/bias_probe.py",
         "n": N, "dim": DIM, "seeds": list(SEEDS), "bias_norms": list(BIAS_NORMS),
         "summary": summary, "rows": rows, "seconds": elapsed, "jax": jax.__version__,
