@@ -40,14 +40,16 @@ import jax.numpy as jnp
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.attention import SelfAttention
-from anisotropy_jax.models.layers import Mlp, norm
+from anisotropy_jax.models.layers import Mlp, Tapped, norm
 
 Array = jax.Array
 Probes = dict[str, Any]
 
 
-class Block(nn.Module):
-    """One block (module docstring); returns (resid_post, probes)."""
+class Block(Tapped):
+    """One block (module docstring); returns (resid_post, probes). Taps (`Tapped`) resid_pre,
+    attn_out, resid_mid, mlp_out and resid_post where it records them (its attention and MLP tap
+    the others): `models.patching` reads or replaces any of them."""
 
     config: BlockConfig
 
@@ -64,6 +66,7 @@ class Block(nn.Module):
         if pre and attention_inputs.get("precomputed_qkv") is not None:
             raise ValueError("precomputed_qkv: pre-LN attention sees LN(x), not x; its "
                              "projection cannot be precomputed from x")
+        x_BxLxD = self.tap("resid_pre", x_BxLxD)
         probes: Probes = {"resid_pre": x_BxLxD}
 
         attn_in = norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
@@ -72,11 +75,11 @@ class Block(nn.Module):
         probes.update(attn_probes)
         if cfg.sandwich_norms:
             attn_out = norm(cfg, "post_attention_norm")(attn_out)
-        probes["attn_out"] = attn_out
+        probes["attn_out"] = attn_out = self.tap("attn_out", attn_out)
         resid_mid = residual_sum(x_BxLxD, cfg.skip_scale, attn_out, cfg.residual_scale)
         if post:
             resid_mid = norm(cfg, "attention_norm")(resid_mid)
-        probes["resid_mid"] = resid_mid
+        probes["resid_mid"] = resid_mid = self.tap("resid_mid", resid_mid)
 
         resid_post = resid_mid
         if cfg.use_mlp:
@@ -85,11 +88,11 @@ class Block(nn.Module):
             mlp_out = Mlp(cfg, name="mlp")(mlp_in)
             if cfg.sandwich_norms:
                 mlp_out = norm(cfg, "post_mlp_norm")(mlp_out)
-            probes["mlp_out"] = mlp_out
+            probes["mlp_out"] = mlp_out = self.tap("mlp_out", mlp_out)
             resid_post = residual_sum(resid_mid, 1.0, mlp_out, cfg.residual_scale)
             if post:
                 resid_post = norm(cfg, "mlp_norm")(resid_post)
-        probes["resid_post"] = resid_post
+        probes["resid_post"] = resid_post = self.tap("resid_post", resid_post)
         return resid_post, probes
 
 
