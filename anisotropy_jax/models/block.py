@@ -24,7 +24,11 @@ Canonical probe names of a block (contract, README "Probes"):
   mlp_out       (B, L, D)      MLP branch (absent when use_mlp=False)
   resid_post    (B, L, D)      pre/none: resid_mid + α·mlp_out;   post: LN(resid_mid + α·mlp_out);
                                = resid_mid when use_mlp=False
-(α = residual_scale, s = skip_scale; both 1 in every pretrained family.) With parallel_residual
+(α = residual_scale, s = skip_scale; both 1 in every pretrained family.) Each of these but the
+per-query attention statistics, plus head_out (B, L, H, Dh: each head's output, the output
+projection's input) and mlp_pre / mlp_post (B, L, F: the MLP activation's input and output
+projection's input), passes through a hook point (`layers.Tapped.tap`), where `models.patching`
+reads or replaces it (docs/PATCHING.md); without a patch the forward is unchanged, bit for bit. With parallel_residual
 the MLP reads norm(resid_pre), not norm(resid_mid), and resid_post = resid_mid + mlp_out. With
 sandwich_norms (Gemma-2/3) attn_out and mlp_out are the branches after their own output norms
 (`post_attention_norm`, `post_mlp_norm`), as they are added.

@@ -53,7 +53,7 @@ HEAD_AXES = {"queries": 2, "keys": 2, "values": 2, "attn_logits": 1, "attn_weigh
 PatchFn = Callable[[Array, "Address"], Array]
 
 
-@dataclasses.dataclass(frozen=True, order=True)
+@dataclasses.dataclass(frozen=True)
 class Address:
     """One activation: block `layer` (None: every block), `name`, optional `head`."""
 
@@ -243,16 +243,14 @@ def _cached_reader(family: Any, cfg: Any, names: tuple[str, ...]) -> Callable[..
     return read
 
 
-def block_paths(family: Any, cfg: Any, params: Any, x: Any, **inputs: Any
-                ) -> tuple[tuple[str, ...], ...]:
-    """Each block's module path (its parameters: params["params"][path…]), by layer; traced
-    with `jax.eval_shape`, nothing computed."""
+def block_paths(family: Any, cfg: Any, params: Any, x: Any) -> tuple[tuple[str, ...], ...]:
+    """Each block's module path, by layer: its parameters are params["params"][path…] (to edit
+    weights instead of activations). Traced with `jax.eval_shape`: nothing is computed."""
     state = _Interception({}, frozenset())
 
     def forward(params, x):
         with nn.intercept_methods(state):
-            return family.apply(cfg, params, x, inputs.get("token_types_BxL"),
-                                inputs.get("mask_BxL"))
+            return family.apply(cfg, params, x)
 
     jax.eval_shape(forward, params, x)
     return tuple(state.block_paths)
