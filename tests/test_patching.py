@@ -25,9 +25,9 @@ SMALL = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_h
 # A tiny config.json per family (transformers' config classes, as tests/test_padding.py).
 HF_CONFIGS = {
     "bert": lambda: transformers.BertConfig(**SMALL, type_vocab_size=2),
-    "canine": lambda: transformers.CanineConfig(
-        **{**SMALL, "max_position_embeddings": 64}, num_hash_functions=4, num_hash_buckets=64,
-        type_vocab_size=4, downsampling_rate=4, upsampling_kernel_size=4,
+    "canine": lambda: transformers.CanineConfig(  # blocks: initial, one deep, final
+        **{**SMALL, "max_position_embeddings": 64, "num_hidden_layers": 1}, num_hash_functions=4,
+        num_hash_buckets=64, type_vocab_size=4, downsampling_rate=4, upsampling_kernel_size=4,
         local_transformer_stride=4),
     "gemma3": lambda: transformers.Gemma3TextConfig(
         **SMALL, num_key_value_heads=1, head_dim=8, sliding_window=4,
