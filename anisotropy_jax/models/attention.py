@@ -27,13 +27,14 @@ import jax.numpy as jnp
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models import fused_attention
-from anisotropy_jax.models.layers import DenseParams, dense, matmul_settings, norm
+from anisotropy_jax.models.layers import DenseParams, Tapped, dense, matmul_settings, norm
 # The normalisation step's registry, name → function (models/normalizations.py).
 from anisotropy_jax.models.normalizations import NORMALIZATIONS, clipped_softmax, softmax
 from anisotropy_jax.models.rotary import apply_rotary
 
 Array = jax.Array
 Probes = dict[str, Any]
+Tap = Callable[[str, Array], Array] | None  # a hook point, (name, x) → x: `layers.Tapped.tap`
 
 # Masked logits get the most negative float32: exp underflows to exactly 0 after max-subtraction,
 # and, unlike -inf, a row whose keys are all masked stays finite (uniform) instead of NaN.
@@ -145,28 +146,40 @@ def mix_values(weights_BxHxLxL: Array, v_BxLxHxDh: Array, precision) -> Array:
 def attention_core(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *, scale: float,
                    precision, causal: bool = False, key_mask_BxL: Array | None = None,
                    logit_bias: Array | None = None, normalization: str | Callable = "softmax",
-                   sliding_window: int = 0) -> tuple[Array, Probes]:
+                   sliding_window: int = 0, tap: Tap = None) -> tuple[Array, Probes]:
     """logits → mask → normalise → mix, and the per-query statistics: the plain core.
 
     `logit_bias` (broadcastable to (B, H, Lq, Lk), e.g. a relative-position bias) is added to the
     scaled logits before masking. `normalization`: a NORMALIZATIONS name or function. Returns
     (mixed (B, L, H, Dh) float32, probes attn_logits, attn_weights and the per-query statistics
     attn_entropy, attn_max, attn_sink; for a normalisation other than softmax, of the weights as
-    given (`metrics.attention_statistics`), with attn_mass).
+    given (`metrics.attention_statistics`), with attn_mass). `tap` (a hook point): the masked
+    logits and the weights pass through it; weights it changes give the statistics themselves.
     """
+    tap = tap or (lambda name, value: value)
     normalize = NORMALIZATIONS[normalization] if isinstance(normalization, str) else normalization
+    mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL, sliding_window)
+    logits_BxHxLxL = tap("attn_logits", masked_logits(q_BxLxHxDh, k_BxLxHxDh, scale, precision,
+                                                      logit_bias, mask))
+    normalized_BxHxLxL = normalize(logits_BxHxLxL, mask)
+    weights_BxHxLxL = tap("attn_weights", normalized_BxHxLxL)
+    probes = {"attn_logits": logits_BxHxLxL, "attn_weights": weights_BxHxLxL}
+    from_logits = normalize is softmax and weights_BxHxLxL is normalized_BxHxLxL
+    stats = metrics.attention_statistics(
+        logits_BxHxLxL, mask, weights=None if from_logits else weights_BxHxLxL)
+    probes.update({f"attn_{name}": value for name, value in stats.items()})
+    return mix_values(weights_BxHxLxL, v_BxLxHxDh, precision), probes
+
+
+def masked_logits(q_BxLxHxDh: Array, k_BxLxHxDh: Array, scale: float, precision,
+                  logit_bias: Array | None, mask: Array | None) -> Array:
+    """q·k · scale (+ logit_bias), masked keys MASK_VALUE: (B, H, Lq, Lk) float32."""
     logits_BxHxLxL = attention_logits(q_BxLxHxDh, k_BxLxHxDh, scale, precision)
     if logit_bias is not None:
         logits_BxHxLxL = logits_BxHxLxL + jnp.asarray(logit_bias, jnp.float32)
-    mask = attention_mask(q_BxLxHxDh.shape[1], causal, key_mask_BxL, sliding_window)
     if mask is not None:
         logits_BxHxLxL = jnp.where(mask, logits_BxHxLxL, MASK_VALUE)
-    weights_BxHxLxL = normalize(logits_BxHxLxL, mask)
-    probes = {"attn_logits": logits_BxHxLxL, "attn_weights": weights_BxHxLxL}
-    stats = metrics.attention_statistics(
-        logits_BxHxLxL, mask, weights=None if normalize is softmax else weights_BxHxLxL)
-    probes.update({f"attn_{name}": value for name, value in stats.items()})
-    return mix_values(weights_BxHxLxL, v_BxLxHxDh, precision), probes
+    return logits_BxHxLxL
 
 
 def block_logit_scale(cfg: BlockConfig) -> float:
@@ -177,38 +190,58 @@ def block_logit_scale(cfg: BlockConfig) -> float:
 
 
 def xla_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
-             logit_bias: Array | None = None) -> tuple[Array, Probes]:
+             logit_bias: Array | None = None, tap: Tap = None) -> tuple[Array, Probes]:
     """`attention_core` with the block's scale, precision, mask and normalisation."""
     _, precision = matmul_settings(cfg)
     return attention_core(q, k, v, scale=block_logit_scale(cfg), precision=precision,
                           causal=cfg.causal, key_mask_BxL=key_mask_BxL, logit_bias=logit_bias,
                           normalization=normalization_function(cfg),
-                          sliding_window=cfg.sliding_window)
+                          sliding_window=cfg.sliding_window, tap=tap)
 
 
-def local_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None) -> tuple[Array, Probes]:
-    """Attention within consecutive chunks of cfg.local_chunk positions (the last may be
-    shorter), each chunk its own normalisation (CANINE's `CanineAttention(local=True)`). The
-    (B, H, L, L) logits and weights are block-diagonal (logits MASK_VALUE and weights 0 outside
-    a query's chunk); attn_sink is the mass on the first key of the query's chunk."""
-    batch, seq_len = q.shape[:2]
-    mixed, stats, blocks = [], {}, []
-    for start in range(0, seq_len, cfg.local_chunk):
-        end = min(seq_len, start + cfg.local_chunk)
-        mask = None if key_mask_BxL is None else key_mask_BxL[:, start:end]
-        out, probes = xla_core(q[:, start:end], k[:, start:end], v[:, start:end], cfg, mask)
-        mixed.append(out)
-        for name in set(probes) - {"attn_logits", "attn_weights"}:  # the per-query statistics
-            stats.setdefault(name, []).append(probes[name])
-        blocks.append((start, end, probes["attn_logits"], probes["attn_weights"]))
-    full_logits = jnp.full((batch, q.shape[2], seq_len, seq_len), MASK_VALUE, jnp.float32)
-    full_weights = jnp.zeros(full_logits.shape, jnp.float32)
-    for start, end, logits, weights in blocks:
-        full_logits = full_logits.at[:, :, start:end, start:end].set(logits)
-        full_weights = full_weights.at[:, :, start:end, start:end].set(weights)
+def local_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None, tap: Tap = None
+               ) -> tuple[Array, Probes]:
+    """Attention within consecutive chunks of cfg.local_chunk positions (the last may be shorter),
+    each as `attention_core` (CANINE's `CanineAttention(local=True)`). The (B, H, L, L) logits and
+    weights are block-diagonal (logits MASK_VALUE and weights 0 outside a query's chunk);
+    attn_sink is the mass on the first key of the query's chunk. `tap` sees these full matrices
+    (entries outside the chunks unused)."""
+    _, precision = matmul_settings(cfg)
+    seq_len, normalize, size = q.shape[1], normalization_function(cfg), cfg.local_chunk
+    chunks = [(start, min(seq_len, start + size)) for start in range(0, seq_len, size)]
+    masks = [attention_mask(end - start, cfg.causal,
+                            None if key_mask_BxL is None else key_mask_BxL[:, start:end],
+                            cfg.sliding_window) for start, end in chunks]
+    logits, full_logits = _tap_chunks(tap, "attn_logits", chunks, MASK_VALUE, [
+        masked_logits(q[:, start:end], k[:, start:end], block_logit_scale(cfg), precision, None,
+                      mask) for (start, end), mask in zip(chunks, masks)])
+    normalized = [normalize(part, mask) for part, mask in zip(logits, masks)]
+    weights, full_weights = _tap_chunks(tap, "attn_weights", chunks, 0.0, normalized)
+    from_logits = normalize is softmax and weights is normalized
+    stats: dict[str, list[Array]] = {}
+    for part, mask, weight in zip(logits, masks, weights):
+        for name, value in metrics.attention_statistics(
+                part, mask, weights=None if from_logits else weight).items():
+            stats.setdefault(f"attn_{name}", []).append(value)
     probes = {name: jnp.concatenate(parts, axis=-1) for name, parts in stats.items()}
     probes.update(attn_logits=full_logits, attn_weights=full_weights)
+    mixed = [mix_values(weight, v[:, start:end], precision)
+             for (start, end), weight in zip(chunks, weights)]
     return jnp.concatenate(mixed, axis=1), probes
+
+
+def _tap_chunks(tap: Tap, name: str, chunks: list[tuple[int, int]], fill: float,
+                parts: list[Array]) -> tuple[list[Array], Array]:
+    """The per-chunk (B, H, l, l) `parts` on the diagonal of a (B, H, L, L) matrix of `fill`,
+    passed through `tap` → (the parts as tapped: `parts` itself if untouched, the matrix)."""
+    batch, heads, seq_len = parts[0].shape[0], parts[0].shape[1], chunks[-1][1]
+    full = jnp.full((batch, heads, seq_len, seq_len), fill, jnp.float32)
+    for (start, end), part in zip(chunks, parts):
+        full = full.at[:, :, start:end, start:end].set(part)
+    tapped = full if tap is None else tap(name, full)
+    if tapped is full:
+        return parts, full
+    return [tapped[:, :, start:end, start:end] for start, end in chunks], tapped
 
 
 def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
@@ -252,13 +285,14 @@ def dot_product_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
     return mixed.astype(jnp.float32), {}
 
 
-def _unfused_core(q, k, v, cfg: BlockConfig, key_mask_BxL, logit_bias) -> tuple[Array, Probes]:
+def _unfused_core(q, k, v, cfg: BlockConfig, key_mask_BxL, logit_bias, tap: Tap = None
+                  ) -> tuple[Array, Probes]:
     """The core when the Pallas kernel does not run: 'dot_product', local chunks, or XLA's."""
     if cfg.attention_impl == "dot_product":
         return dot_product_core(q, k, v, cfg, key_mask_BxL, logit_bias)
     if cfg.local_chunk:
-        return local_core(q, k, v, cfg, key_mask_BxL)
-    return xla_core(q, k, v, cfg, key_mask_BxL, logit_bias)
+        return local_core(q, k, v, cfg, key_mask_BxL, tap)
+    return xla_core(q, k, v, cfg, key_mask_BxL, logit_bias, tap)
 
 
 def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, logit_bias,
@@ -285,8 +319,45 @@ def output_gate(cfg: BlockConfig, x_BxLxD: Array, mixed_BxLxHxDh: Array, probes:
     return mixed_BxLxHxDh * gate_BxLxH[..., None]
 
 
-class SelfAttention(nn.Module):
-    """Multi-head self-attention; returns (output (B, L, D) float32, probes)."""
+def project(cfg: BlockConfig, x_BxLxD: Array, precomputed_qkv: PrecomputedQKV | None
+            ) -> tuple[Array, Array, Array]:
+    """The input projection → q, k, v (B, L, H, Dh), as attention uses them (QK norm, rotary,
+    key/value heads repeated). Called inside `SelfAttention` (its parameters)."""
+    (batch, seq_len, d_model), dtype = x_BxLxD.shape, matmul_settings(cfg)[0]
+    heads, kv_heads, d_head = cfg.num_heads, cfg.kv_heads, cfg.d_head
+    width = (heads + 2 * kv_heads) * d_head
+    # one (D, (H + 2·H_kv)·Dh) GEMM, faster than three narrow ones; three Dense-shaped params
+    dense_qkv = [DenseParams(cfg, d_model, n * d_head, cfg.bias("qkv"), name=name)()
+                 for name, n in zip(QKV_NAMES, (heads, kv_heads, kv_heads))]
+    if precomputed_qkv is None:
+        kernel_DxW, bias_W = concat_qkv(dense_qkv)
+        qkv_BxLxW = jnp.dot(x_BxLxD.astype(dtype), kernel_DxW.astype(dtype),
+                            precision=matmul_settings(cfg)[1])
+        if bias_W is not None:
+            qkv_BxLxW = qkv_BxLxW + bias_W.astype(dtype)[None, None, :]
+    else:
+        qkv_BxLxW = precomputed_qkv.assemble()
+        if qkv_BxLxW.shape != (batch, seq_len, width):
+            raise ValueError(f"precomputed_qkv: shape {qkv_BxLxW.shape} != "
+                             f"{(batch, seq_len, width)}")
+    q, k, v = split_heads(qkv_BxLxW.astype(dtype), heads, kv_heads)
+    if cfg.attention == "qk_layernorm":
+        q = norm(cfg, "query_norm", use_bias=False)(q)
+        k = norm(cfg, "key_norm", use_bias=False)(k)
+    if cfg.rotary_dims:
+        positions_L = jnp.arange(seq_len)
+        q = apply_rotary(q, positions_L, cfg.rotary_dims, cfg.rotary_base)
+        k = apply_rotary(k, positions_L, cfg.rotary_dims, cfg.rotary_base)
+    if kv_heads != heads:  # query head h reads key/value head h // (H / H_kv)
+        k = jnp.repeat(k, heads // kv_heads, axis=2)
+        v = jnp.repeat(v, heads // kv_heads, axis=2)
+    return q, k, v
+
+
+class SelfAttention(Tapped):
+    """Multi-head self-attention; returns (output (B, L, D) float32, probes). Taps (`Tapped`)
+    queries, keys, values, attn_logits, attn_weights (the XLA and local cores only) and head_out,
+    each head's output (B, L, H, Dh), the input of the output projection."""
 
     config: BlockConfig
 
@@ -303,51 +374,27 @@ class SelfAttention(nn.Module):
         batch, seq_len, d_model = x_BxLxD.shape
         if d_model != cfg.d_model:
             raise ValueError(f"input width {d_model} != model.d_model {cfg.d_model}")
-        dtype, precision = matmul_settings(cfg)
-        heads, kv_heads, d_head = cfg.num_heads, cfg.kv_heads, cfg.d_head
-        width = (heads + 2 * kv_heads) * d_head
-
-        # project: one (D, (H + 2·H_kv)·Dh) matmul (a wider GEMM runs closer to the matmul rate
-        # than three narrow ones); the parameters stay three Dense-shaped sets.
-        qkv_bias = cfg.bias("qkv")
-        dense_qkv = [DenseParams(cfg, d_model, n * d_head, qkv_bias, name=name)()
-                     for name, n in zip(QKV_NAMES, (heads, kv_heads, kv_heads))]
-        if precomputed_qkv is None:
-            kernel_DxW, bias_W = concat_qkv(dense_qkv)
-            qkv_BxLxW = jnp.dot(x_BxLxD.astype(dtype), kernel_DxW.astype(dtype),
-                                precision=precision)
-            if bias_W is not None:
-                qkv_BxLxW = qkv_BxLxW + bias_W.astype(dtype)[None, None, :]
-        else:
-            qkv_BxLxW = precomputed_qkv.assemble()
-            if qkv_BxLxW.shape != (batch, seq_len, width):
-                raise ValueError(f"precomputed_qkv: shape {qkv_BxLxW.shape} != "
-                                 f"{(batch, seq_len, width)}")
-        q, k, v = split_heads(qkv_BxLxW.astype(dtype), heads, kv_heads)
-        if cfg.attention == "qk_layernorm":
-            q = norm(cfg, "query_norm", use_bias=False)(q)
-            k = norm(cfg, "key_norm", use_bias=False)(k)
-        if cfg.rotary_dims:
-            positions_L = jnp.arange(seq_len)
-            q = apply_rotary(q, positions_L, cfg.rotary_dims, cfg.rotary_base)
-            k = apply_rotary(k, positions_L, cfg.rotary_dims, cfg.rotary_base)
-        if kv_heads != heads:  # query head h reads key/value head h // (H / H_kv)
-            k = jnp.repeat(k, heads // kv_heads, axis=2)
-            v = jnp.repeat(v, heads // kv_heads, axis=2)
-        probes: Probes = {"queries": q, "keys": k, "values": v}
+        untapped = project(cfg, x_BxLxD, precomputed_qkv)
+        probes: Probes = {name: self.tap(name, value)
+                          for name, value in zip(("queries", "keys", "values"), untapped)}
+        q, k, v = probes["queries"], probes["keys"], probes["values"]
 
         # logits → mask → normalise → mix
         if _use_fused_kernel(cfg, seq_len, key_mask_BxL, logit_bias, self.is_initializing()):
             affine = None if precomputed_qkv is None else precomputed_qkv.affine_form()
+            if affine is not None and any(a is not b for a, b in zip((q, k, v), untapped)):
+                raise ValueError("queries/keys/values: the fused kernel forms an affine "
+                                 "projection's q, k, v on chip; they cannot be patched")
             mixed_BxLxHxDh, core_probes = fused_core(q, k, v, cfg, affine, reduction_statistics)
         else:
-            mixed_BxLxHxDh, core_probes = _unfused_core(q, k, v, cfg, key_mask_BxL, logit_bias)
+            mixed_BxLxHxDh, core_probes = _unfused_core(q, k, v, cfg, key_mask_BxL, logit_bias,
+                                                        self.tap)
         probes.update(core_probes)
 
         if cfg.attention_output_gate:
             mixed_BxLxHxDh = output_gate(cfg, x_BxLxD, mixed_BxLxHxDh, probes)
 
         # output
-        mixed_BxLxI = mixed_BxLxHxDh.reshape(batch, seq_len, heads * d_head)
+        mixed_BxLxI = self.tap("head_out", mixed_BxLxHxDh).reshape(batch, seq_len, -1)
         out = dense(cfg, d_model, "out", cfg.bias("out"))(mixed_BxLxI)
         return out.astype(jnp.float32), probes

@@ -24,7 +24,11 @@ Canonical probe names of a block (contract, README "Probes"):
   mlp_out       (B, L, D)      MLP branch (absent when use_mlp=False)
   resid_post    (B, L, D)      pre/none: resid_mid + α·mlp_out;   post: LN(resid_mid + α·mlp_out);
                                = resid_mid when use_mlp=False
-(α = residual_scale, s = skip_scale; both 1 in every pretrained family.) With parallel_residual
+(α = residual_scale, s = skip_scale; both 1 in every pretrained family.) Each of these but the
+per-query attention statistics, plus head_out (B, L, H, Dh: each head's output, the output
+projection's input) and mlp_pre / mlp_post (B, L, F: the MLP activation's input and output
+projection's input), passes through a hook point (`layers.Tapped.tap`), where `models.patching`
+reads or replaces it (docs/PATCHING.md); without a patch the forward is unchanged, bit for bit. With parallel_residual
 the MLP reads norm(resid_pre), not norm(resid_mid), and resid_post = resid_mid + mlp_out. With
 sandwich_norms (Gemma-2/3) attn_out and mlp_out are the branches after their own output norms
 (`post_attention_norm`, `post_mlp_norm`), as they are added.
@@ -40,14 +44,16 @@ import jax.numpy as jnp
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.models.attention import SelfAttention
-from anisotropy_jax.models.layers import Mlp, norm
+from anisotropy_jax.models.layers import Mlp, Tapped, norm
 
 Array = jax.Array
 Probes = dict[str, Any]
 
 
-class Block(nn.Module):
-    """One block (module docstring); returns (resid_post, probes)."""
+class Block(Tapped):
+    """One block (module docstring); returns (resid_post, probes). Taps (`Tapped`) resid_pre,
+    attn_out, resid_mid, mlp_out and resid_post where it records them (its attention and MLP tap
+    the others): `models.patching` reads or replaces any of them."""
 
     config: BlockConfig
 
@@ -64,6 +70,7 @@ class Block(nn.Module):
         if pre and attention_inputs.get("precomputed_qkv") is not None:
             raise ValueError("precomputed_qkv: pre-LN attention sees LN(x), not x; its "
                              "projection cannot be precomputed from x")
+        x_BxLxD = self.tap("resid_pre", x_BxLxD)
         probes: Probes = {"resid_pre": x_BxLxD}
 
         attn_in = norm(cfg, "attention_norm")(x_BxLxD) if pre else x_BxLxD
@@ -72,11 +79,11 @@ class Block(nn.Module):
         probes.update(attn_probes)
         if cfg.sandwich_norms:
             attn_out = norm(cfg, "post_attention_norm")(attn_out)
-        probes["attn_out"] = attn_out
+        probes["attn_out"] = attn_out = self.tap("attn_out", attn_out)
         resid_mid = residual_sum(x_BxLxD, cfg.skip_scale, attn_out, cfg.residual_scale)
         if post:
             resid_mid = norm(cfg, "attention_norm")(resid_mid)
-        probes["resid_mid"] = resid_mid
+        probes["resid_mid"] = resid_mid = self.tap("resid_mid", resid_mid)
 
         resid_post = resid_mid
         if cfg.use_mlp:
@@ -85,11 +92,11 @@ class Block(nn.Module):
             mlp_out = Mlp(cfg, name="mlp")(mlp_in)
             if cfg.sandwich_norms:
                 mlp_out = norm(cfg, "post_mlp_norm")(mlp_out)
-            probes["mlp_out"] = mlp_out
+            probes["mlp_out"] = mlp_out = self.tap("mlp_out", mlp_out)
             resid_post = residual_sum(resid_mid, 1.0, mlp_out, cfg.residual_scale)
             if post:
                 resid_post = norm(cfg, "mlp_norm")(resid_post)
-        probes["resid_post"] = resid_post
+        probes["resid_post"] = resid_post = self.tap("resid_post", resid_post)
         return resid_post, probes
 
 

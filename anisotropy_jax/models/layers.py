@@ -149,8 +149,20 @@ def gelu_exact(x: Array) -> Array:
     return (0.5 * x32 * (1.0 + erf_float32(x32 * 0.7071067811865476))).astype(x.dtype)
 
 
-class Mlp(nn.Module):
-    """D → d_ff → activation → D, or gated: fc_out(act(fc_gate(x)) · fc_in(x))."""
+class Tapped(nn.Module):
+    """A module with named activations (the block, its attention, its MLP): each passes through
+    `tap(name, value)`, which returns `value` unchanged. `models.patching` intercepts these calls
+    (Flax's `nn.intercept_methods`) to read or replace an activation inside the one forward; with
+    no interceptor a tap adds no operation, so the forward is exactly the untapped one."""
+
+    def tap(self, name: str, value: Array) -> Array:
+        del name
+        return value
+
+
+class Mlp(Tapped):
+    """D → d_ff → activation → D, or gated: fc_out(act(fc_gate(x)) · fc_in(x)). Taps mlp_pre (the
+    activation's input: fc_gate(x) when gated, else fc_in(x)) and mlp_post (fc_out's input)."""
 
     config: BlockConfig
 
@@ -160,9 +172,11 @@ class Mlp(nn.Module):
         act, bias = ACTIVATIONS[cfg.activation], cfg.bias("mlp")
         h_BxLxF = dense(cfg, cfg.d_ff, "fc_in", bias)(x_BxLxD)
         if cfg.gated_mlp:
-            h_BxLxF = act(dense(cfg, cfg.d_ff, "fc_gate", bias)(x_BxLxD)) * h_BxLxF
+            gate_BxLxF = self.tap("mlp_pre", dense(cfg, cfg.d_ff, "fc_gate", bias)(x_BxLxD))
+            h_BxLxF = act(gate_BxLxF) * h_BxLxF
         else:
-            h_BxLxF = act(h_BxLxF)
+            h_BxLxF = act(self.tap("mlp_pre", h_BxLxF))
+        h_BxLxF = self.tap("mlp_post", h_BxLxF)
         return dense(cfg, cfg.d_model, "fc_out", bias)(h_BxLxF).astype(jnp.float32)
 
 
