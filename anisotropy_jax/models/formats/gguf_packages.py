@@ -96,8 +96,8 @@ def packaged_qwen25_coder_gguf(size: str = "0.5b", cache_dir: str | pathlib.Path
     """Qwen2.5-Coder-`size`-Instruct (Q4_K_M GGUF; `size` a key of QWEN25_CODER) joined from its
     installed part packages (found with importlib, not imported: they hold only their data and a
     path helper) into `cache_dir`/qwen2.5-coder-`size` (default as for `packaged_gemma3_gguf`),
-    once, SHA-256 checked; None when its first part is not installed, PretrainedError when a later one
-    is missing or the join's SHA-256 differs."""
+    once, SHA-256 checked; None when its first part is not installed, PretrainedError when a
+    later one is missing or the join's SHA-256 differs."""
     module, count, requirement, name, sha256 = QWEN25_CODER[size]
     target = _cache_root(cache_dir) / f"qwen2.5-coder-{size}" / name  # a folder each: model_dir
     if importlib.util.find_spec(module.format(1)) is None:
