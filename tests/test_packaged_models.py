@@ -11,7 +11,7 @@ import pytest
 
 from anisotropy_jax.models import packaged, registry
 from anisotropy_jax.models.families import bert, vit, whisper
-from anisotropy_jax.models.formats import gguf
+from anisotropy_jax.models.formats import gguf, gguf_packages
 from anisotropy_jax.models.formats.checkpoint import PretrainedError
 
 COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")
@@ -29,8 +29,8 @@ def test_names_and_titles_resolve_to_the_package_files():
             assert registry.resolve(spelling) == path, spelling
     assert set(expected) <= set(registry.installed())
     assert [p.name for p in packaged.PACKAGED] == [
-        "minilm-l6", "minilm-l3", "mpnet", "smollm2", "gemma3", "dinov2-s", "whisper-tiny.en",
-        "whisper-base"]
+        "minilm-l6", "minilm-l3", "mpnet", "smollm2", "gemma3", "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-1.5b", "dinov2-s", "whisper-tiny.en", "whisper-base"]
 
 
 def test_load_by_name_is_load_by_path():
@@ -44,7 +44,7 @@ def test_load_by_name_is_load_by_path():
 def test_a_model_joined_into_the_cache_is_located_on_demand(monkeypatch, tmp_path):
     joined = tmp_path / "gemma.gguf"
     asked = []
-    monkeypatch.setattr(gguf, "packaged_gemma3_gguf",
+    monkeypatch.setattr(gguf_packages, "packaged_gemma3_gguf",
                         lambda cache_dir=None: asked.append(cache_dir) or joined)
     assert registry.resolve("gemma3") == joined == registry.resolve("Gemma-3-270M")
     assert asked == [packaged.cache_dir()] * 2

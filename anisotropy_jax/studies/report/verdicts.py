@@ -16,11 +16,13 @@ from anisotropy_jax.studies.report.verdict import (  # noqa: F401 (re-exported)
     _not_measured)
 from anisotropy_jax.studies.report.verdicts_key_term import godey_4b  # noqa: F401
 from anisotropy_jax.studies.report.verdicts_key_term import training_scope as _training_scope
+from anisotropy_jax.studies.report.verdicts_centring import (  # noqa: F401
+    DRIFT_SHARE, GODEY_2_MODELS, GODEY_2_SENSITIVITY, GODEY_2_SHARE, godey_2,
+    intermediate as _intermediate)
 from anisotropy_jax.studies.report.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
 
 # Thresholds of the criteria (each printed in its criterion text).
 MODALITY_MARGIN = 0.1       # Godey 1: trained minus the largest untrained cross-sequence cosine
-DRIFT_SHARE = 0.5           # Godey 2: the share of the anisotropy centring removes
 PYTHIA_ISOTROPY = 0.9       # Machina & Mercer a: centred partition isotropy I(W)
 COLLAPSED_RANK = 1.5        # depth: per-sequence effective rank of a collapsed sequence
 COLLAPSE_COSINE = 0.5       # depth b: average cosine at which collapse counts as anisotropy
@@ -30,12 +32,6 @@ def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str
             scope: str = "") -> Verdict:
     """HOLDS when every unit passes (FAILS otherwise)."""
     return Verdict(key, criterion, HOLDS if oks and all(oks) else FAILS, tuple(numbers), scope)
-
-
-def _intermediate(labels: Sequence[str]) -> list[int]:
-    """The states between the embedding output and the last state (a final norm's output, or
-    the last layer): the 'intermediate layers' of the claims."""
-    return list(range(1, len(labels) - 1))
 
 
 def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
@@ -77,87 +73,6 @@ def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
     return Verdict("godey_1", crit, verdict, tuple(numbers),
                    "trained: " + "; ".join(scope) + "; no trained CNN and no character-level "
                    "weights are installed, so those parts of the claim are not measured")
-
-
-def _seed_rows(doc: Mapping[str, Any], metric: str, inner: list[int]) -> np.ndarray:
-    return np.asarray([[np.nan if v is None else v for v in run] for run in
-                       doc["untrained_seeds"]["metrics"][metric]], np.float64)[:, inner]
-
-
-def _trained_row(doc: Mapping[str, Any], metric: str, inner: list[int]) -> np.ndarray:
-    return np.asarray([np.nan if v is None else v for v in doc["metrics"]["trained"][metric]],
-                      np.float64)[inner]
-
-
-def _span(values: np.ndarray) -> str:
-    """'min–max' of the finite values; a share is undefined where there is no anisotropy."""
-    finite = values[np.isfinite(values)]
-    return (f"{_g(finite.min())}–{_g(finite.max())}" if finite.size
-            else "undefined (average cosine below 0.01)")
-
-
-# Godey 2 is decided with the centre that leaves the massive tokens out of the mean (a rule fixed
-# before the runs that decide it): one token carrying up to 13,820x the median activation drags the
-# plain mean, and subtracting that mean adds a shared direction to every other token. The plain
-# mean's and the per-dimension median's shares are its sensitivity entry.
-GODEY_2_SHARE = "centering_removed_share_without_massive"
-GODEY_2_SENSITIVITY = {"plain mean": "centering_removed_share",
-                       "per-dimension median": "centering_removed_share_median"}
-GODEY_2_MODELS = 2          # Godey 2 is decided on at least this many trained networks
-
-
-def _godey_2_model(name: str, doc: Mapping[str, Any]) -> tuple[bool | None, str]:
-    """(passes, or None when training raised the anisotropy nowhere; the numbers' text)."""
-    inner = _intermediate(doc["model"]["state_labels"])
-    cos = _trained_row(doc, "average_cosine", inner)
-    raised = cos > np.max(_seed_rows(doc, "average_cosine", inner), axis=0)
-    rho = doc["correlations"]["trained"]["drift_norm_vs_average_cosine"]
-    # no p: the states of one network are not independent samples
-    tail = f"; ρ(drift, cosine) = {_g(rho['spearman'])} over {rho['n']} states of one network"
-    if not raised.any():
-        return None, (f"{name}: training raised the average cosine above the untrained seeds "
-                      f"at none of {len(inner)} intermediate states{tail}")
-    share = _trained_row(doc, GODEY_2_SHARE, inner)[raised]
-    removed = int(np.sum(share >= DRIFT_SHARE))
-    others = "; ".join(
-        f"{label}: {int(np.sum(_trained_row(doc, key, inner)[raised] >= DRIFT_SHARE))} of "
-        f"{int(raised.sum())} (share {_span(_trained_row(doc, key, inner)[raised])})"
-        for label, key in GODEY_2_SENSITIVITY.items())
-    untrained = _seed_rows(doc, GODEY_2_SHARE, inner)
-    return removed >= raised.sum() / 2, (
-        f"{name}: centring without the massive tokens removes ≥ {DRIFT_SHARE:.0%} at {removed} "
-        f"of the {int(raised.sum())} intermediate states where training raised the anisotropy "
-        f"(share {_span(share)}; untrained {_span(untrained)}, {untrained.shape[0]} seeds); "
-        f"sensitivity, the same count centred by the {others}{tail}"
-        + precision_note(share, DRIFT_SHARE))
-
-
-def godey_2(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
-    """{model: pretrained results.json}: where training raised the anisotropy above every
-    untrained seed, does centring (removing the drift) remove most of it?"""
-    crit = ("the average cosine of equal-norm vectors is a function of their drift, so ρ(drift, "
-            "cosine) is not the test (shown beside it, without a p: the states of one network are "
-            "not independent samples). The centre is the mean of the tokens that are not massive "
-            "(max |h| ≥ 100× the state's median |h|), whose pull on the plain mean adds a shared "
-            "direction to every other token; a model passes if, at at least half of the "
-            "intermediate states where training raised the average cosine above every one of "
-            "≥ 2 untrained re-initialisations, centring removes at least "
-            f"{DRIFT_SHARE:.0%} of it ((average − centred average cosine)/average). Holds if "
-            f"every such model passes and there are ≥ {GODEY_2_MODELS}; partly if some pass; "
-            "does not hold if none does; a model whose training raised the anisotropy nowhere "
-            f"cannot test the claim, and fewer than {GODEY_2_MODELS} models that can leave it "
-            "not testable")
-    found = {n: d for n, d in (pretrained or {}).items()
-             if GODEY_2_SHARE in d["metrics"].get("trained", {})
-             and len((d.get("untrained_seeds") or {}).get("seeds", [])) >= 2}
-    if not found:
-        return _not_measured("godey_2", crit, reason or "no pretrained model with the massive-"
-                             "token-free centring and ≥ 2 untrained seeds")
-    decided = [_godey_2_model(name, doc) for name, doc in found.items()]
-    oks = [ok for ok, _ in decided if ok is not None]
-    verdict = NO_TEST if len(oks) < GODEY_2_MODELS else all_or_some(oks)
-    return Verdict("godey_2", crit, verdict, tuple(text for _, text in decided),
-                   f"text models {', '.join(found)} on natural text, hidden states per layer")
 
 
 def _interval(q: Mapping[str, Any], index: int | None = None) -> tuple[float, float, float]:
