@@ -4,7 +4,8 @@
 # against commit 047f0e7, whole processes, alternating, cold and warm compilation cache.
 # Run with the `run` tool from the repository root, carry [".whl2", ".ab"] (.ab/old.tgz is
 # `git archive 047f0e7 anisotropy_jax experiments setup.py | gzip`):
-#   bash docs/benchmarks/xla_flags_h100/call.sh flags     (1) and (2)
+#   bash docs/benchmarks/xla_flags_h100/call.sh hlo       (1)
+#   bash docs/benchmarks/xla_flags_h100/call.sh flags     (2) (the 'tf32' runs are precision 'highest')
 #   bash docs/benchmarks/xla_flags_h100/call.sh main_job  (3)
 set -u
 PART=${1:-flags}
@@ -21,13 +22,18 @@ train() {  # name, precision, extra XLA flags
   echo "train $name rc=$? flags='$flags'" >> $S
   mkdir -p /tmp/m; cp /tmp/t_$name/metrics.jsonl /tmp/m/$name.jsonl 2>/dev/null
 }
-if [ $PART = flags ]; then
-# (1) the HLO of a 3-step bf16 run, after optimisation
+if [ $PART = hlo ]; then
+# (1) the HLO of a 3-step bf16 run, after optimisation (the first `flags` call asked for it
+# without the warmup override, which the config refuses: warmup 200 > 3 steps)
 XLA_FLAGS="--xla_dump_to=/tmp/hlo --xla_dump_hlo_as_text" \
   timeout 150 python3 -m anisotropy_jax train --config=train:clm+gpu --config.steps=3 \
-  --config.checkpoint_every=0 --config.analysis.run=False --config.model.precision=bfloat16 \
-  --workdir=/tmp/t_dump > /tmp/log_dump.txt 2>&1; echo "dump rc=$?" >> $S
+  --config.optim.warmup_steps=1 --config.checkpoint_every=0 --config.analysis.run=False \
+  --config.model.precision=bfloat16 --workdir=/tmp/t_dump > /tmp/log_dump.txt 2>&1
+echo "dump rc=$?" >> $S
 python3 docs/benchmarks/xla_flags_h100/fusion_dtypes.py /tmp/hlo > $OUT/fusion_dtypes.txt 2>&1
+tail -3 /tmp/log_dump.txt >> $S
+fi
+if [ $PART = flags ]; then
 # (2) the flags, alternating with the default
 train bf16_default_1 bfloat16 ""
 train bf16_cublaslt_1 bfloat16 "--xla_gpu_enable_cublaslt=true"

@@ -26,13 +26,19 @@ def main(folder):
         sys.exit(f"no *after_optimizations.txt in {folder}")
     step = files[-1]  # the largest module: the training step
     print("module", step.name)
-    rows = []
-    for line in step.read_text().splitlines():
+    rows, types = [], {}
+    lines = step.read_text().splitlines()
+    for line in lines:  # every instruction's result type, by name (operands are named only)
+        m = re.match(r"\s*(?:ROOT )?(%[\w.\-]+) = (.*?) [\w\-]+\(", line)
+        if m:
+            types[m.group(1)] = SHAPE.findall(m.group(2))
+    for line in lines:
         if " fusion(" not in line or "=" not in line:
             continue
         lhs, rhs = line.split("=", 1)
         result = SHAPE.findall(rhs.split("fusion(")[0])
-        operands = SHAPE.findall(rhs.split("fusion(", 1)[1].split("), kind=")[0])
+        names = re.findall(r"%[\w.\-]+", rhs.split("fusion(", 1)[1].split("), kind=")[0])
+        operands = [s for n in names for s in types.get(n, [])]
         kind = re.search(r"kind=(\w+)", rhs)
         total = sum(nbytes(*s) for s in result + operands)
         rows.append((total, lhs.strip().split(" ")[-1], kind.group(1) if kind else "?",
