@@ -1,17 +1,11 @@
 """Test-wide JAX settings. XLA_FLAGS must be set before jax is first imported: two fake CPU devices
-let the sharding tests run on any machine; they change nothing for single-device code. XLA:CPU's
-older elemental emitters instead of its fusion emitters (--xla_cpu_use_fusion_emitters=false)
-compile the suite's small programs 2.5-3x faster (a Block's value-and-grad 0.3 s instead of 0.9 s,
-an eager op 35 ms instead of 100 ms, on the 2-core CPU) and compilation is most of the suite's
-time; the programs compute the same functions (float rounding may differ in the last bits, which
-no test compares across settings). Inherited by the scripts the tests start."""
+let the sharding tests run on any machine; they change nothing for single-device code."""
 import os
 import shutil
 import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=2"
-                           + " --xla_cpu_use_fusion_emitters=false").strip()
+                           + " --xla_force_host_platform_device_count=2").strip()
 os.environ.setdefault("MPLBACKEND", "Agg")
 # One thread for scipy's OpenBLAS, the LAPACK that jaxlib's CPU kernels call (it loads after this
 # file; numpy's own copy is already loaded by a plugin). The suite runs one process per core
