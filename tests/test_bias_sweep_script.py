@@ -17,6 +17,7 @@ import pytest
 
 from anisotropy_jax import results
 from anisotropy_jax.studies.sweep import report
+from tests import processes
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "experiments" / "sweep.py"
@@ -33,7 +34,7 @@ CONTRACT_METRICS = (
 def env():
     cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the run's, shared (tests/conftest.py)
     environ = dict(os.environ)
-    environ.pop("XLA_FLAGS", None)  # one CPU device, as a user's machine
+    processes.one_device(environ)  # one CPU device, as a user's machine
     environ.update(JAX_COMPILATION_CACHE_DIR=str(cache),
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1", MPLBACKEND="Agg")

@@ -20,6 +20,8 @@ import sys
 
 import pytest
 
+from tests import processes
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = ("01_untrained_block", "02_training_dynamics", "03_across_models", "04_depth",
              "05_extreme_tokens")
@@ -44,7 +46,7 @@ def _environment():
            # never imported (those imported are compiled on import): 65 → 39 s here, and pip
            # only warns on a file that does not compile, so no check is lost
            "PIP_COMPILE": "0"}
-    env.pop("XLA_FLAGS", None)
+    processes.one_device(env)
     env.pop("PYTHONPATH", None)
     return env
 

@@ -13,6 +13,7 @@ import pytest
 
 from anisotropy_jax import commands, configs, results
 from anisotropy_jax.config.docs import attribute_docs, field_table
+from tests import processes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")  # pip install -e . made it
@@ -21,7 +22,7 @@ COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")  # pip ins
 @pytest.fixture(scope="module")
 def env():
     cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the run's, shared (tests/conftest.py)
-    environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    environ = processes.one_device(dict(os.environ))
     environ.update(JAX_COMPILATION_CACHE_DIR=str(cache), MPLBACKEND="Agg",
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     return environ

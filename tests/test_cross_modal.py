@@ -12,6 +12,7 @@ import numpy as np
 from anisotropy_jax import results
 from anisotropy_jax.studies import cross_modal
 from tests.test_pretrained_modalities import _tones
+from tests import processes
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -98,7 +99,7 @@ def test_collect_keeps_every_untrained_seed_and_the_scope(tmp_path):
 def test_script_on_whisper_tiny_en_with_a_wav_folder(tmp_path):
     folder = _tones(tmp_path / "wavs", [0.6, 0.9], rate=16000)
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
+    processes.one_device(env)
     args = [sys.executable, str(REPO / "experiments" / "cross_modal.py"),
             "--config=cross_modal:smoke",
             f"--workdir={tmp_path / 'out'}", "--config.models=('Whisper-tiny.en',)",
@@ -129,7 +130,7 @@ def _without_espeak_ng() -> dict[str, str]:
     path = [d for d in os.environ.get("PATH", "").split(os.pathsep)
             if d and not (pathlib.Path(d) / "espeak-ng").exists()]
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PATH": os.pathsep.join(path)}
-    env.pop("XLA_FLAGS", None)
+    processes.one_device(env)
     return env
 
 

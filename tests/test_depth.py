@@ -240,6 +240,7 @@ def test_report_summaries_and_pre_ln_band(result, tmp_path):
     assert "d(cos>=.9)" in report.format_table(doc)
 
 
+@pytest.mark.default_emitters  # a deep stack against its shallow prefix, bit for bit
 def test_a_stack_past_float32_range_keeps_its_earlier_layers_and_warns(tmp_path):
     from anisotropy_jax import results
     # σ_w = 3 at width 16: each attention-only layer multiplies the norm by ~(3·√16)² = 144, so

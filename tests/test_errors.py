@@ -16,6 +16,8 @@ import wave
 import numpy as np
 import pytest
 
+from tests import processes
+
 from anisotropy_jax import cli, media
 from anisotropy_jax.protocol import Interrupted
 
@@ -84,7 +86,7 @@ os.open, os.mkdir = _faulty_os_open, _faulty_mkdir
 @pytest.fixture(scope="module")
 def env():
     cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the run's, shared (tests/conftest.py)
-    environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    environ = processes.one_device(dict(os.environ))
     environ.update(JAX_COMPILATION_CACHE_DIR=str(cache), MPLBACKEND="Agg",
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     return environ

@@ -54,6 +54,11 @@ HF_CONFIGS = {
         max_source_positions=8, max_target_positions=8, vocab_size=50, pad_token_id=1,
         bos_token_id=1, eos_token_id=2, decoder_start_token_id=1),
 }
+# The families whose patched and weight-zeroed programs agree bit for bit (or to 1e-6) only with
+# XLA:CPU's default emitters (tests/conftest.py): they run with those.
+EXACT_EMITTERS = ("canine", "wav2vec2")
+FAMILIES = [pytest.param(name, marks=pytest.mark.default_emitters) if name in EXACT_EMITTERS
+            else name for name in sorted(HF_CONFIGS)]
 NO_BLOCKS = {"resnet"}  # the CNN baseline: no Block, nothing to address
 LAYER, HEAD = 0, 1  # the ablated head
 PATCH_LAYER = 1  # where run A's residual stream enters run B
@@ -156,7 +161,7 @@ def _results(name):
     return dict(got, by_weights=(by_weights["plain"][0], by_weights["plain_states"]))
 
 
-@pytest.mark.parametrize("name", sorted(HF_CONFIGS))
+@pytest.mark.parametrize("name", FAMILIES)
 def test_identity_patches_change_no_bit_and_the_cache_holds_the_probes(name):
     got = _results(name)
     plain, same = jax.tree_util.tree_leaves(got["plain"]), jax.tree_util.tree_leaves(got["same"])
@@ -172,7 +177,7 @@ def test_identity_patches_change_no_bit_and_the_cache_holds_the_probes(name):
     assert len(got["cache"]) == len(blocks) * len(patching.ACTIVATIONS)
 
 
-@pytest.mark.parametrize("name", sorted(HF_CONFIGS))
+@pytest.mark.parametrize("name", FAMILIES)
 def test_head_zero_ablation_equals_zeroing_its_output_projection_rows(name):
     got = _results(name)
     head_out = got["patched_cache"][f"blocks.{LAYER}.head_out.{HEAD}"]
@@ -183,7 +188,7 @@ def test_head_zero_ablation_equals_zeroing_its_output_projection_rows(name):
         np.testing.assert_allclose(patched[run_a], by_weights[run_a], rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", sorted(HF_CONFIGS))
+@pytest.mark.parametrize("name", FAMILIES)
 def test_run_a_residual_patched_into_run_b_gives_a_states_after_the_layer(name):
     got = _results(name)
     plain, patched = got["plain_states"], got["patched"][1]

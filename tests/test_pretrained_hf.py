@@ -22,6 +22,7 @@ import transformers  # noqa: E402
 from anisotropy_jax.models.families import bert  # noqa: E402
 from anisotropy_jax.studies.pretrained import analysis, text  # noqa: E402
 from tests.test_pretrained import toy_tokenizer  # noqa: E402
+from tests import processes
 
 ATOL = 1e-4
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -176,7 +177,7 @@ def test_minilm_matches_transformers(minilm_dir):
 
 def _run(*args, timeout=240):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
+    processes.one_device(env)
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, env=env)
 
@@ -261,7 +262,7 @@ def test_script_bad_flags_fail_fast_with_one_line(tiny_dir, tmp_path):
     """Each bad flag: exit status 2, the last stderr line names the field, nothing written (the
     runs go in parallel to keep the suite fast)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
+    processes.one_device(env)
     opt, gpt2 = tmp_path / "opt", tmp_path / "gpt2"
     for path, model_type, arch in ((opt, "opt", "OPTForCausalLM"),
                                    (gpt2, "gpt2", "GPT2LMHeadModel")):

@@ -25,6 +25,7 @@ from anisotropy_jax.models.families import t5, whisper  # noqa: E402
 from anisotropy_jax.studies.pretrained import analysis, media_inputs, states, text  # noqa: E402
 from tests.test_families_vision import save  # noqa: E402
 from tests.test_media import _png, _wav  # noqa: E402
+from tests import processes
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "experiments" / "pretrained.py"
@@ -37,7 +38,7 @@ TEXT = ("Now is the winter of our discontent made glorious summer. Was ever woma
 
 def _run(*args):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
+    processes.one_device(env)
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=300, cwd=REPO, env=env)
 

@@ -26,6 +26,7 @@ from anisotropy_jax.protocol import WORKDIR_FILE, workdir_record
 from anisotropy_jax.studies import training
 from anisotropy_jax.studies.training import logs, loop
 from anisotropy_jax.studies.training.step import all_finite
+from tests import processes
 
 COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")
 
@@ -156,7 +157,7 @@ def test_the_workdir_guard_fills_a_field_the_record_lacks_with_its_default(tmp_p
     cfg.steps = 0
     record = workdir_record("train", cfg)
     del record["config"]["model"]["attention_impl"]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = processes.one_device(dict(os.environ))
     args = [COMMAND, "train", "--config=train:smoke", "--config.steps=0"]
     for folder, recorded_core, error in (
             ("old", None, "error: steps: must be an integer >= 1, got 0"),
@@ -173,7 +174,7 @@ def test_the_workdir_guard_fills_a_field_the_record_lacks_with_its_default(tmp_p
 
 
 def test_script_refuses_a_bad_core_in_one_line_before_compiling(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = processes.one_device(dict(os.environ))
     proc = subprocess.run([COMMAND, "train", "--config=train:smoke", f"--workdir={tmp_path}/run",
                            "--config.model.attention_impl=pallas"], env=env,
                           capture_output=True, text=True, timeout=120)

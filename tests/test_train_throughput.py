@@ -78,6 +78,7 @@ def test_dot_product_core_has_the_xla_cores_gradients():
         np.testing.assert_allclose(g_dot, g_xla, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.default_emitters  # K steps per dispatch against single steps, bit for bit
 def test_steps_per_dispatch_equal_single_steps():
     """The benchmark's 'scanK' loop (K steps in one lax.scan) makes the same updates as K calls
     of the loop's step."""

@@ -13,6 +13,7 @@ import pytest
 
 from anisotropy_jax import commands, configs
 from anisotropy_jax.protocol import WORKDIR_FILE, workdir_conflict, workdir_record
+from tests import processes
 
 COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")
 CLAIMED = [name for name, command in commands.COMMANDS.items() if command.claims]
@@ -70,7 +71,7 @@ def test_every_claimed_command_refuses_another_run_before_validating(name, tmp_p
     was."""
     folder = _claimed(tmp_path / "run", "another", {"x": 1})
     before = (folder / WORKDIR_FILE).read_text()
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = processes.one_device(dict(os.environ))
     proc = subprocess.run([COMMAND, name, f"--workdir={folder}"], env=env, capture_output=True,
                           text=True, timeout=300)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
