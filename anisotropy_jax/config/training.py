@@ -117,6 +117,9 @@ class ModelSpec:
       init_std: std of the 'bert' init.
       layer_norm_eps: LayerNorm epsilon; the default is the clm's (GPT-2), an mlm's default is
         BERT's 1e-12 (LAYER_NORM_EPS, `default_train_config`).
+      norm_gain: the gain γ of every LayerNorm (BlockConfig.norm_gain): 'per_channel' (one per
+        channel, the usual LayerNorm), 'single' (one scalar γ per norm, shape (1,)) or 'none'
+        (no γ, the bias β kept).
       tie_embeddings: the output projection is the transposed input embedding.
       attention_normalization: the function turning attention logits into weights
         (BlockConfig.attention_normalization; models/attention.py, NORMALIZATIONS). Every
@@ -145,6 +148,7 @@ class ModelSpec:
     init: str = "bert"
     init_std: float = 0.02
     layer_norm_eps: float = 1e-5
+    norm_gain: str = "per_channel"
     tie_embeddings: bool = True
     precision: str = "highest"
     attention_normalization: str = "softmax"
