@@ -5,6 +5,8 @@ plain AdamW on the rotated parameters; heavy-ball SGD with decoupled weight deca
 tiny model through `training.train` with finite losses and a checkpoint that restores; bad values
 are one-line ConfigErrors. The default ('adamw') is checked elsewhere to be today's, bit for bit
 (tests/test_train_reference.py, tests/test_train.py)."""
+import dataclasses
+import json
 import math
 import os
 import pathlib
@@ -258,3 +260,52 @@ def test_the_command_line_refuses_an_unknown_optimizer_before_compiling(tmp_path
         "error: optim.optimizer: unknown optimizer 'adam'; choose one of ('adamw', 'muon', "
         "'sgd', 'adamw_rotated')"), proc.stderr[-2000:]
     assert not (tmp_path / "run").exists()
+
+
+NEW_FIELDS = ("norm_gain", "optimizer", "momentum", "sgd_learning_rate", "muon_learning_rate",
+              "muon_momentum", "rotation_seed")
+
+
+def _without_new_fields(value):
+    """A recorded config as it was written before the two switches existed."""
+    if isinstance(value, dict):
+        return {k: _without_new_fields(v) for k, v in value.items() if k not in NEW_FIELDS}
+    if isinstance(value, list):
+        return [_without_new_fields(v) for v in value]
+    return value
+
+
+def test_records_made_before_the_switches_existed_are_still_this_config(tmp_path):
+    """A report's stamps (sweep, depth, training, embeddings), a depth chunk store and an
+    analysed seed recorded before model.norm_gain and the optimiser fields existed are read as
+    the same config (the missing fields at their defaults); one with another value is not."""
+    from anisotropy_jax import results
+    from anisotropy_jax.config import AnalysisConfig
+    from anisotropy_jax.configs.depth import DepthConfig
+    from anisotropy_jax.studies.depth.report import ChunkStore
+    from anisotropy_jax.studies.report import runner
+    from anisotropy_jax.studies.train import analysed
+    report = configs.module("report")
+    config = report.reproduce_config_from_mapping(report.get_config("smoke"))
+    run = runner.StudyRun("x", {"x": 1})
+    for name in ("sweep", "depth", "training", "embeddings"):
+        stamp = runner._stamp(config, name)
+        old = _without_new_fields(stamp)
+        assert old != stamp, name
+        (tmp_path / name).mkdir()
+        (tmp_path / name / runner.STUDY_RUN_FILE).write_text(
+            json.dumps({"config": old, "run": dataclasses.asdict(run)}))
+        assert runner._finished(name, tmp_path / name, stamp) == run, name
+    depth = DepthConfig()
+    ChunkStore(tmp_path / "depth_chunks", depth)
+    path = tmp_path / "depth_chunks" / "chunks" / "config.json"
+    path.write_text(json.dumps(_without_new_fields(json.loads(path.read_text()))))
+    ChunkStore(tmp_path / "depth_chunks", depth)  # not refused
+    train = _tiny_config("adamw")
+    recorded = {"config": {"train": _without_new_fields(results.to_jsonable(train)),
+                           "analysis": {"batch_size": 16, "seed": 0}}}
+    (tmp_path / "seed").mkdir()
+    (tmp_path / "seed" / "results.json").write_text(json.dumps(recorded))
+    assert analysed(tmp_path / "seed", train, AnalysisConfig()) == recorded
+    muon = _tiny_config("muon")
+    assert analysed(tmp_path / "seed", muon, AnalysisConfig()) is None
