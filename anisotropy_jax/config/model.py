@@ -9,6 +9,9 @@ from anisotropy_jax.config.base import require
 
 NORM_POSITIONS = ("post", "pre", "none")
 NORMS = ("layer", "rms")
+# The gain γ of every norm (models/layers.py, `layer_norm`, `RmsNorm`): one per channel, one
+# scalar per norm, or none.
+NORM_GAINS = ("per_channel", "single", "none")
 INITS = ("bert", "lecun", "xavier", "t5")
 ATTENTIONS = ("softmax", "qk_layernorm")
 # The attention normalisation step (models/attention.py, NORMALIZATIONS holds the functions;
@@ -50,6 +53,11 @@ class BlockConfig:
         h = x + Attn(LN(x)); y = h + MLP(LN(h))) or 'none' (no normalisation at all).
       norm: 'layer' (LayerNorm with gain and bias) or 'rms' (RMSNorm: gain only, no mean;
         Llama, T5). Also the kind of the QK norm and of a stack's final norm.
+      norm_gain: the gain γ of every norm of the block and stack (LayerNorm and RMSNorm alike):
+        'per_channel' (one γ per channel, parameter "scale" of shape (D,): LayerNorm and RMSNorm
+        as usual), 'single' (one scalar γ per norm, "scale" of shape (1,): the single-scale norm
+        of Outlier-Safe Pre-Training, Park et al. 2025) or 'none' (no γ; a LayerNorm keeps its
+        bias β).
       init: 'bert' = untruncated N(0, init_std²) for every kernel; 'lecun' = Flax's default
         lecun_normal (truncated normal, variance 1/fan_in); 'xavier' = glorot_normal (truncated
         normal, variance 2/(fan_in + fan_out)); 't5' = T5's `_init_weights` with
@@ -123,6 +131,7 @@ class BlockConfig:
     d_ff: int = 3072
     norm_position: str = "post"
     norm: str = "layer"
+    norm_gain: str = "per_channel"
     init: str = "bert"
     init_std: float = 0.02
     residual_init_std: float | None = None
@@ -174,6 +183,7 @@ class BlockConfig:
                 "model.rotary_dims", f"must be even and <= the head width {self.d_head}, got "
                 f"{self.rotary_dims}")
         for name, choices in (("norm_position", NORM_POSITIONS), ("norm", NORMS),
+                              ("norm_gain", NORM_GAINS),
                               ("init", INITS), ("attention", ATTENTIONS),
                               ("attention_normalization", ATTENTION_NORMALIZATIONS),
                               ("activation", ACTIVATIONS), ("precision", PRECISIONS),

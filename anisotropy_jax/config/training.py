@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import ml_collections
 
 from anisotropy_jax.config.base import (ConfigError, from_mapping, require, require_bool,
-                                        require_choice, require_int)
+                                        require_choice, require_int, require_positive_float)
 from anisotropy_jax.config.defaults import config_dict, field_names, with_variants
 from anisotropy_jax.config.model import BlockConfig, TransformerConfig, canonical_precision
 
@@ -117,6 +117,9 @@ class ModelSpec:
       init_std: std of the 'bert' init.
       layer_norm_eps: LayerNorm epsilon; the default is the clm's (GPT-2), an mlm's default is
         BERT's 1e-12 (LAYER_NORM_EPS, `default_train_config`).
+      norm_gain: the gain γ of every LayerNorm (BlockConfig.norm_gain): 'per_channel' (one per
+        channel, the usual LayerNorm), 'single' (one scalar γ per norm, shape (1,)) or 'none'
+        (no γ, the bias β kept).
       tie_embeddings: the output projection is the transposed input embedding.
       attention_normalization: the function turning attention logits into weights
         (BlockConfig.attention_normalization; models/attention.py, NORMALIZATIONS). Every
@@ -145,6 +148,7 @@ class ModelSpec:
     init: str = "bert"
     init_std: float = 0.02
     layer_norm_eps: float = 1e-5
+    norm_gain: str = "per_channel"
     tie_embeddings: bool = True
     precision: str = "highest"
     attention_normalization: str = "softmax"
@@ -179,18 +183,36 @@ class ModelSpec:
                            attention_impl=attention_impl, **shared)
 
 
+# The optimisers a training run may use (`optim.optimizer`; studies/training/optimizers.py).
+OPTIMIZERS = ("adamw", "muon", "sgd", "adamw_rotated")
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
-    """AdamW with warmup + cosine decay and gradient clipping.
+    """The optimiser (AdamW by default) with warmup + cosine decay and gradient clipping.
 
     Attributes:
-      learning_rate: peak AdamW learning rate.
+      learning_rate: peak AdamW learning rate (adamw, adamw_rotated, and muon's AdamW part).
       warmup_steps: linear warmup from learning_rate / warmup_steps (the first update) to the
         peak, reached at update warmup_steps (0 = no warmup).
       end_lr_ratio: the cosine decays to learning_rate · end_lr_ratio at the last step.
-      weight_decay: decoupled weight decay on tensors with ndim ≥ 2 (kernels, embeddings).
+      weight_decay: decoupled weight decay on tensors with ndim ≥ 2 (kernels, embeddings):
+        each update subtracts lr(t) · weight_decay · W, lr(t) the scheduled learning rate of the
+        tensor's optimiser (muon: muon_learning_rate's schedule on its matrices).
       b1, b2, eps: Adam's beta1, beta2 and epsilon.
       grad_clip: global-norm clipping threshold (0 = no clipping).
+      optimizer: 'adamw'; 'muon' (Muon, Nesterov momentum orthogonalised by 5 Newton–Schulz
+        steps, on the blocks' kernels, each as its (fan-in, fan-out) matrix; AdamW on the
+        embeddings, an untied output head, gains and biases); 'sgd' (heavy-ball momentum SGD);
+        'adamw_rotated' (AdamW whose moments live in a fixed random orthogonal basis of each
+        matrix: Adam on Uᵀ G V, the update rotated back). docs/TRAIN.md, "Optimisers".
+      momentum: sgd: the heavy-ball momentum μ (m ← μ·m + g; the update is −lr·m).
+      sgd_learning_rate: sgd: the peak learning rate (same warmup and cosine shape).
+      muon_learning_rate: muon: the peak learning rate of the Muon matrices (same warmup and
+        cosine shape; Keller Jordan's reference default 0.02).
+      muon_momentum: muon: the momentum β of Muon (reference default 0.95).
+      rotation_seed: adamw_rotated: seed of the random orthogonal bases (drawn once at
+        initialisation and kept in the optimiser state, so a resumed run has the same ones).
     """
 
     learning_rate: float = 1e-3
@@ -201,17 +223,29 @@ class OptimConfig:
     b2: float = 0.98
     eps: float = 1e-9
     grad_clip: float = 1.0
+    optimizer: str = "adamw"
+    momentum: float = 0.9
+    sgd_learning_rate: float = 0.1
+    muon_learning_rate: float = 0.02
+    muon_momentum: float = 0.95
+    rotation_seed: int = 0
 
     def __post_init__(self):
         for name in ("learning_rate", "end_lr_ratio", "weight_decay", "b1", "b2", "eps",
-                     "grad_clip"):
+                     "grad_clip", "momentum", "muon_momentum"):
             value = getattr(self, name)
             require(isinstance(value, (int, float)) and not isinstance(value, bool)
                     and math.isfinite(value) and value >= 0, f"optim.{name}",
                     f"must be a finite number >= 0, got {value!r}")
         require(self.learning_rate > 0, "optim.learning_rate", "must be > 0")
+        for name in ("sgd_learning_rate", "muon_learning_rate"):
+            require_positive_float(getattr(self, name), f"optim.{name}")
         require(self.b1 < 1 and self.b2 < 1, "optim.b1", "b1 and b2 must be < 1")
+        for name in ("momentum", "muon_momentum"):
+            require(getattr(self, name) < 1, f"optim.{name}", "must be < 1")
         require_int(self.warmup_steps, "optim.warmup_steps", 0)
+        require_choice(self.optimizer, "optim.optimizer", OPTIMIZERS, "optimizer")
+        require_int(self.rotation_seed, "optim.rotation_seed", 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -245,7 +245,9 @@ def upgrade_recorded(config: Any) -> dict[str, Any]:
       the experiment form before the command line equalled the dataclass: `model` without
         `precision`, the block's `precision` at top level, and (sweep) `compare_field`, field
         names joined by ',' (-> `compare_fields`, their dataclass paths);
-      the dataclass itself before its block field was named `model`: `block`.
+      the dataclass itself before its block field was named `model`: `block`;
+      a `model` recorded before a block field was added (e.g. `norm_gain`): the field at its
+        BlockConfig default, as `from_mapping` reads it.
     """
     out = dict(config.to_dict() if hasattr(config, "to_dict") else config)
     if "block" in out and "model" not in out:
@@ -262,6 +264,9 @@ def upgrade_recorded(config: Any) -> dict[str, Any]:
         names = [name.strip() for name in old.split(",")] if old else []
         out["compare_fields"] = tuple(
             name if name in COMPARABLE_SWEEP_FIELDS else f"model.{name}" for name in names)
+    if isinstance(out.get("model"), Mapping):
+        out["model"] = {**{f.name: f.default for f in dataclasses.fields(BlockConfig)},
+                        **out["model"]}
     return out
 
 

@@ -104,16 +104,43 @@ class DenseParams(nn.Module):
         return kernel, bias
 
 
-def layer_norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.LayerNorm:
-    # LayerNorm always in float32, γ = 1, β = 0 at init.
-    return nn.LayerNorm(epsilon=config.layer_norm_eps, use_bias=use_bias, dtype=jnp.float32,
+def layer_norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.Module:
+    """LayerNorm in float32 (γ = 1, β = 0 at init) with the gain `config.norm_gain` says:
+    per channel (Flax's nn.LayerNorm, parameters "scale" (D,) and "bias" (D,)), one scalar
+    ("scale" (1,), `SingleGainLayerNorm`) or none (nn.LayerNorm without its scale)."""
+    if config.norm_gain == "single":
+        return SingleGainLayerNorm(epsilon=config.layer_norm_eps, use_bias=use_bias, name=name)
+    return nn.LayerNorm(epsilon=config.layer_norm_eps, use_bias=use_bias,
+                        use_scale=config.norm_gain == "per_channel", dtype=jnp.float32,
                         param_dtype=jnp.float32, name=name)
 
 
+class SingleGainLayerNorm(nn.Module):
+    """LayerNorm with one scalar gain for every channel: (x − mean) / sqrt(var + eps) · γ + β,
+    γ "scale" of shape (1,) (initialised to 1), β "bias" of shape (D,) (0) unless `use_bias` is
+    False. The normalisation is Flax's nn.LayerNorm's, which holds no parameter here."""
+
+    epsilon: float
+    use_bias: bool = True
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        normalized = nn.LayerNorm(epsilon=self.epsilon, use_bias=False, use_scale=False,
+                                  dtype=jnp.float32, param_dtype=jnp.float32)(x)
+        lead = (1,) * (x.ndim - 1)  # explicit broadcasting (no rank promotion)
+        scale = self.param("scale", nn.initializers.ones, (1,), jnp.float32)
+        y = normalized * scale.reshape(lead + (1,))
+        if self.use_bias:
+            bias = self.param("bias", nn.initializers.zeros, (x.shape[-1],), jnp.float32)
+            y = y + bias.reshape(lead + (-1,))
+        return y
+
+
 def norm(config: BlockConfig, name: str, use_bias: bool = True) -> nn.Module:
-    """The block's norm kind (`config.norm`): LayerNorm, or RMSNorm (which has no bias)."""
+    """The block's norm kind (`config.norm`): LayerNorm, or RMSNorm (which has no bias), with
+    the gain `config.norm_gain`."""
     if config.norm == "rms":
-        return RmsNorm(epsilon=config.layer_norm_eps, name=name)
+        return RmsNorm(epsilon=config.layer_norm_eps, gain=config.norm_gain, name=name)
     return layer_norm(config, name, use_bias)
 
 
@@ -183,24 +210,32 @@ class Mlp(Tapped):
 # --------------------------------------------------------------------------------------------
 # Norms and activations of the pretrained families
 
-def rms_norm(x: Array, scale: Array, eps: float) -> Array:
+def rms_norm(x: Array, scale: Array | None, eps: float) -> Array:
     """RMSNorm (Llama, T5): x / sqrt(mean(x²) + eps) · scale, in float32 (no mean subtraction,
-    no bias). As Hugging Face's LlamaRMSNorm/T5LayerNorm for float32 inputs."""
+    no bias). As Hugging Face's LlamaRMSNorm/T5LayerNorm for float32 inputs. `scale`: (D,), or
+    (1,) for one gain of every channel, or None for no gain."""
     x32 = x.astype(jnp.float32)
     variance = jnp.mean(x32 * x32, axis=-1, keepdims=True)
-    gain = scale.astype(jnp.float32).reshape((1,) * (x32.ndim - 1) + (-1,))
-    return x32 * jax.lax.rsqrt(variance + eps) * gain
+    normalized = x32 * jax.lax.rsqrt(variance + eps)
+    if scale is None:
+        return normalized
+    return normalized * scale.astype(jnp.float32).reshape((1,) * (x32.ndim - 1) + (-1,))
 
 
 class RmsNorm(nn.Module):
-    """`rms_norm` with a learnable gain "scale" (initialised to 1)."""
+    """`rms_norm` with a learnable gain "scale" (initialised to 1): one per channel (D,) for
+    `gain` 'per_channel', one scalar (1,) for 'single', none for 'none' (BlockConfig.norm_gain)."""
 
     epsilon: float = 1e-6
+    gain: str = "per_channel"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
-        return rms_norm(x, scale, self.epsilon)
+        if self.gain == "none":
+            return rms_norm(x, None, self.epsilon)
+        shape = (x.shape[-1],) if self.gain == "per_channel" else (1,)
+        return rms_norm(x, self.param("scale", nn.initializers.ones, shape, jnp.float32),
+                        self.epsilon)
 
 
 def gelu_tanh(x: Array) -> Array:

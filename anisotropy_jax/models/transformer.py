@@ -95,12 +95,14 @@ class Transformer(nn.Module):
 def embedding_matrices(params: Any, cfg: TransformerConfig) -> dict[str, Any]:
     """The token embedding, the output embedding (the token embedding when tied; the `output`
     Dense kernel transposed when the checkpoint has an untied LM head; else None) and the final
-    norm's gain."""
+    norm's gain as a (D,) vector (a single gain repeated; None without a gain)."""
     tree = params["params"]
     token = np.asarray(tree["token_embedding"]["embedding"])
     output = token if cfg.tie_embeddings else (
         np.asarray(tree["output"]["kernel"]).T if "output" in tree else None)
-    final = np.asarray(tree["final_norm"]["scale"]) if "final_norm" in tree else None
+    final = tree.get("final_norm", {}).get("scale")
+    if final is not None:
+        final = np.broadcast_to(np.asarray(final), (token.shape[1],)).copy()
     return {"input": token, "output": output, "final_norm_scale": final}
 
 

@@ -12,8 +12,9 @@ from typing import Any
 import jax
 
 from anisotropy_jax import media, results
-from anisotropy_jax.config import ConfigError
+from anisotropy_jax.config import ConfigError, from_mapping
 from anisotropy_jax.configs.pretrained import CrossModalConfig, PretrainedConfig
+from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.configs.report import ReproduceConfig
 from anisotropy_jax.configs.sweep import upgrade_recorded
 from anisotropy_jax.models.families import bert, mpnet
@@ -190,9 +191,10 @@ def _stamp(config: ReproduceConfig, name: str) -> Any:
 
 
 def _upgraded(name: str, recorded: Any) -> Any:
-    """A recorded stamp of the sweep, depth or training study in the current form (a block field
-    named `block` before it was `model`: `configs.sweep.upgrade_recorded`; a training field added
-    since at its default: `training.logs.current_form`); others as they are."""
+    """A recorded stamp of the sweep, depth, training or embeddings study in the current form (a
+    block field named `block` before it was `model`, a block field added since at its default:
+    `configs.sweep.upgrade_recorded`; a training or embeddings field added since at its default:
+    `training.logs.current_form`, `from_mapping`); others as they are."""
     if name == "sweep" and isinstance(recorded, list):
         return [[label, upgrade_recorded(cfg)] for label, cfg in recorded]
     if name == "training" and isinstance(recorded, list) and len(recorded) == 2:
@@ -200,6 +202,12 @@ def _upgraded(name: str, recorded: Any) -> Any:
         return [[[training_logs.current_form(train), *rest] for train, *rest in pairs], seeds]
     if name == "depth" and isinstance(recorded, dict):
         return upgrade_recorded(recorded)
+    if name == "embeddings" and isinstance(recorded, dict):
+        try:  # an optimiser field added since at its default
+            return json.loads(json.dumps(results.to_jsonable(
+                from_mapping(EmbeddingsConfig, recorded))))
+        except ConfigError:
+            return recorded
     return recorded
 
 

@@ -21,6 +21,7 @@ from anisotropy_jax import data, results
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, train_config_from_mapping
 from anisotropy_jax.protocol import Progress, Study, config_difference
 from anisotropy_jax.studies import training
+from anisotropy_jax.studies.training.logs import current_form
 from anisotropy_jax.studies.train import analysis, report, seeds as seeds_lib
 
 
@@ -126,7 +127,8 @@ def analysed(workdir: pathlib.Path, train: TrainConfig, settings: AnalysisConfig
     doc = json.loads(path.read_text())
     recorded = doc.get("config", {})
     wanted = {"batch_size": settings.batch_size, "seed": settings.seed}
-    if ("train" not in recorded or config_difference(recorded["train"], results.to_jsonable(train))
+    if ("train" not in recorded or config_difference(  # a field added since: its default
+            current_form(recorded["train"]), results.to_jsonable(train))
             is not None or recorded.get("analysis") != wanted):
         return None
     return doc

@@ -31,9 +31,9 @@ from anisotropy_jax import checkpointing, data as data_lib
 from anisotropy_jax.config import AnalysisConfig, TrainConfig, attention_core_note
 from anisotropy_jax.protocol import SILENT, Interrupted, Progress
 from anisotropy_jax.studies.training import logs
+from anisotropy_jax.studies.training.optimizers import learning_rate_schedule
 from anisotropy_jax.studies.training.step import (abstract_state, check_devices, data_mesh,
-                                                  eval_loss, init_state, learning_rate_schedule,
-                                                  train_step)
+                                                  eval_loss, init_state, train_step)
 
 # Test hook (documented in docs/TRAIN.md): when set to N, the training loop stops making progress
 # before step N and sleeps, so that a test can SIGKILL a real run mid-way at a known place.

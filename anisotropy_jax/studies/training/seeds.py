@@ -37,8 +37,9 @@ from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.training import logs
 from anisotropy_jax.studies.training.loop import (LOG_EVERY, Prefetch, Readback, TrainSummary,
                                                   run_steps, summarize)
+from anisotropy_jax.studies.training.optimizers import learning_rate_schedule
 from anisotropy_jax.studies.training.step import (abstract_state, check_devices, eval_loss,
-                                                  init_state, learning_rate_schedule, train_step)
+                                                  init_state, train_step)
 
 
 def seeds_layout(num_seeds: int, devices: Sequence[Any] | None = None

@@ -1,7 +1,8 @@
 """The pieces of one training step: model state, loss, optimiser, the jitted update, and the
 data-parallel layout they run in.
 
-Optimiser: AdamW (weight decay on kernels and embeddings, ndim ≥ 2), linear warmup then cosine
+Optimiser (`optimizers.py`): AdamW by default (weight decay on kernels and embeddings, ndim ≥ 2),
+or Muon, momentum SGD or AdamW in a rotated basis (`optim.optimizer`); linear warmup then cosine
 decay, global-norm gradient clipping. The batch axis is sharded over every visible device
 (`jax.sharding.NamedSharding` on a one-axis mesh "data"); parameters and optimiser state are
 replicated.
@@ -18,31 +19,9 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from anisotropy_jax.config import OptimConfig, TrainConfig, require, resolve_attention_impl
+from anisotropy_jax.config import TrainConfig, require, resolve_attention_impl
 from anisotropy_jax.models.transformer import Transformer
-
-
-def learning_rate_schedule(optim: OptimConfig, steps: int) -> optax.Schedule:
-    """Linear warmup from peak / warmup_steps (at update 0) to the peak (at update warmup_steps),
-    then cosine to peak · end_lr_ratio at `steps`. The warmup does not start at 0: an update
-    with learning rate 0 changes nothing, and the step-1 checkpoint would equal step 0's bit
-    for bit (docs/TRAIN.md, "Learning-rate schedule")."""
-    peak, warmup = optim.learning_rate, optim.warmup_steps
-    return optax.warmup_cosine_decay_schedule(
-        init_value=peak / warmup if warmup else peak, peak_value=peak, warmup_steps=warmup,
-        decay_steps=max(steps, warmup + 1), end_value=peak * optim.end_lr_ratio)
-
-
-def optimizer(optim: OptimConfig, steps: int) -> optax.GradientTransformation:
-    """Global-norm clipping (unless grad_clip = 0), then AdamW with the schedule above; weight
-    decay only on tensors of ndim ≥ 2 (kernels, embeddings), not on biases and LayerNorm."""
-    schedule = learning_rate_schedule(optim, steps)
-    decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)  # noqa: E731
-    adamw = optax.adamw(schedule, b1=optim.b1, b2=optim.b2, eps=optim.eps,
-                        weight_decay=optim.weight_decay, mask=decay_mask)
-    if optim.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(optim.grad_clip), adamw)
-    return adamw
+from anisotropy_jax.studies.training.optimizers import optimizer
 
 
 def weighted_cross_entropy(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
@@ -71,8 +50,8 @@ def all_finite(tree) -> jax.Array:
 
 def train_step(state, batch, *, model: nn.Module, tx: optax.GradientTransformation,
                schedule: optax.Schedule):
-    """One AdamW update; metrics: loss, learning rate, gradient norm (before clipping), whether
-    the new parameters are all finite."""
+    """One optimiser update; metrics: loss, learning rate (`schedule`'s), gradient norm (before
+    clipping), whether the new parameters are all finite."""
 
     def loss_fn(variables):
         logits, _ = model.apply(variables, batch["inputs"])
