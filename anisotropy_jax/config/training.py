@@ -120,6 +120,8 @@ class ModelSpec:
       norm_gain: the gain γ of every LayerNorm (BlockConfig.norm_gain): 'per_channel' (one per
         channel, the usual LayerNorm), 'single' (one scalar γ per norm, shape (1,)) or 'none'
         (no γ, the bias β kept).
+      norm_position: where the LayerNorms sit (BlockConfig.norm_position): 'auto' (the
+        objective's: 'pre' for clm as GPT-2, 'post' for mlm as BERT), 'pre' or 'post'.
       tie_embeddings: the output projection is the transposed input embedding.
       attention_normalization: the function turning attention logits into weights
         (BlockConfig.attention_normalization; models/attention.py, NORMALIZATIONS). Every
@@ -149,6 +151,7 @@ class ModelSpec:
     init_std: float = 0.02
     layer_norm_eps: float = 1e-5
     norm_gain: str = "per_channel"
+    norm_position: str = "auto"
     tie_embeddings: bool = True
     precision: str = "highest"
     attention_normalization: str = "softmax"
@@ -161,6 +164,8 @@ class ModelSpec:
         canonical_precision(self)
         require_int(self.num_layers, "model.num_layers", 1)
         require_bool(self.tie_embeddings, "model.tie_embeddings")
+        require_choice(self.norm_position, "model.norm_position", ("auto", "pre", "post"),
+                       "norm position")
         require(self.attention_impl != "pallas", "model.attention_impl",
                 f"'pallas' (the fused Pallas kernel) computes no gradient; training takes one of "
                 f"{TRAIN_ATTENTION_IMPLS}")
@@ -176,7 +181,8 @@ class ModelSpec:
         """The block of every layer: each field shared with BlockConfig passed as it is, except
         the attention core, `attention_impl` (a BlockConfig core: 'xla' by default, the one that
         has every normalisation and the (B, H, L, L) probes)."""
-        block_fields = {f.name for f in dataclasses.fields(BlockConfig)} - {"attention_impl"}
+        block_fields = ({f.name for f in dataclasses.fields(BlockConfig)}
+                        - {"attention_impl", "norm_position"})
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name in block_fields}
         return BlockConfig(norm_position=norm_position, causal=causal,
@@ -304,16 +310,20 @@ class TrainConfig:
 
     def transformer_config(self, attention_impl: str = "xla") -> TransformerConfig:
         """mlm: post-LN bidirectional encoder with embedding LayerNorm; clm: pre-LN causal LM
-        with a final LayerNorm. max_len = seq_len (learned positions). `attention_impl`: the
-        BlockConfig core; the default 'xla' is the analysis model (it has the (B, H, L, L)
-        probes), the training step passes `resolve_attention_impl`'s."""
+        with a final LayerNorm (`model.norm_position` may swap the position: a final LayerNorm
+        only after pre-LN blocks, as post-LN blocks end in one). max_len = seq_len (learned
+        positions). `attention_impl`: the BlockConfig core; the default 'xla' is the analysis
+        model (it has the (B, H, L, L) probes), the training step passes
+        `resolve_attention_impl`'s."""
         mlm = self.objective == "mlm"
-        block = self.model.block_config("post" if mlm else "pre", causal=not mlm,
+        position = (self.model.norm_position if self.model.norm_position != "auto"
+                    else "post" if mlm else "pre")
+        block = self.model.block_config(position, causal=not mlm,
                                         attention_impl=attention_impl)
         return TransformerConfig(block=block, num_layers=self.model.num_layers,
                                  vocab_size=vocab_size(self.objective),
                                  max_len=self.data.seq_len, embedding_norm=mlm,
-                                 final_norm=not mlm, tie_embeddings=self.model.tie_embeddings,
+                                 final_norm=position == "pre", tie_embeddings=self.model.tie_embeddings,
                                  output_bias=True)
 
 

@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from anisotropy_jax import checkpointing, results
-from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig
+from anisotropy_jax.config import MASK_ID, NUM_BYTES, TrainConfig, require
 from anisotropy_jax.models.families import bert, gpt2
 from anisotropy_jax.models.formats import checkpoint
 from anisotropy_jax.models import registry
@@ -130,6 +130,20 @@ def exported_logits(model_dir: str | os.PathLike, tokens_BxL: np.ndarray) -> np.
     return (final @ head.T + np.asarray(tensors[HEAD_BIAS], np.float64)).astype(np.float32)
 
 
+# The model fields whose value BERT and GPT-2 fix: a run with another one has no such export.
+_HF_FIXED = {"norm_position": "auto", "norm_gain": "per_channel",
+             "attention_normalization": "softmax", "attention_output_gate": False}
+
+
+def require_exportable(config: TrainConfig) -> None:
+    """One-line ConfigError when the run's model is not a BERT (mlm) or GPT-2 (clm): another
+    norm position, norm gain, attention normalisation or an output gate."""
+    for name, value in _HF_FIXED.items():
+        require(getattr(config.model, name) == value, f"model.{name}",
+                f"{getattr(config.model, name)!r}: a {config.objective} run exports as "
+                f"{'BERT' if config.objective == 'mlm' else 'GPT-2'} only with {value!r}")
+
+
 def write_checkpoint(params: dict, config: TrainConfig, out: pathlib.Path) -> pathlib.Path:
     """One exported directory (config.json, model.safetensors, tokenizer.json), atomically per
     file. `params` is the "params" tree of our Transformer."""
@@ -154,6 +168,7 @@ def export_training_run(workdir: str | os.PathLike, out_dir: str | os.PathLike,
     naming the folder when the run has no config.json or no checkpoints."""
     workdir, out_dir = pathlib.Path(workdir), pathlib.Path(out_dir)
     config = training.read_train_config(workdir)
+    require_exportable(config)
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=device),
                             training.abstract_state(config)[0])
