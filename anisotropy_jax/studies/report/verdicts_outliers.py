@@ -262,3 +262,20 @@ def all_verdicts(arms) -> dict[str, dict[str, Any]]:
                     "sensitivity": {f"control max/median ≥ {m:g}": rule(arms, m).verdict
                                     for m in SENSITIVITY_MASSIVE}}
     return out
+
+
+def read_arms(workdirs: Mapping[str, Any], normalization: str = "softmax"
+              ) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """`arms` from normalisation-grid workdirs, one per arm ({arm: workdir}): every
+    `<dataset>/<normalization>/seed_*/grid_run.json` there, by dataset and arm, by seed."""
+    import json
+    import pathlib
+
+    arms: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for arm, workdir in workdirs.items():
+        for dataset in sorted(p.name for p in pathlib.Path(workdir).iterdir() if p.is_dir()):
+            files = sorted(pathlib.Path(workdir, dataset, normalization).glob("seed_*/grid_run.json"),
+                           key=lambda f: int(f.parent.name.split("_")[1]))
+            if files:
+                arms.setdefault(dataset, {})[arm] = [json.loads(f.read_text()) for f in files]
+    return arms
