@@ -14,6 +14,11 @@ this project's choices, all from `DataConfig`):
 * triggers: `task_triggers` (default 3) of the V tokens, drawn without replacement;
 * the transition matrix P (V × V, over tokens 1 … V, BOS never follows): each row drawn from a
   symmetric Dirichlet(`task_concentration`, default 0.2); triggers can follow any token;
+* `task_transition='shakespeare'` and `task_trigger_choice='most_frequent'` give instead the
+  setting of Guo et al.'s code (after Bietti et al.'s "Birth of a Transformer"): P is the
+  character bigram matrix of Shakespeare's text (here: the byte bigrams of the project's
+  Shakespeare over its V most frequent bytes) and the triggers are the most frequent tokens
+  (here: of largest stationary probability under P);
 * the task (triggers and P) is drawn from `numpy.random.default_rng([task_seed, 0xB16B])`, fixed
   across the training seeds; the sequences from the data stream's own generator (`data.seed`,
   step), so batches are a pure function of (seed, step) as for text;
@@ -73,15 +78,55 @@ class Task:
             return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
 
 
-def make_task(config: DataConfig) -> Task:
-    """The task of `config` (task_vocab, task_triggers, task_concentration, task_seed)."""
+def make_task(config: DataConfig, text: bytes | None = None) -> Task:
+    """The task of `config` (task_vocab, task_triggers, task_concentration, task_seed,
+    task_transition, task_trigger_choice). `text`: the bytes whose bigram counts make the
+    'shakespeare' transition matrix (required for it, unused otherwise)."""
     rng = np.random.default_rng([config.task_seed, TASK_STREAM])
     v = config.task_vocab
+    # The random triggers are drawn first, whatever is used, so that the Dirichlet rows of a
+    # config are the same with either trigger choice.
     triggers = np.sort(rng.choice(np.arange(1, v + 1), size=config.task_triggers,
                                   replace=False))
     transition = np.zeros((v + 1, v + 1))
-    transition[1:, 1:] = rng.dirichlet(np.full(v, float(config.task_concentration)), size=v)
+    if config.task_transition == "shakespeare":
+        if text is None:
+            raise ValueError("data.task_transition='shakespeare' needs the text's bytes")
+        transition[1:, 1:] = byte_bigram_transition(text, v)
+    else:
+        transition[1:, 1:] = rng.dirichlet(np.full(v, float(config.task_concentration)), size=v)
+    if config.task_trigger_choice == "most_frequent":
+        order = np.argsort(-stationary_distribution(transition[1:, 1:]), kind="stable")
+        triggers = np.sort(order[:config.task_triggers] + 1)
     return Task(transition=transition, triggers=triggers)
+
+
+def byte_bigram_transition(text: bytes, vocab: int) -> np.ndarray:
+    """(vocab, vocab) float64: the bigram transition matrix of `text`'s `vocab` most frequent
+    bytes (row/column i: the i-th most frequent, ties by byte value), from the counts of
+    consecutive pairs of those bytes; a row without any count is uniform."""
+    data = np.frombuffer(text, np.uint8)
+    counts = np.bincount(data, minlength=256)
+    if np.count_nonzero(counts) < vocab:
+        raise ValueError(f"data.task_vocab={vocab}: the text has only "
+                         f"{np.count_nonzero(counts)} distinct bytes")
+    kept = np.argsort(-counts, kind="stable")[:vocab]
+    index = np.full(256, -1)
+    index[kept] = np.arange(vocab)
+    left, right = index[data[:-1]], index[data[1:]]
+    both = (left >= 0) & (right >= 0)
+    pairs = np.zeros((vocab, vocab))
+    np.add.at(pairs, (left[both], right[both]), 1.0)
+    totals = pairs.sum(axis=1, keepdims=True)
+    return np.where(totals > 0, pairs / np.maximum(totals, 1.0), 1.0 / vocab)
+
+
+def stationary_distribution(transition: np.ndarray) -> np.ndarray:
+    """(n,) the stationary distribution π = πP of a row-stochastic (n, n) matrix: the left
+    eigenvector of eigenvalue 1, normalised to sum to 1."""
+    values, vectors = np.linalg.eig(transition.T)
+    pi = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])
+    return pi / pi.sum()
 
 
 def sample_sequences(task: Task, batch_size: int, width: int, rng: np.random.Generator

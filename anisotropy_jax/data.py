@@ -145,7 +145,9 @@ class BatchIterator:
         self.position = 0
         self.task = None
         if config.source == BIGRAM_BACKCOPY:
-            self.task = bigram_backcopy.make_task(config)
+            text = (_load_bytes_cached(SHAKESPEARE) if config.task_transition == SHAKESPEARE
+                    else None)
+            self.task = bigram_backcopy.make_task(config, text)
             self.corpus, self.split = np.zeros(0, np.uint8), None
             return
         self.corpus = load_corpus(config.source) if corpus is None else corpus

@@ -147,3 +147,60 @@ def test_a_run_saved_before_a_field_existed_resumes_with_its_default(tmp_path):
                                                                  attention_output_gate=True))
     with pytest.raises(ConfigError, match="model.attention_output_gate"):
         logs.check_same_config(tmp_path, gated)
+
+
+def test_shakespeare_transition_equals_counted_byte_bigrams():
+    """The 'shakespeare' matrix against a dict-and-loop count of the same text's bigrams."""
+    text = b"the cat sat on the mat; the rat ate the hat.\nthat is that." * 3
+    vocab = 8
+    frequency = {}
+    for byte in text:
+        frequency[byte] = frequency.get(byte, 0) + 1
+    kept = sorted(frequency, key=lambda b: (-frequency[b], b))[:vocab]
+    expected = np.zeros((vocab, vocab))
+    for a, b in zip(text[:-1], text[1:]):
+        if a in kept and b in kept:
+            expected[kept.index(a), kept.index(b)] += 1
+    for row in expected:
+        row[:] = row / row.sum() if row.sum() else 1.0 / vocab
+    np.testing.assert_allclose(bb.byte_bigram_transition(text, vocab), expected, rtol=0,
+                               atol=1e-15)
+    with pytest.raises(ValueError, match="distinct bytes"):
+        bb.byte_bigram_transition(b"abab", 3)
+
+
+def test_most_frequent_triggers_are_the_stationary_modes():
+    """Guo et al.'s trigger choice: the tokens a long chain visits most (stationary π by power
+    iteration, float64), on a Dirichlet task and on Shakespeare's bigrams."""
+    config = dataclasses.replace(CONFIG, task_trigger_choice="most_frequent", task_triggers=3)
+    task = bb.make_task(config)
+    p = task.transition[1:, 1:]
+    pi = np.full(len(p), 1.0 / len(p))
+    for _ in range(5000):
+        pi = pi @ p
+    assert set(task.triggers.tolist()) == set((np.argsort(-pi)[:3] + 1).tolist())
+    # The Dirichlet rows do not depend on the trigger choice.
+    random = dataclasses.replace(config, task_trigger_choice="random")
+    np.testing.assert_array_equal(task.transition, bb.make_task(random).transition)
+    guo = dataclasses.replace(CONFIG, task_transition="shakespeare", task_vocab=32, task_triggers=3,
+                              task_trigger_choice="most_frequent")
+    text = data.load_corpus("shakespeare").tobytes()
+    task = bb.make_task(guo, text)
+    counts = np.bincount(np.frombuffer(text, np.uint8), minlength=256)
+    top = np.argsort(-counts, kind="stable")[:3]
+    # Shakespeare's three most frequent bytes (space, 'e', 't') are ids 1-3 and the triggers.
+    assert bytes(top.tolist()) == b" et" and task.triggers.tolist() == [1, 2, 3]
+    assert np.allclose(task.transition[1:].sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="needs the text"):
+        bb.make_task(guo)
+    # The training stream builds the same task from the installed Shakespeare.
+    stream = data.BatchIterator(dataclasses.replace(guo, seed=1))
+    np.testing.assert_array_equal(stream.task.transition, task.transition)
+    assert stream.task.triggers.tolist() == [1, 2, 3]
+
+
+def test_unknown_task_options_are_one_line_errors():
+    with pytest.raises(ConfigError, match="data.task_transition"):
+        dataclasses.replace(CONFIG, task_transition="zipf")
+    with pytest.raises(ConfigError, match="data.task_trigger_choice"):
+        dataclasses.replace(CONFIG, task_trigger_choice="rare")

@@ -39,6 +39,11 @@ def _require_fraction(value: Any, field: str) -> None:
             field, f"must be in (0, 1), got {value!r}")
 
 
+# Bigram-Backcopy's transition matrices and trigger choices (anisotropy_jax/bigram_backcopy.py).
+TASK_TRANSITIONS = ("dirichlet", "shakespeare")
+TASK_TRIGGER_CHOICES = ("random", "most_frequent")
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     """Where batches come from.
@@ -64,6 +69,13 @@ class DataConfig:
         a symmetric Dirichlet with this concentration (smaller: sharper rows).
       task_seed: bigram_backcopy: seed of the task itself (transition matrix and triggers),
         fixed across the training seeds so that every seed learns the same task.
+      task_transition: bigram_backcopy: where the bigram transition matrix comes from:
+        'dirichlet' (rows drawn from the symmetric Dirichlet above) or 'shakespeare' (the byte
+        bigram counts of the Shakespeare text over its task_vocab most frequent bytes, the
+        character-level bigram statistics that Guo et al.'s code builds its task from).
+      task_trigger_choice: bigram_backcopy: which tokens are triggers: 'random' (drawn with
+        task_seed) or 'most_frequent' (the task_triggers tokens of largest stationary
+        probability under the transition matrix, as Guo et al.'s code fixes them).
     """
 
     source: str = SHAKESPEARE
@@ -78,9 +90,15 @@ class DataConfig:
     task_triggers: int = 3
     task_concentration: float = 0.2
     task_seed: int = 0
+    task_transition: str = "dirichlet"
+    task_trigger_choice: str = "random"
 
     def __post_init__(self):
         require_choice(self.objective, "data.objective", OBJECTIVES, "objective")
+        require_choice(self.task_transition, "data.task_transition", TASK_TRANSITIONS,
+                       "transition matrix")
+        require_choice(self.task_trigger_choice, "data.task_trigger_choice",
+                       TASK_TRIGGER_CHOICES, "trigger choice")
         require(self.source != BIGRAM_BACKCOPY or self.objective == "clm", "data.source",
                 "'bigram_backcopy' is a next-token task: objective must be 'clm'")
         require_int(self.task_vocab, "data.task_vocab", 2)
