@@ -19,7 +19,8 @@ variance, (x − mean) / sqrt(var + 1e-7), as Wav2Vec2FeatureExtractor does (`au
 Every file of a folder is checked before anything is computed; a bad one gives a one-line
 `MediaError` naming the file (unreadable image, not a WAV file, unsupported sample rate or sample
 width, a WAV shorter than one 25 ms analysis window), as does an empty folder or a single input
-(every measurement compares inputs: `MIN_INPUTS`).
+(every measurement compares inputs: `MIN_INPUTS`). Degenerate inputs are measured, with a warning
+line (`media_warnings`): identical inputs, an image of one colour, a silent or constant clip.
 
 Defaults that need no download: `skimage_sample_images()` (photographs shipped inside the
 scikit-image wheel, used as files only) and `synthesize_speech(lines, folder)` (espeak-ng,
@@ -30,6 +31,7 @@ from a seed; `speech_source()` says which).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import math
@@ -229,13 +231,18 @@ def _require_count(paths: Sequence[str | pathlib.Path], what: str, minimum: int)
 
 
 def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
-    """Polyphase resampling rate → target (scipy.signal.resample_poly, Kaiser window)."""
+    """Polyphase resampling rate → target (scipy.signal.resample_poly, Kaiser window). A constant
+    signal (silence too) stays exactly constant, at resample_poly's length (its filter would
+    ripple at the edges), so that `media_warnings` can tell it."""
     if rate == target:
         return samples
     from scipy.signal import resample_poly
 
     g = math.gcd(rate, target)
-    return resample_poly(samples, target // g, rate // g)
+    up, down = target // g, rate // g
+    if samples.size and np.all(samples == samples[0]):
+        return np.full(-(-samples.size * up // down), samples[0], samples.dtype)
+    return resample_poly(samples, up, down)
 
 
 def load_audio(paths: Sequence[str | pathlib.Path], rate: int, minimum: int = MIN_INPUTS
@@ -264,6 +271,66 @@ def normalize_waveform(samples: np.ndarray) -> np.ndarray:
     zero_mean_unit_var_norm of one unpadded utterance."""
     x = np.asarray(samples, np.float32)
     return ((x - x.mean()) / np.sqrt(x.var() + 1e-7)).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Degenerate inputs: identical or constant ones are measured, with a warning line
+
+def _listed(items: Sequence[str]) -> str:
+    return ", ".join(items[:3]) + (", …" if len(items) > 3 else "")
+
+
+def identical_warning(arrays: Sequence[np.ndarray], names: Sequence[str], what: str,
+                      where: str) -> str | None:
+    """The warning when some of `arrays` (the inputs as the model sees them: preprocessed pixels,
+    waveforms, token ids) are identical, else None: "all 8 images of DIR are identical: the cosine
+    between them is 1 by construction", or "2 of 8 images of DIR repeat an earlier one (b.png =
+    a.png, …): …"."""
+    first: dict[tuple, int] = {}
+    repeats = []
+    for i, a in enumerate(arrays):
+        a = np.ascontiguousarray(a)
+        key = (a.shape, a.dtype.str, hashlib.blake2b(a.tobytes()).digest())
+        if key in first:
+            repeats.append(f"{names[i]} = {names[first[key]]}")
+        else:
+            first[key] = i
+    if not repeats:
+        return None
+    if len(first) == 1:
+        return (f"all {len(arrays)} {what} of {where} are identical: the cosine between them is 1 "
+                f"by construction")
+    return (f"{len(repeats)} of {len(arrays)} {what} of {where} repeat an earlier one "
+            f"({_listed(repeats)}): the cosine between a repeat and its original is 1 by "
+            f"construction")
+
+
+def _constant(a: np.ndarray) -> bool:
+    """Every value equal, per channel for an image (C, H, W)."""
+    flat = np.asarray(a).reshape(a.shape[0] if np.ndim(a) > 1 else 1, -1)
+    return bool(flat.size) and bool(np.all(flat == flat[:, :1]))
+
+
+def media_warnings(modality: str, arrays: Sequence[np.ndarray], names: Sequence[str],
+                   where: str) -> list[str]:
+    """The warning lines of image ((C, H, W) preprocessed) or audio (waveforms) inputs:
+    identical ones (`identical_warning`), and constant ones, an image of one colour throughout
+    or a silent or constant clip, whose tokens then differ only by position."""
+    what = "images" if modality == "image" else "audio clips"
+    lines = [identical_warning(arrays, names, what, where)]
+    constant = [i for i, a in enumerate(arrays) if _constant(a)]
+    if constant:
+        count = f"all {len(arrays)}" if len(constant) == len(arrays) else (
+            f"{len(constant)} of {len(arrays)}")
+        if modality == "image":
+            lines.append(f"{count} {what} of {where} are constant, one colour throughout "
+                         f"({_listed([names[i] for i in constant])}): their tokens differ only "
+                         f"by position")
+        else:
+            cells = [f"{names[i]}: every sample {float(np.ravel(arrays[i])[0]):g}" for i in constant]
+            lines.append(f"{count} {what} of {where} are silent or constant ({_listed(cells)}): "
+                         f"their frames differ only by position")
+    return [line for line in lines if line]
 
 
 # --------------------------------------------------------------------------------------------

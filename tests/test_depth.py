@@ -319,6 +319,12 @@ def test_a_bias_that_overflows_the_first_block_stops_the_run_as_in_the_sweep():
                        r"seed=5: float32"):
         grid._mask_out_of_range(chunk(0), "post_d16/seeds0004-0005", np.array([4, 5]),
                                 np.array([0.0, 1e30], np.float32))
+    # At s = 0 no bias is to blame: the message names the weights' field, as the sweep's does.
+    with pytest.raises(FloatingPointError, match=r"at s=0, seed=5: float32 activations overflow "
+                       r"with no bias at all: the weights of model.init_std=1e\+20 are too "
+                       r"large$"):
+        grid._mask_out_of_range(chunk(0), "post_d16/seeds0004-0005", np.array([4, 5]),
+                                np.array([1.0, 0.0], np.float32), BlockConfig(init_std=1e20))
     with pytest.warns(RuntimeWarning, match="leaves float32's range at layer 2"):
         kept = grid._mask_out_of_range(chunk(1), "post_d16/seeds0004-0005", np.array([4, 5]),
                                        np.array([0.0, 4.0], np.float32))

@@ -367,6 +367,37 @@ def test_correlation_is_across_the_heads_of_each_checkpoint_and_trends_on_plante
     assert not trends["entropy_anticorrelates_with_key_term_across_heads"]["holds"]
 
 
+def test_trend_verdicts_are_not_testable_when_the_recorded_loss_stays_at_ln_v():
+    """A run whose eval.jsonl stays at ln V (what training on random bytes gives) has every
+    trend "not testable" in results.json and in the printed lines, its numbers kept; the same
+    planted series after a loss that fell keep their verdicts."""
+    from anisotropy_jax.studies.train import report
+
+    steps = np.array([0, 1, 2, 4, 8, 16])
+    heads, layers = _planted(steps)
+    corr = dynamics.entropy_correlations_across_heads(heads)
+    for objective, vocab in (("clm", 256), ("mlm", 257)):
+        flat = [math.log(vocab) + 0.01, math.log(vocab) - 0.02]  # eval.jsonl's val_loss
+        learning = dynamics.trends.final_loss_check(objective, flat)
+        assert not learning["learned"] and f"ln {vocab}" in learning["note"]
+        trends = dynamics.expected_trends(steps, heads, layers, corr, objective, learning)
+        verdicts = {k: v for k, v in trends.items() if isinstance(v, dict) and "holds" in v}
+        assert len(verdicts) == 8 and all(v["holds"] is None for v in verdicts.values())
+        assert trends["mean_query_norm_grows"]["last"] == pytest.approx(1.1)  # numbers stay
+        doc = {"trends": trends, "steps": [], "training": {"learning": learning}}
+        lines = report.format_report(doc).splitlines()
+        assert lines[0] == f"not testable: {learning['note']}"
+        assert "holds=" not in "\n".join(lines)
+        assert "mean_query_norm_grows: not testable {" in "\n".join(lines)
+        learned = dynamics.trends.final_loss_check(objective, [5.5, 2.9])
+        kept = dynamics.expected_trends(steps, heads, layers, corr, objective, learned)
+        assert learned["learned"] and kept["mean_query_norm_grows"]["holds"] is True
+        lines = report.format_report({"trends": kept, "steps": [],
+                                      "training": {"learning": learned}}).splitlines()
+        assert lines[0].startswith("mean_query_norm_grows: holds=True")
+    assert not dynamics.trends.final_loss_check("clm", [])["learned"]  # no eval.jsonl record
+
+
 def test_analysis_tokens_are_clean_text_for_mlm():
     cfg = data.DataConfig(objective="mlm", seq_len=16, batch_size=2, chunk_len=64, source="x")
     stream = data.BatchIterator(cfg, corpus=np.frombuffer(b"abcdefgh" * 200, np.uint8))

@@ -154,7 +154,10 @@ def test_user_errors_turn_ctrl_c_and_disk_errors_into_one_line(capsys):
             (OSError(errno.ENOSPC, "No space left on device", "/x/results.npz"), 1,
              "/x/results.npz: no space left on device"),
             (PermissionError(errno.EACCES, "Permission denied", "/x/a.json"), 1,
-             "/x/a.json: permission denied")):
+             "/x/a.json: permission denied"),
+            # a sweep's or a depth run's non-finite result, one line and exit 1 alike
+            (FloatingPointError("depth sweep overflow: metric 'output_cosine' is not finite"), 1,
+             "depth sweep overflow: metric 'output_cosine' is not finite")):
         with pytest.raises(SystemExit) as exit_:
             with cli.user_errors():
                 raise raised

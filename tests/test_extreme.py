@@ -200,6 +200,30 @@ def test_inputs_keep_special_tokens_and_padding(tiny_dir):
     assert (got["random"].inputs[0][mask & ~special] != tokens[mask & ~special]).any()
 
 
+def test_degenerate_natural_text_warns_and_the_repeated_kinds_asked_for_do_not(tiny_dir):
+    """inputs.input_warnings: natural sentences that are one repeated token, or identical, give
+    one line each naming the source and the kind; the repeated kinds are one repeated token by
+    design and never warn, nor do ordinary sentences."""
+    config = ExtremeConfig(num_sentences=4, min_words=5, max_length=16, untrained_seeds=1)
+    loaded = pretrained.validate(analysis.pretrained_config(config, str(tiny_dir)))
+    built = tuple(inputs.text_batches(loaded.model, loaded.sentences, config.inputs, seed=0))
+    assert built == ("natural", "random", "repeated")  # the kinds measure_model checks
+    assert inputs.input_warnings(loaded, built) == []  # "repeated" is one token, asked for
+    stuck = dataclasses.replace(loaded, sentences=["the the the the the", "our our our our our",
+                                                   "and and and and and"])
+    where = f"{loaded.text_source} (input natural)"
+    assert inputs.input_warnings(stuck, ("natural", "random", "repeated")) == [
+        f"all 3 sentences of {where} are one repeated token each (sentence 1 'the the the the "
+        f"the': token 5 × 5, sentence 2 'our our our our our': token 7 × 5, sentence 3 'and and "
+        f"and and and': token 6 × 5): their tokens differ only by position"]
+    assert inputs.input_warnings(stuck, ("repeated",)) == []
+    assert inputs.input_warnings(stuck, ("random", "repeated")) == []
+    same = dataclasses.replace(loaded, sentences=[loaded.sentences[0]] * 3)
+    assert inputs.input_warnings(same, built) == [
+        f"all 3 sentences of {where} are identical: the cosine between them is 1 by "
+        f"construction"]
+
+
 def test_study_in_process_and_report(tiny_dir, tmp_path):
     config = ExtremeConfig(num_sentences=4, min_words=5, max_length=16, untrained_seeds=2)
     plan = analysis.Plan(config, {"tiny": pretrained.validate(

@@ -123,3 +123,47 @@ def test_bad_inputs_fail_in_one_line_naming_the_file(tmp_path):
     (tmp_path / "preprocessor_config.json").write_text(json.dumps({"size": "big"}))
     with pytest.raises(media.MediaError, match="preprocessor_config.json: unreadable"):
         media.image_preprocessing(tmp_path)
+
+
+def test_identical_or_constant_inputs_get_one_warning_line(tmp_path):
+    """media.media_warnings on the inputs as the model sees them: identical images, an image of
+    one colour, silent and constant clips each give one line naming the files and the folder;
+    distinct, varying inputs give none."""
+    for i in range(3):
+        _png(tmp_path / f"img_{i}.png", seed=i)
+    for i in range(8):
+        shutil.copy(tmp_path / "img_0.png", tmp_path / f"same_{i}.png")
+    Image.fromarray(np.full((30, 40, 3), 90, np.uint8)).save(tmp_path / "grey.png")
+    where = "DIR"
+    varied = media.load_images([tmp_path / f"img_{i}.png" for i in range(3)])
+    assert media.media_warnings("image", list(varied), ["a", "b", "c"], where) == []
+    same = media.load_images([tmp_path / f"same_{i}.png" for i in range(8)])
+    assert media.media_warnings("image", list(same), [f"s{i}" for i in range(8)], where) == [
+        "all 8 images of DIR are identical: the cosine between them is 1 by construction"]
+    mixed = media.load_images([tmp_path / "img_0.png", tmp_path / "img_1.png",
+                               tmp_path / "same_3.png", tmp_path / "grey.png"])
+    assert media.media_warnings("image", list(mixed), ["a.png", "b.png", "c.png", "g.png"],
+                                where) == [
+        "1 of 4 images of DIR repeat an earlier one (c.png = a.png): the cosine between a repeat "
+        "and its original is 1 by construction",
+        "1 of 4 images of DIR are constant, one colour throughout (g.png): their tokens differ "
+        "only by position"]
+    # Audio, as loaded at 16 kHz from 22.05 kHz files: silence and a constant level stay exact.
+    t = np.arange(11025) / 22050
+    _wav(tmp_path / "tone.wav", 0.4 * np.sin(2 * np.pi * 220 * t), 22050)
+    _wav(tmp_path / "chirp.wav", 0.4 * np.sin(2 * np.pi * (300 + 400 * t) * t), 22050)
+    _wav(tmp_path / "silent.wav", np.zeros(11025), 22050)
+    _wav(tmp_path / "level.wav", np.full(9000, 0.25), 22050)
+    names = ["tone.wav", "chirp.wav", "silent.wav", "level.wav"]
+    waves = media.load_audio([tmp_path / n for n in names], 16000)
+    assert np.all(waves[3] == waves[3][0]) and waves[3].size == -(-9000 * 320 // 441)
+    assert media.media_warnings("audio", waves[:2], names[:2], where) == []
+    level = float(np.float32(round(0.25 * 32767) / 32768))
+    assert media.media_warnings("audio", waves, names, where) == [
+        f"2 of 4 audio clips of DIR are silent or constant (silent.wav: every sample 0, "
+        f"level.wav: every sample {level:g}): their frames differ only by position"]
+    silent = media.load_audio([tmp_path / "silent.wav"] * 2, 16000)
+    assert media.media_warnings("audio", silent, ["x.wav", "y.wav"], where) == [
+        "all 2 audio clips of DIR are identical: the cosine between them is 1 by construction",
+        "all 2 audio clips of DIR are silent or constant (x.wav: every sample 0, y.wav: every "
+        "sample 0): their frames differ only by position"]

@@ -210,6 +210,50 @@ def test_packaged_whisper_tiny_en_through_the_registry(tmp_path):
                                _average_cosines(loaded, mel, mask), atol=1e-5)
 
 
+def test_identical_images_and_silent_audio_are_measured_with_a_warning(tmp_path, capsys):
+    """Degenerate media inputs are checked when they are loaded (`media_inputs.load`, through
+    validate): one warning line each, printed by the study and kept in results.json's data;
+    distinct images and a tone give none."""
+    from anisotropy_jax.protocol import Progress
+
+    vit_dir = tmp_path / "vit"
+    save(transformers.ViTModel(transformers.ViTConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=24,
+        image_size=16, patch_size=4), add_pooling_layer=False), vit_dir)
+    transformers.ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(vit_dir)
+    same = tmp_path / "same"
+    same.mkdir()
+    for name in ("a.png", "b.png", "c.png"):
+        _png(same / name, (20, 18), seed=0)
+    inputs = analysis.validate(PretrainedConfig(model_dir=str(vit_dir), inputs=str(same),
+                                                num_pairs=300, untrained_baseline=False))
+    line = f"all 3 images of {same} are identical: the cosine between them is 1 by construction"
+    assert inputs.media.warnings == (line,)
+    normal = _images(tmp_path / "images")
+    assert analysis.validate(PretrainedConfig(model_dir=str(vit_dir), inputs=str(normal))
+                             ).media.warnings == ()
+    result = analysis.run(inputs.config, inputs, Progress(bars=False))
+    assert f"warning: {line}" in capsys.readouterr().out.splitlines()
+    assert result.data["warnings"] == [line]
+
+    w2v_dir = tmp_path / "w2v"
+    save(transformers.Wav2Vec2Model(transformers.Wav2Vec2Config(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=24,
+        conv_dim=(8, 8), conv_stride=(5, 4), conv_kernel=(10, 4), num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2, vocab_size=10)), w2v_dir)
+    wavs = _tones(tmp_path / "wavs", [0.6])
+    _wav(wavs / "silent.wav", np.zeros(13230), 22050)
+    got = analysis.validate(PretrainedConfig(model_dir=str(w2v_dir), inputs=str(wavs)))
+    assert got.media.warnings == (
+        f"1 of 2 audio clips of {wavs} are silent or constant (silent.wav: every sample 0): "
+        f"their frames differ only by position",)
+    (wavs / "silent.wav").unlink()
+    _tones(tmp_path / "more", [0.7])
+    (tmp_path / "more" / "tone_0.wav").rename(wavs / "tone_1.wav")
+    assert analysis.validate(PretrainedConfig(model_dir=str(w2v_dir), inputs=str(wavs))
+                             ).media.warnings == ()
+
+
 def _message(config) -> str:
     with pytest.raises(ConfigError) as info:
         analysis.validate(config)

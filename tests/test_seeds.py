@@ -87,6 +87,38 @@ def test_aggregate_over_seeds():
         seeds.aggregate([_run(0, 0.0)])
 
 
+def test_a_summary_whose_seeds_stay_at_ln_v_says_not_testable():
+    """The rule of studies.training.learned over seeds: a recorded final validation loss at
+    ln 256 (random bytes: nothing to learn) in one seed makes the summary "not testable", named
+    first in what the seeds study prints; seeds that learned print the table alone."""
+    from anisotropy_jax.studies.training import learned
+
+    def run(seed, final):
+        doc = _run(seed, 0.0)
+        doc["config"]["train"]["objective"] = "clm"
+        doc["training"]["val_loss"] = [[0, 5.6], [1, 5.58], [4, final]]
+        return doc
+
+    stuck = seeds.aggregate([run(0, 2.5), run(1, math.log(256))])
+    assert not stuck["learning"]["learned"]
+    assert stuck["learning"]["final_loss"] == pytest.approx([2.5, math.log(256)])
+    note = stuck["learning"]["note"]
+    assert note.startswith("the model did not learn: final validation loss seed 1: 5.55 is not "
+                           "below 4.99 nats = (1 − 0.1)·ln 256"), note
+    printed = seeds.format_summary(stuck)
+    assert printed.splitlines()[0] == f"not testable: {note}"
+    assert printed.endswith(seeds.format_table(stuck))
+    fine = seeds.aggregate([run(0, 2.5), run(1, 2.6)])
+    assert fine["learning"]["learned"] and fine["learning"]["note"] == ""
+    assert seeds.format_summary(fine) == seeds.format_table(fine)
+    # The threshold itself does not pass; no recorded loss does not either.
+    edge = learned.threshold(257)
+    assert not learned.check([edge], 257)["learned"] and learned.check([edge - 1e-9], 257)["learned"]
+    assert not learned.check([], 256)["learned"] and "none recorded" in learned.check([], 256)["note"]
+    assert not learned.check([float("nan")], 256)["learned"]
+    assert learned.threshold(256) == pytest.approx(0.9 * math.log(256))
+
+
 def _intervention_run(seed, rng, steps=(0, 2, 8)):
     """A seed's results.json with the intervention's deltas and the correlations of the new
     analysis (random per-head values: the aggregation must follow them exactly)."""

@@ -92,13 +92,24 @@ def test_sweep_verdicts_not_measured():
     assert V.godey_3a(None, "skipped").numbers == ("not measured: skipped",)
 
 
-def _embeddings(lows_highs):
+def _embeddings(lows_highs, final_losses=None):
+    """The embedding study's gain direction per width; `final_losses` the last validation loss
+    of each width's 5 seeds (default 4.0: learned, against ln 8192 = 9.01)."""
     widths = [32, 64, 128][:len(lows_highs)]
     cell = {k: [[0.0, v] for v in vals] for k, vals in (
         ("mean", [(lo + hi) / 2 for lo, hi in lows_highs]), ("low", [lo for lo, _ in lows_highs]),
         ("high", [hi for _, hi in lows_highs]))}
+    finals = final_losses or [4.0] * len(widths)
     return {"widths": widths, "gain_direction": {"centered": {
-        **cell, "positive": [[0, 5]] * len(widths), "n": 5}}}
+        **cell, "positive": [[0, 5]] * len(widths), "n": 5}},
+        "vocab_size": 8192, "seeds": [0, 1, 2, 3, 4],
+        "val_loss": [[[9.05, final]] * 5 for final in finals]}
+
+
+def _val_loss(seeds, steps, final=2.0):
+    """A seeds summary's val_loss quantity: 5.5 at first, `final` at the last checkpoint."""
+    curve = np.linspace(5.5, final, steps)
+    return {"per_seed": [curve.tolist()] * seeds}
 
 
 def test_mm_b_decides_at_equal_scale():
@@ -217,6 +228,7 @@ def _seeds(change_lows, contrast=None):
         quantities["partial_within_layers/key_term_given_logit_spread"] = {
             "mean": [0.0, -0.3], "low": [0.0, -0.6], "high": [0.0, 0.1],
             "per_seed": [[0.0, r] for r in (-0.3, np.nan, -0.1, -0.5, -0.3)]}
+    quantities["val_loss"] = _val_loss(5, 2)
     return {"seeds": [0, 1, 2, 3, 4], "steps": [0, 100], "quantities": quantities,
             "changes_first_to_last": changes}
 
@@ -227,7 +239,8 @@ def _curves(per_seed, steps=(0, 16, 64, 100, 1000, 4000)):
     names = ("heads_mean/abs_mean_query_key_cosine", "intermediate_cross_sequence_cosine")
     values = np.asarray(per_seed, np.float64)
     return {"seeds": list(range(len(values))), "steps": list(steps),
-            "quantities": {n: {"per_seed": values.tolist()} for n in names}}
+            "quantities": {**{n: {"per_seed": values.tolist()} for n in names},
+                           "val_loss": _val_loss(len(values), len(steps))}}
 
 
 def test_trends_are_decided_after_the_transient_against_a_float64_reference():
@@ -271,6 +284,7 @@ def _shares(difference, entropy=0.7, undefined=0, seeds=5, heads=8):
                        "matched_control_unmatched_fraction": np.full(shape, 0.25),
                        "matched_control_shortfall": np.full(shape, 0.01)}
     doc["seeds"] = list(range(seeds))
+    doc["quantities"]["val_loss"] = _val_loss(seeds, 2)
     return doc
 
 
@@ -291,6 +305,49 @@ def test_godey_4b_is_the_deficit_share_against_the_matched_control():
     assert old.verdict == V.NOT_MEASURED and "cannot fail" in old.numbers[0]
     assert ("undefined in 1 of 5 seeds: the per-head arrays that would say why are not in these "
             "results") in old.numbers[0]
+
+
+def _stuck(doc, vocab=256):
+    """The summary with every seed's validation loss at ln V (nothing learned: random bytes)."""
+    seeds, steps = len(doc["seeds"]), len(doc["steps"])
+    flat = {"per_seed": [[float(np.log(vocab))] * steps] * seeds}
+    return {**doc, "quantities": {**doc["quantities"], "val_loss": flat}}
+
+
+def test_training_verdicts_are_not_testable_where_the_models_did_not_learn():
+    """studies.training.learned: an objective whose final validation loss stays at ln V is not
+    testable in 4a, 4b and 4c (never "holds"; NO_TEST when no objective learned), as a width of
+    the embedding study is in Machina & Mercer b; the same results with a loss that fell keep
+    their verdicts."""
+    rising = 0.3 + np.array([0.0, 0.6, 0.1, 0.1, 0.2, 0.3]) + 0.01 * SEED_NOISE
+    falling = 0.3 + np.array([0.0, 0.6, 0.3, 0.2, 0.15, 0.1]) + 0.01 * SEED_NOISE
+    for fn in (V.godey_4a, V.godey_4c):
+        assert fn({"clm": _curves(rising)}).verdict == V.HOLDS
+        v = fn({"clm": _stuck(_curves(rising)), "mlm": _stuck(_curves(rising), 257)})
+        assert v.verdict == V.NO_TEST, fn.__name__
+        assert v.numbers[0].startswith("clm (5 seeds): not testable, the model did not learn: "
+                                       "final validation loss seed 0: 5.55, ")
+        assert "(1 − 0.1)·ln 257" in v.numbers[1]
+        assert fn({"clm": _curves(rising), "mlm": _stuck(_curves(rising), 257)}
+                  ).verdict == V.PARTLY
+        assert fn({"clm": _curves(falling), "mlm": _stuck(_curves(rising), 257)}
+                  ).verdict == V.FAILS
+    assert V.godey_4b({"clm": _shares(0.1)}).verdict == V.HOLDS
+    stuck = V.godey_4b({"clm": _stuck(_shares(0.1))})
+    assert stuck.verdict == V.NO_TEST and "did not learn" in stuck.numbers[0]
+    assert V.godey_4b({"clm": _shares(0.1), "mlm": _stuck(_shares(0.1), 257)}
+                      ).verdict == V.PARTLY
+    no_loss = _shares(0.1)
+    del no_loss["quantities"]["val_loss"]
+    assert V.godey_4b({"clm": no_loss}).verdict == V.NO_TEST  # not recorded: not passed
+    assert V.mm_b(None, "", _embeddings([(0.01, 0.02)])).verdict == V.HOLDS
+    ln_v = float(np.log(8192))
+    flat = V.mm_b(None, "", _embeddings([(0.01, 0.02), (0.001, 0.03)], [ln_v, ln_v]))
+    assert flat.verdict == V.NO_TEST and "not testable, the model did not learn" in (
+        flat.numbers[0])
+    one = V.mm_b(None, "", _embeddings([(0.01, 0.02), (0.001, 0.03)], [4.0, ln_v]))
+    assert one.verdict == V.NOT_TESTABLE and "did not learn" in one.numbers[1]
+    assert "did not learn" not in one.numbers[0]
 
 
 def test_the_key_term_share_test_counts_undefined_heads_and_seeds():

@@ -118,6 +118,8 @@ def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Pr
     runs = {"trained": model.params}
     runs.update({f"untrained_seed_{s}": None for s in seeds})
     kinds = batches(loaded, config)
+    for line in inputs_lib.input_warnings(loaded, tuple(kinds)):
+        progress.say(f"warning: {line}")
     raw: dict[str, dict[str, Any]] = {kind: {} for kind in kinds}
     same = _same_as(kinds)
     timing, stored = {}, 0

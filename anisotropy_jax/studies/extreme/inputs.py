@@ -13,6 +13,10 @@ with and without a BOS at position 0 (FIRST_TOKEN_KINDS: `natural_bos`, `natural
 key 0 equals every other key, and only the BOS makes it distinct. Every kind of a model is
 padded to one width (one compilation). Image and audio models measure their offline defaults
 (`media_batch`). Every batch carries a control key per sequence (`control_keys`).
+
+Degenerate inputs get a warning line (`input_warnings`): identical or constant images and clips,
+and natural sentences that are identical or one repeated token. The repeated kinds are one
+repeated token because they were asked for: they never warn.
 """
 from __future__ import annotations
 
@@ -141,3 +145,17 @@ def media_batch(inputs: analysis.Inputs) -> dict[str, InputBatch]:
     if len(batches) != 1:
         raise ValueError(f"expected the inputs in one batch, got {len(batches)}")
     return {"natural": InputBatch(batches[0].inputs, batches[0].mask_BxL)}
+
+
+def input_warnings(loaded: analysis.Inputs, kinds: tuple[str, ...]) -> list[str]:
+    """The warning lines of the inputs a model measures: its media's (`media_inputs`: identical
+    or constant images and clips), or, where a kind built from the natural sentences is measured,
+    theirs (`text.degenerate_warnings`: identical, or one repeated token). The random and
+    repeated kinds are not checked: a repeated-token input asked for is no accident."""
+    if loaded.media is not None:
+        return list(loaded.media.warnings)
+    natural = [k for k in kinds if FIRST_TOKEN_KINDS.get(k, (k, None))[0] == "natural"]
+    if not natural:
+        return []
+    return text_lib.degenerate_warnings(loaded.model.tokenizer, loaded.sentences,
+                                        f"{loaded.text_source} (input {', '.join(natural)})")

@@ -374,9 +374,16 @@ def shortfall(inputs: Inputs) -> str:
 
 def run(config: PretrainedConfig, inputs: Inputs | None = None,
         progress: Progress = SILENT) -> PretrainedResult:
-    """The study: `validate(config)` (pass its `inputs` to skip re-reading), then `analyze`.
-    The result's config is the resolved one; its data names the text source."""
+    """The study: `validate(config)` (pass its `inputs` to skip re-reading), then `analyze`;
+    first a "warning: …" line per degenerate input (identical or constant: `text_lib.
+    degenerate_warnings`, `media_inputs`). The result's config is the resolved one; its data
+    names the text source (and holds the warnings, where there are any)."""
     inputs = validate(config) if inputs is None else inputs
+    warned = (list(inputs.media.warnings) if inputs.media is not None else
+              text_lib.degenerate_warnings(inputs.model.tokenizer, inputs.sentences,
+                                           inputs.text_source))
+    for line in warned:
+        progress.say(f"warning: {line}")
     if inputs.media is not None:
         result = analyze_media(inputs.model, inputs.media, inputs.config, progress)
     else:
@@ -384,5 +391,6 @@ def run(config: PretrainedConfig, inputs: Inputs | None = None,
     requested = inputs.config.num_sentences if inputs.media is None else inputs.config.num_inputs
     data = {"text_source": inputs.text_source,
             "num_candidate_sentences": inputs.num_candidate_sentences,
-            "num_requested": requested, "shortfall": shortfall(inputs), **result.data}
+            "num_requested": requested, "shortfall": shortfall(inputs), **result.data,
+            **({"warnings": warned} if warned else {})}
     return dataclasses.replace(result, data=data)

@@ -10,7 +10,9 @@ sorted by name), or the offline defaults: scikit-image's photographs (`image_fil
 temporary folder (`default_speech`), or, where espeak-ng is not installed, as many speech-like
 formant clips (formant.synthesize_formant_speech, numpy only); `source` says which. Every file
 is read before any computation; a bad one (unreadable image, non-WAV file, unsupported sample
-rate, empty folder) gives one line "inputs: <file>: ...".
+rate, empty folder) gives one line "inputs: <file>: ...". Degenerate ones are measured, and
+`warnings` names them (`media.media_warnings`: identical images or clips as the model sees them,
+an image of one colour, a silent or constant clip), one line each, for the study to print.
 
 How each family is fed (`FEEDERS`, by family name):
   vit, resnet   pixels (B, 3, H, W) per preprocessor_config.json, `batch_size` images a batch;
@@ -56,6 +58,7 @@ class MediaInputs:
     batches: list[ForwardBatch]
     names: list[str]
     source: str
+    warnings: tuple[str, ...] = ()  # identical or constant inputs (`media.media_warnings`)
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,11 +123,14 @@ def _chunks(n: int, size: int) -> list[np.ndarray]:
     return [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+# Each feeder returns (the batches, one name per input, the inputs to check for degenerate ones:
+# the preprocessed images, or the waveforms at RATE).
+
 def _images(config: Any, model_dir: pathlib.Path, pc: PretrainedConfig):
     paths = image_files(pc.inputs or None, pc.num_inputs)
     pixels = media.load_images(paths, media.image_preprocessing(model_dir))
     return ([ForwardBatch((pixels[i],), i) for i in _chunks(len(pixels), pc.batch_size)],
-            [p.name for p in paths])
+            [p.name for p in paths], list(pixels))
 
 
 def _audio(pc: PretrainedConfig) -> tuple[list[np.ndarray], list[str]]:
@@ -139,7 +145,8 @@ def _audio(pc: PretrainedConfig) -> tuple[list[np.ndarray], list[str]]:
 def _whisper(config: Any, model_dir: pathlib.Path, pc: PretrainedConfig):
     waves, names = _audio(pc)
     mel, mask = whisper_features(waves, config.num_mel_bins, config.max_source_positions)
-    return [ForwardBatch((mel[i],), i, mask[i]) for i in _chunks(len(waves), pc.batch_size)], names
+    return ([ForwardBatch((mel[i],), i, mask[i]) for i in _chunks(len(waves), pc.batch_size)],
+            names, waves)
 
 
 def _waveforms(config: Any, model_dir: pathlib.Path, pc: PretrainedConfig):
@@ -149,8 +156,8 @@ def _waveforms(config: Any, model_dir: pathlib.Path, pc: PretrainedConfig):
         raise media.MediaError(f"{short[0]}: shorter than 0.5 s")
     normalize = media.normalize_waveform if media.audio_normalization(model_dir) else None
     cut = [w[:w.size // HALF_SECOND * HALF_SECOND] for w in waves]
-    return [ForwardBatch(((normalize(w) if normalize else w)[None],), np.array([i]))
-            for i, w in enumerate(cut)], names
+    return ([ForwardBatch(((normalize(w) if normalize else w)[None],), np.array([i]))
+             for i, w in enumerate(cut)], names, waves)
 
 
 FEEDERS: dict[str, Callable[..., Any]] = {"vit": _images, "resnet": _images,
@@ -159,18 +166,21 @@ FEEDERS: dict[str, Callable[..., Any]] = {"vit": _images, "resnet": _images,
 
 def load(family: Any, config: Any, model_dir: pathlib.Path | None, pc: PretrainedConfig
          ) -> MediaInputs:
-    """The inputs of an image/audio model (module docstring). MediaError "inputs: ..." (one
-    line, naming the file or folder) before anything is computed."""
+    """The inputs of an image/audio model (module docstring), with the warnings of its degenerate
+    inputs. MediaError "inputs: ..." (one line, naming the file or folder) before anything is
+    computed."""
     name = family.name
     if name not in FEEDERS:
         raise media.MediaError(f"model_dir: no input feeder for the {name} family")
     try:
-        batches, names = FEEDERS[name](config, model_dir, pc)
+        batches, names, checked = FEEDERS[name](config, model_dir, pc)
     except media.MediaError as e:
         raise media.MediaError(f"inputs: {e}") from None
     modality = family.modality
     default = SKIMAGE_SOURCE if modality == "image" else SPEECH_SOURCES[media.speech_source()]
-    return MediaInputs(modality, batches, names, pc.inputs or default)
+    source = pc.inputs or default
+    return MediaInputs(modality, batches, names, source,
+                       tuple(media.media_warnings(modality, checked, names, source)))
 
 
 def data_summary(inputs: MediaInputs, states: TokenStates) -> dict[str, Any]:

@@ -7,7 +7,8 @@ cut by `corpus.split_sentences` and drawn by `corpus.sample_sentences`.
 Tokenizer pitfall: the tokenizer.json of many sentence-transformers checkpoints (all-MiniLM-L6-v2
 included) has padding to 128 switched on. `load_tokenizer` switches padding off; `make_batches`
 pads, in length buckets, and the attention mask goes to the model and to every metric, so padding
-is never measured.
+is never measured. Degenerate text (identical sentences, a sentence of one repeated token) is
+measured, with a warning line (`degenerate_warnings`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from anisotropy_jax import corpus
+from anisotropy_jax import corpus, media
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.models.formats.checkpoint import TOKENIZER_FILE, PretrainedError
 from anisotropy_jax.models.registry import TextEncoder
@@ -148,6 +149,29 @@ def encode(tokenizer, sentences: Sequence[str]) -> Encoded:
         special=[np.asarray(e.special_tokens_mask, bool) for e in encodings],
         truncated=[len(e.overflowing) > 0 for e in encodings],
     )
+
+
+def degenerate_warnings(tokenizer, sentences: Sequence[str], where: str) -> list[str]:
+    """The warning lines of degenerate text inputs (`encode`d with `tokenizer`): identical
+    sentences (`media.identical_warning` on their token ids), and sentences that are one repeated
+    token (≥ 2 tokens besides the special ones, all one id), whose tokens then differ only by
+    position. The study prints them and goes on. A repeated-token input that was asked for (the
+    extreme-token study's `repeated` kinds) is never passed here."""
+    encoded = encode(tokenizer, sentences)
+    names = [f"sentence {i + 1}" for i in range(len(encoded))]
+    lines = [media.identical_warning(encoded.ids, names, "sentences", where)]
+    repeated = []
+    for i, (ids, special) in enumerate(zip(encoded.ids, encoded.special)):
+        free = np.asarray(ids)[~np.asarray(special, bool)]
+        if free.size >= 2 and np.all(free == free[0]):
+            repeated.append(f"{names[i]} {sentences[i][:24]!r}: token {int(free[0])} × {free.size}")
+    if repeated:
+        count = (f"all {len(encoded)}" if len(repeated) == len(encoded)
+                 else f"{len(repeated)} of {len(encoded)}")
+        lines.append(f"{count} sentences of {where} are one repeated token each "
+                     f"({', '.join(repeated[:3])}{', …' if len(repeated) > 3 else ''}): their "
+                     f"tokens differ only by position")
+    return [line for line in lines if line]
 
 
 # --------------------------------------------------------------------------------------------

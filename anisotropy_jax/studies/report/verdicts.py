@@ -2,7 +2,10 @@
 results.json dicts of the studies: pure functions, one per claim, each returning a `Verdict` with
 its criterion (printed beside it in the report) and the numbers it was decided on.
 
-A study that was not run is passed as None with the reason, and gives "not measured".
+A study that was not run is passed as None with the reason, and gives "not measured". A verdict
+that needs a model trained here (Godey 4a, 4b, 4c; Machina & Mercer b) is not testable where those
+models did not learn (`studies.training.learned`: the final validation loss not clearly below the
+uniform prediction's ln V); the numbers say which models and why.
 """
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from anisotropy_jax.studies.training import learned
 from anisotropy_jax.studies.report.verdict import (  # noqa: F401 (re-exported)
     CLAIMS, FAILS, HOLDS, NO_TEST, NOT_MEASURED, NOT_TESTABLE, PARTLY, PRECISION_NOTE, VERDICTS, Verdict,
     all_or_some, below_precision, precision_note, g as _g, interval as _fmt_interval, not_measured as
     _not_measured)
 from anisotropy_jax.studies.report.verdicts_key_term import godey_4b  # noqa: F401
+from anisotropy_jax.studies.report.verdicts_key_term import objective_learning
 from anisotropy_jax.studies.report.verdicts_key_term import training_scope as _training_scope
 from anisotropy_jax.studies.report.verdicts_centring import (  # noqa: F401
     DRIFT_SHARE, GODEY_2_MODELS, GODEY_2_SENSITIVITY, GODEY_2_SHARE, godey_2,
@@ -118,11 +123,18 @@ def trend_after_transient(doc: Mapping[str, Any], quantity: str,
 def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]] | None,
                    quantity: str, label: str, reason: str) -> Verdict:
     """HOLDS when, for every objective, `trend_after_transient` of `quantity` has a t-interval
-    over seeds above 0; PARTLY when for some; FAILS when for none."""
+    over seeds above 0; PARTLY when for some; FAILS when for none. An objective whose models did
+    not learn (`objective_learning`) is not testable: it counts as not holding, and when no
+    objective learned the verdict is NO_TEST."""
     if not training:
         return _not_measured(key, crit, reason or "no training run")
-    oks, numbers = [], []
+    oks, numbers, untrained = [], [], 0
     for objective, doc in training.items():
+        note = objective_learning(objective, doc)["note"]
+        if note:
+            numbers.append(f"{objective} ({len(doc['seeds'])} seeds): not testable, {note}")
+            untrained += 1
+            continue
         trend = trend_after_transient(doc, quantity)
         if trend is None:
             numbers.append(f"{objective}: {label} has no checkpoint at step ≥ "
@@ -137,8 +149,11 @@ def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]
                        f"the transient peaks at {_g(trend['peak'])} (step {trend['peak_step']}); "
                        f"seed-mean curve {curve}" + _sensitivity(doc, quantity))
     if not oks:
+        if untrained:
+            return Verdict(key, crit, NO_TEST, tuple(numbers), _training_scope(training))
         return _not_measured(key, crit, "; ".join(numbers))
-    return Verdict(key, crit, all_or_some(oks), tuple(numbers), _training_scope(training))
+    return Verdict(key, crit, all_or_some(oks + [False] * untrained), tuple(numbers),
+                   _training_scope(training))
 
 
 def _sensitivity(doc: Mapping[str, Any], quantity: str) -> str:
@@ -215,6 +230,24 @@ def _gain_direction(embeddings: Mapping[str, Any] | None) -> list[tuple[str, tup
     return out
 
 
+def _untrained_widths(embeddings: Mapping[str, Any]) -> dict[int, str]:
+    """{width index: why} for the widths of the embedding study whose models did not learn
+    (`training.learned.check` of each seed's final validation loss against ln vocab_size; no
+    loss or vocabulary recorded: not learned either)."""
+    val = np.asarray(embeddings.get("val_loss", []), np.float64)
+    vocab, seeds = embeddings.get("vocab_size"), embeddings.get("seeds") or []
+    out = {}
+    for w in range(len(embeddings["widths"])):
+        if vocab is None or val.ndim != 3:
+            out[w] = "no validation loss or vocabulary size recorded: whether it learned is unknown"
+            continue
+        check = learned.check(list(val[w, :, -1]), int(vocab),
+                              [f"seed {s}" for s in seeds] if len(seeds) == val.shape[1] else None)
+        if check["note"]:
+            out[w] = check["note"]
+    return out
+
+
 def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
          embeddings: Mapping[str, Any] | None = None) -> Verdict:
     crit = ("decided at equal scale (partition isotropy falls with the matrix's scale alone): "
@@ -230,8 +263,10 @@ def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
     if not units:
         return _not_measured("mm_b", crit, reason or "no embedding study with the gain's "
                              "equal-norm control and ≥ 2 seeds")
+    untrained = _untrained_widths(embeddings)
     numbers = [f"{name}: d = {_fmt_interval(*cell)} ({pos} of {n} seeds > 0)"
-               for name, cell, pos, n in units]
+               + (f"; not testable, {untrained[w]}" if w in untrained else "")
+               for w, (name, cell, pos, n) in enumerate(units)]
     if len(units) > 1:
         numbers.append(_width_trend(units))
     for name, e in models.items():
@@ -239,7 +274,9 @@ def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
         numbers.append(f"{name}: d = {_g(d)} (output × γ {_g(e['output_scaled_centred'])}, at "
                        f"equal norm {_g(e['output_equalnorm_centred'])}, unscaled output "
                        f"{_g(e['output_centred'])}; mean γ {_g(e['final_gain_mean'])})")
-    if all(cell[1] > 0 for _, cell, _, _ in units):
+    if untrained:  # a width whose models did not learn decides nothing
+        verdict = NO_TEST if len(untrained) == len(units) else NOT_TESTABLE
+    elif all(cell[1] > 0 for _, cell, _, _ in units):
         verdict = HOLDS
     elif all(cell[2] < 0 for _, cell, _, _ in units):
         verdict = FAILS

@@ -7,6 +7,9 @@ Why not the permutation controls: subtracting a permuted m adds about Var m to t
 removing m takes variance out, so "removing m raises entropy more than the permuted control" is
 true whenever m contributes logit variance at all, even with uniform attention. The matched
 control removes the same variance from the query-specific term instead.
+
+Every training verdict (4a, 4b, 4c) first asks whether the objective's models learned at all
+(`objective_learning`: the rule of `studies.training.learned`); one that did not is not testable.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from anisotropy_jax.metrics.intervention import MATCH_QUALITY
 from anisotropy_jax.metrics.matched_control import MIN_ENTROPY_DEFICIT
 from anisotropy_jax.studies.report.verdict import (FAILS, HOLDS, NO_TEST, PARTLY, Verdict, g,
                                                     interval as fmt_interval, not_measured)
+from anisotropy_jax.studies.train.seeds import learning as seeds_learning
 from anisotropy_jax.studies.train.trends import partial_within_layers_one
 
 # Attention counts as non-uniform for an objective when the mean over seeds and heads of the
@@ -147,13 +151,26 @@ def _objective_numbers(doc: Mapping[str, Any], test: dict[str, Any]) -> str:
     return ", ".join(cells)
 
 
+def objective_learning(objective: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the models of one objective's seeds summary learned (`studies.train.seeds.learning`:
+    every seed's final validation loss below the rule's threshold); "note" is '' when they did."""
+    return seeds_learning(doc, (doc.get("scope") or {}).get("objective", objective))
+
+
 def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
-    """CRITERION on {objective: seeds summary}; None (with the reason) when not run."""
+    """CRITERION on {objective: seeds summary}; None (with the reason) when not run. An objective
+    whose models did not learn (`objective_learning`) counts as uniform attention does: not
+    testable, so never "holds"."""
     if not training:
         return not_measured("godey_4b", CRITERION, reason or "no training run")
     statuses, numbers = [], []
     for objective, doc in training.items():
         head = f"{objective} ({len(doc['seeds'])} seeds, step {doc['steps'][-1]}): "
+        note = objective_learning(objective, doc)["note"]
+        if note:
+            statuses.append("untrained")
+            numbers.append(head + f"not testable, {note}")
+            continue
         extra = [c for c in (_contrast_cell(doc), _partial_cell(doc)) if c]
         per_head = doc.get("per_head", {})
         if not all(n in per_head for n in (SHARE_KEY_TERM, SHARE_CONTROL, ENTROPY)):
@@ -166,7 +183,7 @@ def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "")
         numbers.append(head + ", ".join([_objective_numbers(doc, test), *extra]))
     if not statuses:
         return not_measured("godey_4b", CRITERION, "; ".join(numbers))
-    if all(s == "uniform" for s in statuses):
+    if all(s in ("uniform", "untrained") for s in statuses):
         verdict = NO_TEST
     else:
         verdict = (HOLDS if all(s == "holds" for s in statuses)

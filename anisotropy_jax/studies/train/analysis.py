@@ -89,7 +89,7 @@ from anisotropy_jax.models.transformer import Transformer
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies import training
 from anisotropy_jax.studies.train.trends import (entropy_correlations_across_heads,
-                                                    expected_trends)
+                                                    expected_trends, final_loss_check)
 
 HEAD_METRICS = ("mean_query_norm", "mean_key_norm", "mean_query_key_cosine",
                 "mean_query_key_dot_softmax_invariant", "key_term_std", "key_term_share",
@@ -125,6 +125,7 @@ class DynamicsResult:
       trends: `trends.expected_trends` (S ≥ 3), else None.
       loss_steps, loss: (T,) the training loss per step (metrics.jsonl).
       val_steps, val_loss: (E,) the validation loss at the checkpoints (eval.jsonl).
+      learning: `trends.final_loss_check` of the last validation loss (did the model learn?).
     """
 
     config: TrainConfig
@@ -144,6 +145,10 @@ class DynamicsResult:
     @property
     def objective(self) -> str:
         return self.config.objective
+
+    @property
+    def learning(self) -> dict[str, Any]:
+        return final_loss_check(self.objective, self.val_loss)
 
 
 def _hidden_metrics(h_BxLxD: jax.Array) -> dict[str, jax.Array]:
@@ -355,19 +360,21 @@ def run(workdir: str | os.PathLike, analysis: AnalysisConfig = AnalysisConfig(),
     """Analyses every readable checkpoint (or those of `steps`) of the run in `workdir`.
 
     Reads config.json, the checkpoints, metrics.jsonl and eval.jsonl; writes nothing. The
-    correlation and the trends need ≥ 3 checkpoints (None otherwise).
+    correlation and the trends need ≥ 3 checkpoints (None otherwise); the trends are "not
+    testable" where the final validation loss says the model did not learn (`final_loss_check`).
     """
     workdir = pathlib.Path(workdir)
     config = load_run_config(workdir)
     done, records = _analyse_checkpoints(workdir, config, analysis, steps, progress)
     stacked = _stack(records)
     steps_S = np.asarray(done)
+    losses, evals = training.read_metrics(workdir), training.read_evals(workdir)
     correlation = trends = None
     if len(done) >= 3:
         correlation = entropy_correlations_across_heads(stacked["heads"])
         trends = expected_trends(steps_S, stacked["heads"], stacked["layers"], correlation,
-                                 config.objective)
-    losses, evals = training.read_metrics(workdir), training.read_evals(workdir)
+                                 config.objective, final_loss_check(
+                                     config.objective, [r["val_loss"] for r in evals]))
     return DynamicsResult(
         config=config, analysis=analysis, steps=steps_S, heads=stacked["heads"],
         layers=stacked["layers"], embeddings=stacked["embeddings"],

@@ -1,8 +1,10 @@
 """Writing the per-checkpoint analysis into the run's workdir, and the lines the scripts print.
 
   results.json  provenance, config ({"train", "analysis": {batch_size, seed}}), objects (what
-                each group measures), training (first/final loss, validation curve), steps,
-                heads, layers, embeddings, final_norm (clm), correlation, trends — written last
+                each group measures), training (first/final loss, validation curve, learning:
+                whether the model learned, `studies.training.learned`), steps, heads, layers,
+                embeddings, final_norm (clm), correlation, trends (`holds` None: not testable,
+                the model did not learn) — written last
   dynamics.npz  "steps", "<group>/<metric>" for heads, layers, embeddings, final_norm, and
                 "correlation/<metric>/rho", "correlation/<metric>/p" (per checkpoint)
   figures/      loss.png, trajectories.png, anisotropy_heatmap.png, entropy_vs_logit_terms.png
@@ -77,6 +79,7 @@ def _training_summary(result: DynamicsResult) -> dict[str, Any]:
         "first_loss": float(result.loss[0]) if result.loss.size else None,
         "final_loss": float(result.loss[-1]) if result.loss.size else None,
         "val_loss": [[int(s), float(v)] for s, v in zip(result.val_steps, result.val_loss)],
+        "learning": result.learning,
     }
 
 
@@ -119,14 +122,17 @@ def _signed(rho: Any) -> str:
 
 
 def format_report(doc: dict[str, Any]) -> str:
-    """One line per expected trend: whether it holds, with its scalar numbers; then the
-    per-checkpoint correlation across heads (of `write`'s results.json dict)."""
-    lines = []
+    """One line per expected trend: whether it holds, with its scalar numbers ("not testable"
+    where the model did not learn, after a line that says why); then the per-checkpoint
+    correlation across heads (of `write`'s results.json dict)."""
+    learning = (doc.get("training") or {}).get("learning") or {}
+    lines = [f"not testable: {learning['note']}"] if learning.get("note") else []
     for name, value in (doc.get("trends") or {}).items():
         if isinstance(value, dict) and "holds" in value:
             numbers = {k: v for k, v in value.items()
                        if k != "holds" and not isinstance(v, (list, str))}
-            lines.append(f"{name}: holds={value['holds']} {numbers}")
+            verdict = "not testable" if value["holds"] is None else f"holds={value['holds']}"
+            lines.append(f"{name}: {verdict} {numbers}")
     corr = doc.get("correlation") or {}
     for name, value in corr.items():
         if isinstance(value, dict):

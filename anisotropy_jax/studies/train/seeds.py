@@ -9,6 +9,10 @@ The seeds are the independent units here (each changes the initialisation, the s
 order and the masking); the heads of one model never are. `aggregate` takes the results.json dicts
 of the seeds' analyses (`dynamics.write` returns them; json.load of the files works too), so a
 summary can be rebuilt from committed files without the checkpoints.
+
+Whether the seeds' models learned at all (`learning`: every seed's final validation loss below the
+threshold of `studies.training.learned`) is kept in the summary and printed first where they did
+not: a verdict on them is "not testable".
 """
 from __future__ import annotations
 
@@ -18,12 +22,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from anisotropy_jax import results
-from anisotropy_jax.config import ConfigError, TrainConfig
+from anisotropy_jax.config import ConfigError, TrainConfig, vocab_size
 from anisotropy_jax.metrics.correlation import (fisher_z, mean_correlation_interval,
                                                 one_sample_t_test, t_interval)
 from anisotropy_jax.metrics.intervention import (DEFICIT_SHARES, MATCH_QUALITY, REMOVALS,
                                                 STATISTICS)
 from anisotropy_jax.plotting import dynamics as plots
+from anisotropy_jax.studies.training import learned
 
 # Head metrics summarised by their mean over every head of the model (signed ones as |·|).
 HEAD_SUMMARY = ("attention_entropy_normalized", "key_term_std", "key_term_share",
@@ -139,9 +144,10 @@ def _summarise(name: str, values_RxS: np.ndarray) -> tuple[dict, dict | None]:
 def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per checkpoint: mean and 95% interval over the seeds of every quantity of `_per_seed`
     (Student-t; Fisher z for correlations); the per-seed change first → last checkpoint with its
-    interval and a one-sample t-test over the seeds; "per_head": `per_head_arrays`. Needs ≥ 2
-    runs with the same checkpoint steps (ValueError naming the seed). Quantities absent from
-    some seed's results (older analyses) are left out."""
+    interval and a one-sample t-test over the seeds; "per_head": `per_head_arrays`; "learning"
+    (`learning`, where the runs record their objective). Needs ≥ 2 runs with the same checkpoint
+    steps (ValueError naming the seed). Quantities absent from some seed's results (older
+    analyses) are left out."""
     if len(runs) < 2:
         raise ValueError(f"seeds: need at least 2 runs to aggregate, got {len(runs)}")
     steps = [int(s) for s in runs[0]["steps"]]
@@ -156,10 +162,31 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         quantities[name], change = _summarise(name, np.stack([p[name] for p in per_seed]))
         if change is not None:
             changes[name] = change
-    return {"units": UNITS, "interval": INTERVAL, "correlation_interval": CORRELATION_INTERVAL,
-            "seeds": [int(run["config"]["train"]["seed"]) for run in runs], "steps": steps,
-            "quantities": quantities, "changes_first_to_last": changes,
-            "per_head": per_head_arrays(runs)}
+    out = {"units": UNITS, "interval": INTERVAL, "correlation_interval": CORRELATION_INTERVAL,
+           "seeds": [int(run["config"]["train"]["seed"]) for run in runs], "steps": steps,
+           "quantities": quantities, "changes_first_to_last": changes,
+           "per_head": per_head_arrays(runs)}
+    objective = runs[0]["config"]["train"].get("objective")
+    if objective is not None:
+        out["learning"] = learning(out, objective)
+    return out
+
+
+def learning(summary: Mapping[str, Any], objective: str) -> dict[str, Any]:
+    """`training.learned.check` of every seed's final validation loss (the summary's `val_loss`
+    at the last checkpoint; none recorded: not learned) against ln V of `objective`."""
+    q = summary["quantities"].get("val_loss")
+    finals = (list(np.asarray(q["per_seed"], np.float64)[:, -1])
+              if q is not None and "per_seed" in q else [])
+    labels = [f"seed {s}" for s in summary["seeds"]] if finals else None
+    return learned.check(finals, vocab_size(objective), labels)
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """What the seeds study prints: "not testable: <why>" where the models did not learn
+    (`learning`), then `format_table`."""
+    note = (summary.get("learning") or {}).get("note")
+    return (f"not testable: {note}\n" if note else "") + format_table(summary)
 
 
 def _cell(q: Mapping[str, Any], i: int) -> str:

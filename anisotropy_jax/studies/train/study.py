@@ -163,5 +163,5 @@ def write_seeds(summary: Mapping[str, Any], workdir: pathlib.Path,
 ANALYSIS = Study(validate_analysis, run_analysis, report.write, format_analysis, quiet_logs=True)
 TRAINING = Study(_checked, run_training, write_training, format_analysis, quiet_logs=True)
 SEEDS = Study(validate_seeds, run_seeds, write_seeds,
-              lambda doc, workdir: f"{seeds_lib.format_table(doc)}\n{_wrote(workdir)}",
+              lambda doc, workdir: f"{seeds_lib.format_summary(doc)}\n{_wrote(workdir)}",
               quiet_logs=True)

@@ -2,15 +2,18 @@
 key-dependent logit term (and, for comparison, the softmax-invariant |q̄·k̄|/√Dh), and the partial
 rank correlation within layers of entropy with the key term given the logit spread; along the
 checkpoints, the expected trends of docs/SCIENCE.md ("The training-dynamics experiment"), each
-with its numbers. Host-side numpy (scipy for the rank correlation)."""
+with its numbers, "not testable" where the model did not learn (`final_loss_check`: the rule of
+`studies.training.learned`). Host-side numpy (scipy for the rank correlation)."""
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from anisotropy_jax.config import vocab_size
 from anisotropy_jax.metrics.correlation import partial_correlation, spearman
+from anisotropy_jax.studies.training import learned
 
 
 CORRELATED = ("key_term_std", "key_term_share", "mean_query_key_dot_softmax_invariant")
@@ -119,12 +122,20 @@ def _head_trends(heads: dict, objective: str) -> dict[str, Any]:
     return out
 
 
+def final_loss_check(objective: str, val_loss: Sequence[float]) -> dict[str, Any]:
+    """`training.learned.check` of a run's final validation loss (the last of `val_loss`, the
+    eval.jsonl records in step order) against ln V of the objective's vocabulary."""
+    return learned.check(list(val_loss)[-1:], vocab_size(objective))
+
+
 def expected_trends(steps: np.ndarray, heads: dict, layers: dict, correlation: dict,
-                    objective: str) -> dict[str, Any]:
+                    objective: str, learning: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any]:
     """docs/SCIENCE.md's expected trends, each with the numbers at the first and last checkpoint
     and whether it holds in this run (`holds` is a plain comparison, no significance test, except
     the correlation across the heads of the last checkpoint: ρ < 0 and p < 0.05, p over heads
-    of one model)."""
+    of one model). With `learning` (`final_loss_check`) kept as "learned": where the model did
+    not learn, every `holds` (and `mostly_negative`) is None ("not testable"); the numbers stay."""
     first, last = 0, -1
     num_layers = heads["mean_query_norm"].shape[1]
     out = _head_trends(heads, objective)
@@ -143,4 +154,11 @@ def expected_trends(steps: np.ndarray, heads: dict, layers: dict, correlation: d
             "per_layer_first": cross[first].tolist(), "per_layer_last": cross[last].tolist(),
             "holds": b > a}
     out["steps"] = [int(steps[0]), int(steps[-1])]
+    if learning is not None:
+        out["learned"] = dict(learning)
+        if not learning["learned"]:
+            for value in out.values():
+                for verdict in ("holds", "mostly_negative"):
+                    if isinstance(value, dict) and verdict in value:
+                        value[verdict] = None
     return out

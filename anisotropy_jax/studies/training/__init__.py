@@ -13,6 +13,8 @@ Both: learned position embeddings, tied or untied output embedding (`model.tie_e
   logs  config.json, metrics.jsonl, eval.jsonl: writing, reading, truncating on resume
   loop  `train(config, workdir) -> TrainSummary`: train or resume, checkpoint, stop on non-finite
   seeds `train_seeds(configs, workdirs)`: several seeds as one vmapped program, each run as `train`'s
+  learned  did the model learn? The one rule a verdict that needs a trained model applies first
+        (final validation loss below (1 − MARGIN)·ln V, else "not testable")
 """
 from anisotropy_jax.studies.training.logs import (read_evals, read_jsonl, read_metrics,
                                                   read_train_config)
