@@ -55,6 +55,9 @@ compiler.get_compile_options = _compile_options
 
 
 def pytest_configure(config):
+    # xdist's loadscope sorts the modules by their number of tests unless told not to, which
+    # would undo the slow-first order below (`pytest_collection_modifyitems`).
+    config.option.loadscopereorder = False
     config.addinivalue_line("markers", "default_emitters: compile with XLA:CPU's default emitters "
                             "(the test compares differently compiled programs bit for bit)")
 
