@@ -5,8 +5,8 @@ program of its seeds, analysed at every checkpoint and summarised with intervals
   anisotropy-jax normalizations --config=normalizations --workdir=runs/normalizations
   python experiments/normalizations.py --config=normalizations[:VARIANT] --workdir=DIR
 
-Variants (`--config=normalizations:VARIANT`; they are sizes, so `:X+smoke` (smoke applies last,
-wherever it stands) is smoke):
+Variants (`--config=normalizations:VARIANT`; all four are sizes, and smoke applies last
+wherever it stands, so `:cpu+smoke` or `:full+smoke` is smoke):
   default  the six normalisations (both sigmoids), 3 seeds, 1,500 steps, batch 32 × 128 tokens,
            TF32 matmuls: Shakespeare on the training config's :small model (d = 128, 4 layers),
            bigram_backcopy on the same with 2 layers; sized for one H100 (docs/NORMALIZATIONS.md
@@ -114,7 +114,7 @@ class NormalizationGridConfig:
       seeds: the seeds (≥ 2, distinct); seed s trains with seed = data.seed = s.
       shakespeare, bigram_backcopy: the clm TrainConfig of each dataset (its
         model.attention_normalization, seed and data.seed are set by the grid); defaults: the
-        'default' variant of `_train_dict` (train:small with 1,500 steps, batch 32 × 128,
+        default variant's (`_train_dict`: train:small with 1,500 steps, batch 32 × 128,
         TF32; bigram_backcopy with 2 layers).
       analysis: the per-checkpoint analysis (AnalysisConfig).
     """
