@@ -2,10 +2,12 @@
 instance's values) as an `ml_collections.ConfigDict`, which experiment config files start from and
 then change by their named variants. The defaults and their docs live in the dataclasses only
 (`Attributes:` of each docstring); `from_mapping` (config/base.py) is the way back. A named
-variant is data, the fields it sets (`with_variants`).
+variant is data, the fields it sets; `with_variants` applies the variants a `--config=STUDY:A+B`
+names, the same way for every study.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import typing
 from typing import Any, Mapping, Sequence
@@ -59,29 +61,76 @@ def config_dict(config: Any, fields: Sequence[str] | None = None) -> ml_collecti
     return out
 
 
-# The error of an unknown variant (formatted with its name and the config's variants).
-UNKNOWN_VARIANT = "config variant: unknown variant {!r}; choose one of {}"
-UNKNOWN_COMBINED_VARIANT = "config: unknown variant {!r}; choose from {}"
+# A named variant is data: the fields it sets, each by its dotted path ('model.d_model'), in
+# order. `--config=STUDY:VARIANT` names one, or several joined by '+', in every study alike.
+# Every study's `smoke` is its CI size: it sets every size field any other variant sets, and it
+# is applied after the other names wherever it stands, so `X+smoke` (= `smoke+X`) is X's
+# structure at smoke's sizes.
+SMOKE = "smoke"
+UNKNOWN_VARIANT = "config: unknown variant {!r}; choose from {} (several joined by '+')"
+COLON_VARIANTS = ("config: {!r}: variants combine with '+', not ':'; write {!r}")
+
+
+def variant_names(arg: str | None, variants: Sequence[str]) -> tuple[str, ...]:
+    """The variants `arg` names (the `:VARIANT` of --config: names joined by '+', spaces around
+    them ignored; None, '' and 'default' name none), in the order they apply: as written, and
+    `smoke` last. ValueError (one line) for ':' between names, an unknown name (listing
+    `variants`) or a name given twice."""
+    text = (arg or "").strip()
+    if ":" in text:
+        raise ValueError(COLON_VARIANTS.format(text, "+".join(n.strip() for n in text.split(":"))))
+    names = [name.strip() for name in text.split("+")]
+    names = [name for name in names if name not in ("", "default")]
+    for name in names:
+        if name not in variants:
+            raise ValueError(UNKNOWN_VARIANT.format(name, tuple(variants)))
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"config: {text!r} names {twice[0]!r} twice")
+    return tuple(name for name in names if name != SMOKE) + ((SMOKE,) if SMOKE in names else ())
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether setting field path `a` and field path `b` touch the same field."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _check_combination(names: Sequence[str], settings: Mapping[str, Mapping[str, Any]]) -> None:
+    """Two named variants other than smoke (whose sizes apply last) that set one field to
+    different values cannot both hold: a one-line ValueError names them and the field."""
+    others = [name for name in names if name != SMOKE]
+    for i, first in enumerate(others):
+        for second in others[i + 1:]:
+            for key, value in settings.get(first, {}).items():
+                for other, other_value in settings.get(second, {}).items():
+                    if _overlap(key, other) and (key != other or value != other_value):
+                        raise ValueError(
+                            f"config: {first!r} and {second!r} both set {min(key, other)}; "
+                            f"name one of them")
+
+
+def apply_settings(config: ml_collections.ConfigDict, fields: Mapping[str, Any]
+                   ) -> ml_collections.ConfigDict:
+    """`config` with `fields` set, in their order, a nested one by its dotted path; a ConfigDict
+    or dict value replaces the whole sub-config (a copy of it). Returns `config`."""
+    for key, value in fields.items():
+        *parents, field = key.split(".")
+        target = config
+        for parent in parents:
+            target = target[parent]
+        target[field] = copy.deepcopy(value)
+    return config
 
 
 def with_variants(config: ml_collections.ConfigDict, arg: str | None, variants: Sequence[str],
-                  settings: Mapping[str, Mapping[str, Any]], *, combine: bool = False,
-                  error: str | None = None) -> ml_collections.ConfigDict:
-    """`config` (an experiment form) changed by the named variant `arg` (the `:VARIANT` of
-    --config) and returned: the fields `settings[name]` sets, in their order, a nested one by
-    its dotted path ('model.d_model'). None, '' and 'default' change nothing, nor does a name of
-    `variants` without settings. With `combine`, `arg` is names joined by '+' (spaces around
-    them ignored), applied left to right. A name not in `variants` raises ValueError(`error`
-    formatted with it and `variants`; default: UNKNOWN_COMBINED_VARIANT with `combine`, else
-    UNKNOWN_VARIANT)."""
-    error = error or (UNKNOWN_COMBINED_VARIANT if combine else UNKNOWN_VARIANT)
-    for name in [n.strip() for n in (arg or "").split("+")] if combine else [arg or "default"]:
-        if name not in ("", "default", *variants):
-            raise ValueError(error.format(name, tuple(variants)))
-        for key, value in settings.get(name, {}).items():
-            *parents, field = key.split(".")
-            target = config
-            for parent in parents:
-                target = target[parent]
-            target[field] = value
+                  settings: Mapping[str, Mapping[str, Any]]) -> ml_collections.ConfigDict:
+    """`config` (an experiment form: a study's defaults) changed by the variants `arg` names
+    (`variant_names`: '+' between names, smoke last) and returned: for each, the fields
+    `settings[name]` sets (`apply_settings`); a name of `variants` without settings changes
+    nothing. Every study's `get_config(arg)` is this. Two variants other than smoke that set
+    one field differently are refused (ValueError, one line)."""
+    names = variant_names(arg, variants)
+    _check_combination(names, settings)
+    for name in names:
+        apply_settings(config, settings.get(name, {}))
     return config

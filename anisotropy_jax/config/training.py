@@ -366,7 +366,7 @@ def train_config_from_mapping(cfg: Mapping[str, Any]) -> tuple[TrainConfig, Anal
 # Named size variants of the training config (`--config=train:VARIANT`, anisotropy_jax/configs/train.py).
 TRAIN_VARIANTS = ("default", "smoke", "small", "gpu")
 # The fields each variant sets (`with_variants`; train_config_dict's docstring says what for).
-_TRAIN_SETTINGS = {
+TRAIN_SETTINGS = {
     "smoke": {"model.d_model": 64, "model.num_heads": 4, "model.d_ff": 128, "model.num_layers": 2,
               "data.seq_len": 32, "data.batch_size": 8, "optim.learning_rate": 3e-3,
               "optim.warmup_steps": 5, "steps": 40, "checkpoint_every": 20,
@@ -400,4 +400,4 @@ def train_config_dict(arg: str | None, objective: str) -> ml_collections.ConfigD
     c = config_dict(config, [name for name in field_names(config) if name != "data"])
     c.data = config_dict(config.data, [n for n in field_names(config.data) if n != "objective"])
     c.analysis = config_dict(AnalysisConfig)
-    return with_variants(c, arg, TRAIN_VARIANTS, _TRAIN_SETTINGS)
+    return with_variants(c, arg, TRAIN_VARIANTS, TRAIN_SETTINGS)

@@ -7,7 +7,9 @@ anisotropy_jax/config/docs.py) and a docstring with the command and every varian
 studies share (the block, the transformer, training) lives in anisotropy_jax/config.
 
 `--config` takes a study's name (`NAME[:VARIANT]`, e.g. `sweep:control`), a config file
-(`PATH[:VARIANT]`), or `:VARIANT` for the command's own config (`resolve`).
+(`PATH[:VARIANT]`), or `:VARIANT` for the command's own config (`resolve`). VARIANT is one name or
+several joined by '+' (`sweep:control+smoke`), the same in every study
+(config/defaults.py `with_variants`).
 """
 from __future__ import annotations
 
@@ -96,6 +98,9 @@ def describe(spec: str, width: int = 100) -> str:
     for name, text in variants(config):
         lines += textwrap.wrap(text, width, initial_indent=f"  {name:<16}",
                                subsequent_indent=" " * 18) or [f"  {name}"]
+    lines += textwrap.wrap(f"several joined by '+', applied left to right and smoke last "
+                           f"({stem}:X+smoke is X at smoke's sizes)", width,
+                           initial_indent=f"  {'A+B':<16}", subsequent_indent=" " * 18)
     fields = field_table(config.get_config(variant or None), getattr(config, "FIELD_DOCS", {}))
     lines += ["", f"Config fields (--config.FIELD=VALUE), with the defaults of "
               f"{stem}{':' + variant if variant else ''}:"]

@@ -10,7 +10,7 @@ Smoke run (MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances; seconds)
 
   python experiments/cross_modal.py --config=cross_modal:smoke --workdir=/tmp/cross_modal_smoke
 
-Variants (`--config=cross_modal:VARIANT`):
+Variants (`--config=cross_modal:VARIANT`; names combine with '+', smoke last):
   default  every offline model; 200 sentences, 16 images or utterances
   smoke    MiniLM-L6 and Whisper tiny.en on 8 sentences / 2 utterances, 2 untrained seeds (CI)
 Fields, defaults and their meaning are CrossModalConfig's (anisotropy_jax/configs/pretrained.py;

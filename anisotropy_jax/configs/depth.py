@@ -6,8 +6,9 @@ Run (default = :bert_base):
   anisotropy-jax depth --config=depth:bert_base --workdir=runs/depth_bert_base
   python experiments/depth.py --config=depth:bert_base --workdir=runs/depth_bert_base
 
-Variants (`--config=depth:VARIANT` or `anisotropy_jax/configs/depth.py:VARIANT`, combined
-with '+'):
+Variants (`--config=depth:VARIANT` or `anisotropy_jax/configs/depth.py:VARIANT`; several
+combine with '+', e.g. `:llm+scaled`; smoke applies last wherever it stands, so `:X+smoke` is X's
+block settings on the smoke stacks, and `:cpu+smoke`, `:bert_base+smoke` are smoke):
   smoke      tiny stacks (D = 32, 3 layers), for CI (seconds)
   cpu        D = 128, 256, 512, 16 layers, B = 4, L = 32: the committed CPU run
   bert_base  12 layers × 768 (BERT-base shapes, float32 'highest'), B = 16, L = 128
@@ -198,4 +199,4 @@ FIELD_DOCS = {"": DepthConfig, "model": BlockConfig}
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """DepthConfig's defaults and fields (anisotropy_jax/config), then the variants of `arg`."""
-    return with_variants(depth_config_dict(), arg, VARIANTS, SETTINGS, combine=True)
+    return with_variants(depth_config_dict(), arg, VARIANTS, SETTINGS)

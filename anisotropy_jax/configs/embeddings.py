@@ -8,7 +8,9 @@ CPU cores of a device machine, docs/results/embeddings/README.md):
   anisotropy-jax embeddings --workdir=runs/embeddings
   python experiments/embeddings.py --config=embeddings --workdir=runs/embeddings
 
-Variants (`--config=embeddings:VARIANT` or `anisotropy_jax/configs/embeddings.py:VARIANT`):
+Variants (`--config=embeddings:VARIANT` or `anisotropy_jax/configs/embeddings.py:VARIANT`; smoke
+applies last and sets every size, so `:gpu+smoke` is smoke with gpu's TF32 matmuls and learning
+rate):
   smoke  vocabulary 300 on the first 200,000 characters, widths 16/32, 1 layer, 12 steps, 1 seed
          (CI)
   gpu    widths 128/256/512, 4 layers, vocabulary 8,192, L = 256, batch 32, 1,500 steps,
@@ -148,5 +150,4 @@ FIELD_DOCS = {"": EmbeddingsConfig}
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """EmbeddingsConfig's defaults, then the variant `arg`."""
-    return with_variants(config_dict(EmbeddingsConfig), arg, VARIANTS, SETTINGS,
-                         error="config: unknown variant {!r}; choose one of {}")
+    return with_variants(config_dict(EmbeddingsConfig), arg, VARIANTS, SETTINGS)

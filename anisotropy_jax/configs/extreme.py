@@ -5,7 +5,8 @@ natural text, random ids and one repeated id (docs/EXTREME.md).
   anisotropy-jax extreme --workdir=runs/extreme_tokens
   python experiments/extreme.py --config=extreme:smoke --workdir=/tmp/extreme_smoke
 
-Variants (`--config=extreme:VARIANT`):
+Variants (`--config=extreme:VARIANT`; several combine with '+'; smoke applies last and sets
+every size, so `:small+smoke` and `:report+smoke` are smoke):
   default  every installed model of EXTREME_MODELS, 32 sentences of 20-60 words (≤ 64 tokens),
            4 images or utterances, 5 untrained seeds
   smoke    all-MiniLM-L6-v2 only, 8 sentences, 2 untrained seeds (CI)

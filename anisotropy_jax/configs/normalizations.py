@@ -5,7 +5,8 @@ program of its seeds, analysed at every checkpoint and summarised with intervals
   anisotropy-jax normalizations --config=normalizations --workdir=runs/normalizations
   python experiments/normalizations.py --config=normalizations[:VARIANT] --workdir=DIR
 
-Variants (`--config=normalizations:VARIANT`):
+Variants (`--config=normalizations:VARIANT`; all four are sizes, and smoke applies last
+wherever it stands, so `:cpu+smoke` or `:full+smoke` is smoke):
   default  the six normalisations (both sigmoids), 3 seeds, 1,500 steps, batch 32 × 128 tokens,
            TF32 matmuls: Shakespeare on the training config's :small model (d = 128, 4 layers),
            bigram_backcopy on the same with 2 layers; sized for one H100 (docs/NORMALIZATIONS.md
@@ -27,10 +28,11 @@ import ml_collections
 
 from anisotropy_jax.config import AnalysisConfig, TrainConfig
 from anisotropy_jax.config.base import ConfigError, from_mapping, require
-from anisotropy_jax.config.defaults import config_dict, field_names, with_variants
+from anisotropy_jax.config.defaults import apply_settings, config_dict, field_names, with_variants
 from anisotropy_jax.config.training import (
     BIGRAM_BACKCOPY,
     SHAKESPEARE,
+    TRAIN_SETTINGS,
     train_config_dict,
     train_config_from_mapping,
 )
@@ -47,43 +49,58 @@ GRID_NORMALIZATIONS = ("softmax", "off_by_one", "sigmoid", "sigmoid_per_query_bi
 
 
 VARIANTS = ("default", "smoke", "cpu", "full")
-# The two training configs of each variant: (training config variant, fields set on top).
+# Each variant's training config of both datasets, from the clm defaults: the training config's
+# size variant (_SIZE; its analysis fields aside), then the grid's fields (_TRAIN), then for
+# bigram_backcopy its own model (_BIGRAM). Each variant sets these on top of the default
+# variant's (`SETTINGS`), so each names the fields the default sets (the matmul precision too).
+_SIZE = {"smoke": "smoke", "cpu": "smoke", "default": "small", "full": "gpu"}
 _TRAIN = {
     "smoke": {"steps": 8, "checkpoint_every": 0, "model.d_model": 32, "model.num_heads": 2,
-              "model.d_ff": 64, "data.seq_len": 16, "data.batch_size": 4,
-              "eval_batch_size": 4},
+              "model.d_ff": 64, "model.precision": "highest", "data.seq_len": 16,
+              "data.batch_size": 4, "eval_batch_size": 4},
     "cpu": {"steps": 300, "checkpoint_every": 100, "model.d_model": 64, "model.num_heads": 4,
-            "model.d_ff": 256, "model.num_layers": 2, "data.seq_len": 64, "data.batch_size": 16},
+            "model.d_ff": 256, "model.num_layers": 2, "model.precision": "highest",
+            "data.seq_len": 64, "data.batch_size": 16},
     "default": {"steps": 1500, "checkpoint_every": 500, "model.precision": "default",
                 "data.seq_len": 128, "data.batch_size": 32, "eval_batch_size": 32},
     "full": {"steps": 4000, "checkpoint_every": 500, "data.batch_size": 64,
              "data.seq_len": 256, "eval_batch_size": 64, "model.precision": "default"},
 }
-_SHAKESPEARE = {"smoke": "smoke", "cpu": "smoke", "default": "small", "full": "gpu"}
 _BIGRAM = {"default": {"model.num_layers": 2},
            "full": {"model.num_layers": 3, "model.d_model": 384, "model.num_heads": 6,
                     "model.d_ff": 1536}}
+# The grid's own fields (the default variant's are NormalizationGridConfig's defaults).
 _GRID = {"smoke": {"seeds": (0, 1), "analysis.batch_size": 4,
                    "normalizations": ("softmax", "sigmoid")},
          "cpu": {"seeds": (0, 1, 2), "analysis.batch_size": 8},
-         "default": {"seeds": (0, 1, 2), "analysis.batch_size": 16},
          "full": {"seeds": (0, 1, 2, 3, 4), "analysis.batch_size": 32}}
 
 
-def _train_dict(dataset: str, variant: str) -> ml_collections.ConfigDict:
-    """One dataset's training config: the training config's variant (_SHAKESPEARE), the grid's fields of
-    `variant` (_TRAIN), and for bigram_backcopy its own model (_BIGRAM)."""
-    settings = dict(_TRAIN[variant])
-    if dataset == BIGRAM_BACKCOPY:
-        settings.update(_BIGRAM.get(variant, {}))
-    c = train_config_dict(_SHAKESPEARE[variant], "clm")
+def _train_settings(variant: str, dataset: str) -> dict[str, Any]:
+    """The fields `variant` sets on `dataset`'s training config (_SIZE, _TRAIN, _BIGRAM)."""
+    size = {key: value for key, value in TRAIN_SETTINGS[_SIZE[variant]].items()
+            if not key.startswith("analysis.")}
+    bigram = _BIGRAM.get(variant, {}) if dataset == BIGRAM_BACKCOPY else {}
+    return {**size, **_TRAIN[variant], **bigram}
+
+
+def _train_dict(dataset: str) -> ml_collections.ConfigDict:
+    """One dataset's training config of the default variant: the clm defaults (no `analysis`:
+    the grid has its own), `data.source` = `dataset`, and the default variant's fields."""
+    c = train_config_dict(None, "clm")
     del c["analysis"]
     c.data.source = dataset
-    return with_variants(c, variant, VARIANTS, {variant: settings})
+    return apply_settings(c, _train_settings("default", dataset))
+
+
+# The fields each variant sets on the default variant's experiment form (`with_variants`).
+SETTINGS = {variant: {**{f"{dataset}.{key}": value for dataset in DATASETS
+                         for key, value in _train_settings(variant, dataset).items()},
+                      **_GRID[variant]} for variant in VARIANTS if variant != "default"}
 
 
 def _default_train(dataset: str) -> TrainConfig:
-    return train_config_from_mapping(_train_dict(dataset, "default"))[0]
+    return train_config_from_mapping(_train_dict(dataset))[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +114,7 @@ class NormalizationGridConfig:
       seeds: the seeds (≥ 2, distinct); seed s trains with seed = data.seed = s.
       shakespeare, bigram_backcopy: the clm TrainConfig of each dataset (its
         model.attention_normalization, seed and data.seed are set by the grid); defaults: the
-        'default' variant of `_train_dict` (train:small with 1,500 steps, batch 32 × 128,
+        default variant's (`_train_dict`: train:small with 1,500 steps, batch 32 × 128,
         TF32; bigram_backcopy with 2 layers).
       analysis: the per-checkpoint analysis (AnalysisConfig).
     """
@@ -148,17 +165,14 @@ def grid_config_from_mapping(cfg: Mapping[str, Any]) -> NormalizationGridConfig:
 
 
 def grid_config_dict(arg: str | None) -> ml_collections.ConfigDict:
-    """The experiment form of the grid, variant `arg` (default, smoke, cpu, full; see
-    anisotropy_jax/configs/normalizations.py)."""
-    variant = arg or "default"
-    require(variant in VARIANTS, "config", f"unknown variant {variant!r}; choose one of "
-                                           f"{VARIANTS}")
+    """The experiment form of the grid (NormalizationGridConfig's defaults: the default variant),
+    then the variants of `arg` (smoke, cpu, full; see anisotropy_jax/configs/normalizations.py)."""
     defaults = NormalizationGridConfig()
     c = config_dict(defaults, [n for n in field_names(defaults) if n not in DATASETS])
     c.analysis = config_dict(AnalysisConfig)
     for dataset in DATASETS:
-        c[dataset] = _train_dict(dataset, variant)
-    return with_variants(c, variant, VARIANTS, _GRID)
+        c[dataset] = _train_dict(dataset)
+    return with_variants(c, arg, VARIANTS, SETTINGS)
 
 
 # The named variants (`--config=normalizations:VARIANT`).

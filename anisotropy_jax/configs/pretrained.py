@@ -25,7 +25,7 @@ Smoke run (seconds; 16 sentences, 8 per batch, 1000 sampled pairs; 4 images or u
 
   python experiments/pretrained.py --config=pretrained:smoke --workdir=/tmp/pretrained_smoke
 
-Variants (`--config=pretrained:VARIANT`):
+Variants (`--config=pretrained:VARIANT`; names combine with '+', smoke last):
   default  1000 sentences, 32 per batch, 10,000 sampled pairs; 16 images or utterances
   smoke    16 sentences, 8 per batch, 1000 sampled pairs; 4 images or utterances; 2 untrained
            seeds (CI)

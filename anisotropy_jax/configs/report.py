@@ -6,7 +6,10 @@
 Each study's sub-config is that study's own experiment config (the sweep, depth and embeddings
 configs beside this one; training from `train_config_dict`, the pretrained study and the
 vision/speech measurement from their dataclasses' defaults: ReproduceConfig in
-anisotropy_jax/configs/report.py), resized per variant (`--config=report:VARIANT`):
+anisotropy_jax/configs/report.py), resized per variant (`--config=report:VARIANT`; several
+combine with '+'; smoke applies last wherever it stands and sets every size, so
+`report:gpu+smoke` is gpu's choices at smoke's sizes: smoke's studies, seeds and training, the
+embedding study with gpu's TF32 matmuls and learning rate):
   default    CPU-sized (about 10 minutes on 2 cores): the default bias sweep with its three
              controls × 5 seeds, and the pre-LN block's on 10 bias norms;
              small byte-level clm and mlm (d = 64, 2 layers, 120 steps) × 5 seeds; every installed
@@ -36,13 +39,15 @@ from typing import Any, Mapping
 import ml_collections
 
 from anisotropy_jax.config import AnalysisConfig, BlockConfig, TrainConfig, config_dict, train_config_dict
+from anisotropy_jax.config.defaults import apply_settings, with_variants
 from anisotropy_jax.config.base import ConfigError, from_mapping, require, require_choice, require_int
 from anisotropy_jax.config.training import train_config_from_mapping
 from anisotropy_jax.configs import depth, embeddings, sweep
 from anisotropy_jax.configs.depth import DepthConfig, depth_config_from_mapping
 from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.configs.sweep import SweepConfig, sweep_config_dict, sweep_configs_from_mapping
+from anisotropy_jax.configs.sweep import (DEFAULT_BIAS_NORMS, SweepConfig, sweep_config_dict,
+                                         sweep_configs_from_mapping)
 
 # The settings: each field, its meaning and its check.
 STUDIES = ("sweep", "training", "pretrained", "modalities", "depth", "embeddings")
@@ -221,6 +226,7 @@ GPU_CHECKPOINT_EVERY = 1000
 
 
 def _training(variant: str) -> ml_collections.ConfigDict:
+    """The `training` sub-config of a variant: {objective: its training config}."""
     out = ml_collections.ConfigDict()
     objectives = ("clm",) if variant == "smoke" else ("clm", "mlm")
     for objective in objectives:
@@ -244,42 +250,58 @@ def _training(variant: str) -> ml_collections.ConfigDict:
 PRE_LN_CPU_BIAS_NORMS = (0.0, 4.0, 2 ** 3.5, 16.0, 2 ** 4.5, 32.0, 64.0, 256.0, 1024.0, 4096.0)
 
 
-def _sweep_variants(variant: str) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
-    """(sweep, sweep_pre_ln): smoke, the smoke sweep with its three controls (no pre-LN sweep:
-    an empty dict); otherwise every control × 5 seeds, for the post-LN block and the
-    pre-LN one (the reversal: docs/SWEEP.md "The controls")."""
-    if variant == "smoke":
-        return sweep.get_config("smoke+controls"), ml_collections.ConfigDict()
-    post, pre = sweep.get_config("controls"), sweep.get_config("pre_ln+controls")
-    post.num_seeds = pre.num_seeds = 5
-    if variant in ("default", "gpu"):
-        pre.bias_norms = PRE_LN_CPU_BIAS_NORMS
-    return post, pre
+def _under(prefix: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A sub-config's variant settings (another study's SETTINGS entry) at their paths here."""
+    return {f"{prefix}.{key}": value for key, value in settings.items()}
+
+
+def _defaults() -> ml_collections.ConfigDict:
+    """The default variant (CPU-sized): the bias sweep with its three controls for the post-LN
+    block and the pre-LN one (the reversal: docs/SWEEP.md "The controls"), the training configs,
+    the pretrained and vision/speech studies, depth :cpu, the embeddings study's defaults; every
+    claim rests on ≥ 5 seeds."""
+    c = config_dict(ReproduceConfig, ("studies", "size", "seeds", "pretrained_models"))
+    c.sweep, c.sweep_pre_ln = sweep.get_config("controls"), sweep.get_config("pre_ln+controls")
+    c.training = _training("default")
+    c.pretrained, c.modalities = config_dict(PretrainedConfig), config_dict(ModalitiesConfig)
+    c.depth, c.embeddings = depth.get_config("cpu"), embeddings.get_config(None)
+    return apply_settings(c, {
+        "sweep.num_seeds": 5, "sweep_pre_ln.num_seeds": 5,
+        "sweep_pre_ln.bias_norms": PRE_LN_CPU_BIAS_NORMS,
+        "pretrained.num_sentences": 100, "pretrained.num_pairs": 2000,
+        "modalities.num_images": 8, "modalities.num_utterances": 8,
+        "depth.widths": (128,), "depth.num_layers": 8, "depth.num_seeds": 5})
+
+
+# The fields each variant sets over the default (`with_variants`; a ConfigDict value replaces
+# that whole sub-config). smoke sets every size the others set (and a sub-config's, its study's
+# smoke sizes), so that `report:gpu+smoke` is gpu's choices at smoke's sizes.
+SETTINGS = {
+    "smoke": {
+        "size": "smoke", "studies": ("sweep", "training", "pretrained", "depth", "embeddings"),
+        "seeds": (0, 1), "pretrained_models": ("minilm_l6",),
+        **_under("sweep", sweep.SETTINGS["smoke"]), "sweep_pre_ln": ml_collections.ConfigDict(),
+        "training": _training("smoke"),
+        "pretrained.num_sentences": 8, "pretrained.batch_size": 8, "pretrained.num_pairs": 200,
+        "pretrained.untrained_baseline": False,
+        # not measured at smoke size (no 'modalities' in studies): the dataclass's defaults
+        "modalities.num_images": ModalitiesConfig.num_images,
+        "modalities.num_utterances": ModalitiesConfig.num_utterances,
+        **_under("depth", depth.SETTINGS["smoke"]), "depth.architectures": ("attention_only",),
+        **_under("embeddings", embeddings.SETTINGS["smoke"])},
+    "gpu": {"size": "gpu", "training": _training("gpu"),
+            **_under("embeddings", embeddings.SETTINGS["gpu"])},
+    "full": {"size": "full", "sweep_pre_ln.bias_norms": DEFAULT_BIAS_NORMS,
+             "training": _training("full"),
+             "pretrained.num_sentences": PretrainedConfig.num_sentences,
+             "pretrained.num_pairs": PretrainedConfig.num_pairs,
+             "modalities.num_images": ModalitiesConfig.num_images,
+             "modalities.num_utterances": ModalitiesConfig.num_utterances,
+             "depth": apply_settings(depth.get_config("bert_base"), {"num_seeds": 5}),
+             **_under("embeddings", embeddings.SETTINGS["gpu"])},
+}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    variant = arg or "default"
-    if variant not in VARIANTS:
-        raise ValueError(f"config: unknown variant {variant!r}; choose from {VARIANTS}")
-    c = config_dict(ReproduceConfig, ("studies", "size", "seeds", "pretrained_models"))
-    c.size = variant
-    c.sweep, c.sweep_pre_ln = _sweep_variants(variant)
-    c.training = _training(variant)
-    c.pretrained = config_dict(PretrainedConfig)
-    c.modalities = config_dict(ModalitiesConfig)
-    c.depth = depth.get_config({"smoke": "smoke", "default": "cpu", "gpu": "cpu"}.get(variant,
-                                                                                     "bert_base"))
-    c.embeddings = embeddings.get_config({"smoke": "smoke", "full": "gpu", "gpu": "gpu"}.get(variant))
-    if variant == "smoke":
-        c.studies = ("sweep", "training", "pretrained", "depth", "embeddings")
-        c.seeds, c.pretrained_models = (0, 1), ("minilm_l6",)
-        c.pretrained.num_sentences, c.pretrained.batch_size, c.pretrained.num_pairs = 8, 8, 200
-        c.pretrained.untrained_baseline = False
-        c.depth.architectures = ("attention_only",)
-    else:  # every claim of a default or full report rests on ≥ 5 seeds
-        c.depth.num_seeds = 5
-    if variant in ("default", "gpu"):
-        c.pretrained.num_sentences, c.pretrained.num_pairs = 100, 2000
-        c.modalities.num_images, c.modalities.num_utterances = 8, 8
-        c.depth.widths, c.depth.num_layers = (128,), 8
-    return c
+    """The default variant's experiment form (`_defaults`), then the variants of `arg`."""
+    return with_variants(_defaults(), arg, VARIANTS, SETTINGS)

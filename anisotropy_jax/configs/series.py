@@ -11,7 +11,7 @@ Smoke run (seconds per checkpoint; 16 sentences, 1000 sampled pairs, 4-sentence 
   python experiments/series.py --config=series:smoke --config.series_dir=/path/to/series \\
       --workdir=/tmp/series_smoke
 
-Variants (`--config=series:VARIANT`):
+Variants (`--config=series:VARIANT`; names combine with '+', smoke last):
   default  256 sentences, 10,000 sampled pairs, 16-sentence head batch
   smoke    16 sentences, 1000 sampled pairs, 4-sentence head batch (CI)
 Every field is a SeriesConfig field (anisotropy_jax/configs/series.py holds their defaults and

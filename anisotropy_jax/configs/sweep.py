@@ -6,7 +6,7 @@ L = 128, 3 seeds, s = 0 and 2^-2 … 2^12 in half-octave steps):
   anisotropy-jax sweep --workdir=runs/bias_sweep
   python experiments/sweep.py --config=sweep --workdir=runs/bias_sweep
 
-Variants (`--config=sweep:VARIANT`, or `--config=sweep:VARIANT`):
+Variants (`--config=sweep:VARIANT` or `anisotropy_jax/configs/sweep.py:VARIANT`):
   smoke           tiny block and grid, for CI (seconds)
   pre_ln          GPT-2-style pre-LN layer (LayerNorm eps 1e-5)
   lecun           Flax's default lecun_normal init instead of N(0, 0.02²)
@@ -31,9 +31,10 @@ Variants (`--config=sweep:VARIANT`, or `--config=sweep:VARIANT`):
                   inputs and the norm-matched control (12 sweeps, same weights, seeds and grid),
                   with the attention mass, sink rate and no-op score (docs/SWEEP.md
                   "Softmax alternatives at init"; `:smoke+normalizations` for CI)
-Variants combine with '+', e.g. `:smoke+post_vs_pre`. Any field can be overridden on the command
-line at its dataclass path, e.g. `--config.num_seeds=5 --config.model.init_std=0.05
---config.model.precision=default --config.chunk_size=4`, or
+Variants combine with '+', e.g. `:pre_ln+controls`; smoke applies last wherever it stands, so
+`:X+smoke` (= `:smoke+X`) is X on the smoke block and grid (`:dense_1024+smoke` is smoke). Any
+field can be overridden on the command line at its dataclass path, e.g. `--config.num_seeds=5
+--config.model.init_std=0.05 --config.model.precision=default --config.chunk_size=4`, or
 `--config.compare_fields='("model.init",)' --config.compare_values='("bert", "lecun")'`.
 Fields, defaults and their meaning: SweepConfig (below) and BlockConfig (`model`, in
 anisotropy_jax/config); `sweep_config_dict` adds `compare_fields`, `compare_values`;
@@ -309,4 +310,4 @@ FIELD_DOCS = {"": (SweepConfig, sweep_config_dict), "model": BlockConfig}
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """SweepConfig's defaults and fields (anisotropy_jax/config), then the variants of `arg`."""
-    return with_variants(sweep_config_dict(), arg, VARIANTS, SETTINGS, combine=True)
+    return with_variants(sweep_config_dict(), arg, VARIANTS, SETTINGS)

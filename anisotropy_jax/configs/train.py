@@ -13,7 +13,8 @@ Run (defaults: about 15 minutes on 2 CPU cores, then the per-checkpoint analysis
   anisotropy-jax dynamics --workdir=runs/clm            # the analysis again, alone
 
 Variants (`--config=train:VARIANT`; an objective and a size combine with '+', e.g.
-`train:mlm+smoke`):
+`train:mlm+small`; smoke applies last wherever it stands, so `train:X+smoke` is X at smoke's
+sizes: `train:gpu+smoke` keeps gpu's TF32 matmuls, `train:small+smoke` is smoke):
   clm    the causal LM (the default objective)
   mlm    the masked LM
   smoke  tiny model, 40 steps, under a minute on 2 CPU cores (CI)
@@ -29,25 +30,20 @@ from __future__ import annotations
 
 import ml_collections
 
-from anisotropy_jax.config import (OBJECTIVES, TRAIN_VARIANTS, AnalysisConfig, TrainConfig,
-                                   train_config_dict)
-from anisotropy_jax.config.defaults import UNKNOWN_COMBINED_VARIANT
+from anisotropy_jax.config import (LAYER_NORM_EPS, OBJECTIVES, AnalysisConfig, TrainConfig,
+                                   train_config_dict, with_variants)
+from anisotropy_jax.config.training import TRAIN_SETTINGS
 
-VARIANTS = OBJECTIVES + tuple(v for v in TRAIN_VARIANTS if v != "default")
+# The named variants (`--config=train:VARIANT`): an objective (its family's LayerNorm epsilon
+# with it) and the sizes (config/training.py TRAIN_SETTINGS), combined with '+'.
+SETTINGS = {**{objective: {"objective": objective, "model.layer_norm_eps": LAYER_NORM_EPS[objective]}
+               for objective in OBJECTIVES}, **TRAIN_SETTINGS}
+VARIANTS = tuple(SETTINGS)
 # Where each field's meaning is written (anisotropy_jax/config/docs.py; --help lists them).
 FIELD_DOCS = {"": TrainConfig, "analysis": AnalysisConfig}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    """TrainConfig's defaults for the objective named in `arg` (clm unless 'mlm'), then its size
-    variant: e.g. 'mlm+smoke', 'small', 'clm+gpu'."""
-    names = [name.strip() for name in (arg or "").split("+") if name.strip() not in ("", "default")]
-    for name in names:
-        if name not in VARIANTS:
-            raise ValueError(UNKNOWN_COMBINED_VARIANT.format(name, VARIANTS))
-    objectives = [name for name in names if name in OBJECTIVES]
-    sizes = [name for name in names if name not in OBJECTIVES]
-    if len(objectives) > 1 or len(sizes) > 1:
-        raise ValueError(f"config: {arg!r} names more than one objective or size; give at most "
-                         f"one of {OBJECTIVES} and one of {TRAIN_VARIANTS[1:]}")
-    return train_config_dict(sizes[0] if sizes else None, objectives[0] if objectives else "clm")
+    """TrainConfig's defaults (the clm objective), then the variants of `arg`: e.g. 'mlm+smoke',
+    'small', 'clm+gpu', 'gpu+smoke'."""
+    return with_variants(train_config_dict(None, "clm"), arg, VARIANTS, SETTINGS)
