@@ -39,8 +39,7 @@ def _require_fraction(value: Any, field: str) -> None:
             field, f"must be in (0, 1), got {value!r}")
 
 
-# Bigram-Backcopy's transition matrices and trigger choices (anisotropy_jax/bigram_backcopy.py).
-TASK_TRANSITIONS = ("dirichlet", "shakespeare")
+TASK_TRANSITIONS = ("dirichlet", "shakespeare")  # Bigram-Backcopy's (bigram_backcopy.py)
 TASK_TRIGGER_CHOICES = ("random", "most_frequent")
 
 
@@ -69,13 +68,11 @@ class DataConfig:
         a symmetric Dirichlet with this concentration (smaller: sharper rows).
       task_seed: bigram_backcopy: seed of the task itself (transition matrix and triggers),
         fixed across the training seeds so that every seed learns the same task.
-      task_transition: bigram_backcopy: where the bigram transition matrix comes from:
-        'dirichlet' (rows drawn from the symmetric Dirichlet above) or 'shakespeare' (the byte
-        bigram counts of the Shakespeare text over its task_vocab most frequent bytes, the
-        character-level bigram statistics that Guo et al.'s code builds its task from).
-      task_trigger_choice: bigram_backcopy: which tokens are triggers: 'random' (drawn with
-        task_seed) or 'most_frequent' (the task_triggers tokens of largest stationary
-        probability under the transition matrix, as Guo et al.'s code fixes them).
+      task_transition: bigram_backcopy: the transition matrix: 'dirichlet' (rows drawn as
+        above) or 'shakespeare' (the byte bigrams of Shakespeare over its task_vocab most
+        frequent bytes, as Guo et al.'s code builds its task from character bigrams).
+      task_trigger_choice: bigram_backcopy: 'random' triggers (drawn with task_seed) or
+        'most_frequent' (largest stationary probability under the matrix, as Guo et al.'s).
     """
 
     source: str = SHAKESPEARE

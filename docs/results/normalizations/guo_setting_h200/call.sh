@@ -1,6 +1,6 @@
-# Bigram-Backcopy in the setting of Guo et al.'s own code (GuoTianYu2000/Active-Dormant-Attention,
-# BBM/scripts/3L-dynamics.sh and sgd.sh): 3 layers, 1 head, d = 256 (d_ff = 4d), sequences of
-# 256 tokens, batch 512, the character bigrams of Shakespeare with the 3 most frequent tokens as
+# Bigram-Backcopy in the setting of Guo et al.'s own code (GuoTianYu2000/Active-Dormant-Attention
+# on GitHub, its BBM folder's 3L-dynamics.sh and sgd.sh): 3 layers, 1 head, d = 256
+# (d_ff = 4d), sequences of 256 tokens, batch 512, the character bigrams of Shakespeare with the 3 most frequent tokens as
 # triggers, AdamW lr 3e-4, betas (0.9, 0.99), eps 1e-8, weight decay 1e-4, constant learning
 # rate, no clipping; the SGD arm: momentum 0.9, lr 0.03. Their runs are 10,000-100,000 steps;
 # these are STEPS (default 1,500) for the device time one session has. Softmax, pre-LN,
