@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 from matplotlib import colors
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 
 
 def _step_axis(ax) -> None:
@@ -46,16 +46,18 @@ _LAYER_PANELS = (("cross_sequence_cosine", "cross-sequence avg cosine"),
 
 
 def _head_panel(ax, steps, values, palette) -> None:
+    """Block i's heads in the colour of its output state, i + 1 (the hidden-state panels')."""
     for layer in range(values.shape[1]):
-        ax.plot(steps, values[:, layer, :], color=palette[layer], lw=0.6, alpha=0.5)
-        ax.plot(steps, values[:, layer, :].mean(-1), color=palette[layer], lw=2.0,
-                label=f"layer {layer}")
+        ax.plot(steps, values[:, layer, :], color=palette[layer + 1], lw=0.6, alpha=0.5)
+        ax.plot(steps, values[:, layer, :].mean(-1), color=palette[layer + 1], lw=2.0,
+                label=f"block {layer}")
 
 
 def trajectories_figure(analysis: dict[str, Any]):
     """Per-head query/key geometry, logit terms, sharpness and per-layer anisotropy vs step.
 
-    Thin lines: individual heads (coloured by layer); thick: mean over the heads of a layer.
+    Thin lines: individual heads; thick: mean over the heads of a block. One colour per block,
+    its heads' and its output state's alike (the embeddings have their own); one legend.
     Panels of HEAD_PANELS whose metric the analysis lacks are left out.
     """
     steps = np.asarray(analysis["steps"])
@@ -72,20 +74,27 @@ def trajectories_figure(analysis: dict[str, Any]):
             ax.axhline(0.0, color="grey", lw=0.8, ls=":")
         ax.set_ylabel(label, fontsize=8)
         _step_axis(ax)
-    axes.flat[0].legend(fontsize=7)
     layer_axes = axes.flat[len(panels):len(panels) + len(_LAYER_PANELS)]
     for ax, (name, label) in zip(layer_axes, _LAYER_PANELS):
         values = np.asarray(layers[name])  # (S, layers + 1)
         for i in range(values.shape[1]):
             ax.plot(steps, values[:, i], color=palette[i], lw=1.5,
-                    label="embeddings" if i == 0 else f"block {i - 1} out")
+                    label="embeddings" if i == 0 else f"block {i - 1}")
         ax.set_ylabel(f"hidden states: {label}", fontsize=8)
         _step_axis(ax)
-    layer_axes[0].legend(fontsize=7)
     for ax in axes.flat[len(panels) + len(_LAYER_PANELS):]:
         ax.set_visible(False)
+    figure_legend(fig, handles=_block_key(palette),
+                  labels=["embeddings"] + [f"block {i}" for i in range(num_layers)])
     fig.suptitle(f"{analysis.get('objective', '')}: query/key dynamics along training")
     return fig
+
+
+def _block_key(palette):
+    """Legend handles: the embeddings' colour, then each block's (thick: the heads' mean)."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], color=color, lw=2.0) for color in palette]
 
 
 def entropy_vs_logit_terms_figure(analysis: dict[str, Any]):
@@ -119,7 +128,7 @@ def entropy_vs_logit_terms_figure(analysis: dict[str, Any]):
     ax.set_ylabel(f"Spearman ρ(entropy, ·) across {corr.get('n', '?')} heads")
     ax.set_ylim(-1.05, 1.05)
     _step_axis(ax)
-    ax.legend(fontsize=7)
+    figure_legend(fig)
     return fig
 
 
@@ -151,7 +160,7 @@ def loss_figure(steps_T: Sequence[int], loss_T: Sequence[float], val_steps_E: Se
     ax.axhline(np.log(256), color="grey", ls=":", lw=0.8, label="uniform over 256 bytes")
     _step_axis(ax)
     ax.set_ylabel("cross-entropy (nats / byte)")
-    ax.legend(fontsize=8)
+    figure_legend(fig, where="bottom")
     return fig
 
 
