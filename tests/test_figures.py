@@ -132,3 +132,30 @@ def test_short_labels_keep_the_fields_that_differ():
     flags = sweep.short_labels(["g=False, n=a", "g=True, n=a"])
     assert flags == {"g=False, n=a": "g=False", "g=True, n=a": "g"}
 
+
+
+def test_the_seeds_figures_are_one_per_group_with_panels_big_enough_to_read():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from anisotropy_jax.plotting import dynamics
+
+    summary = _read("report/training/clm/results.json")  # 51 quantities, 5 seeds
+    figures = dynamics.seeds_figures(summary)
+    assert set(figures) <= set(dynamics.SEEDS_GROUPS) and len(figures) >= 6
+    drawn = []
+    for group, fig in figures.items():
+        FigureCanvasAgg(fig).draw()
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        drawn += [ax.get_title() for ax in panels]
+        assert len(panels) <= 12, group
+        width, height = fig.get_size_inches()
+        assert width <= 16 and height <= 9.5, (group, width, height)
+        for ax in panels:  # the data area, in inches (at 120 dpi: ≥ 360 × 240 pixels)
+            box = ax.get_position()
+            assert box.width * width >= 3.0 and box.height * height >= 2.0, (group, box)
+    assert len(drawn) == len(summary["quantities"])  # every quantity, once
+    assert dynamics.seeds_group("heads_mean/delta_max_key_term_minus_control") == "contrasts"
+    assert dynamics.seeds_group("heads_mean/delta_max_control") == "intervention"
+    assert dynamics.seeds_group("intermediate_cross_sequence_cosine") == "anisotropy"
+    rows = [ax.get_title() for ax in figures["intervention"].axes][:4]
+    assert all(title.startswith("delta entropy") for title in rows)  # a row per statistic

@@ -177,6 +177,8 @@ def metric_range(name: str) -> tuple[float, float]:
     last = name.rsplit("/", 1)[-1]
     if name.startswith(("spearman", "partial")):
         return -1.0, 1.0
+    if name.startswith("heads_fraction/"):
+        return 0.0, 1.0
     if last.startswith("delta_") or "deficit_share" in last:  # changes, shares of one: signed
         return -np.inf, np.inf
     if any(key in name for key in _UNIT_INTERVAL):
@@ -188,24 +190,87 @@ def metric_range(name: str) -> tuple[float, float]:
     return -np.inf, np.inf
 
 
-def seeds_figure(summary: dict[str, Any]):
-    """Every quantity of a seeds summary (`studies.train.seeds.aggregate`) against the step:
-    thin lines the seeds, thick the mean, band the 95% t-interval over seeds, clipped to the
-    quantity's range (`metric_range`)."""
+# The seeds figures, one per group of quantities (`seeds_group`): name → title.
+SEEDS_GROUPS = {
+    "query_key": "mean query and mean key (Godey 4a)",
+    "attention": "attention sharpness",
+    "logit_variance": "the logits' variance over keys and its parts",
+    "intervention": "Δ when a logit term is removed (rows: statistic; columns: the removal)",
+    "contrasts": "Δ with the key term removed − Δ with a control removed",
+    "deficit_share": "share of the entropy deficit recovered (Godey 4b), the matched control",
+    "correlations": "correlations across the heads of each checkpoint",
+    "anisotropy": "hidden-state and embedding anisotropy (Godey 4c), validation loss",
+}
+_LOGIT_PARTS = ("key_term_var", "query_specific_var", "key_query_covariance", "logit_var")
+_MATCH = ("matched_control_unmatched_fraction", "matched_control_shortfall")
+_PREFIXES = {"heads_mean": "mean over heads", "heads_fraction": "fraction of heads",
+             "spearman_across_heads": "Spearman ρ across heads",
+             "partial_within_layers": "partial ρ within layers",
+             "embedding_partition_isotropy": "embedding partition isotropy"}
+
+
+def seeds_group(name: str) -> str:
+    """The SEEDS_GROUPS key of a seeds quantity (by its name; "anisotropy" for the rest)."""
+    last = name.rsplit("/", 1)[-1]
+    if name.startswith(("spearman_across_heads/", "partial_within_layers/")):
+        return "correlations"
+    if "deficit_share" in last or last in _MATCH:
+        return "deficit_share"
+    if last.startswith("delta_"):
+        return "contrasts" if "_minus_" in last else "intervention"
+    if last in _LOGIT_PARTS:
+        return "logit_variance"
+    if name.startswith("heads_mean/"):
+        return "attention" if last.startswith("attention_") else "query_key"
+    return "anisotropy"
+
+
+def seeds_figure(summary: dict[str, Any], names: Sequence[str] | None = None, title: str = "",
+                 ncols: int = 3):
+    """The quantities `names` of a seeds summary (`studies.train.seeds.aggregate`; default:
+    all) against the step, one panel each (4 × 3 inches): thin lines the seeds, thick the mean,
+    band the 95% t-interval over seeds, clipped to the quantity's range (`metric_range`)."""
     steps = np.asarray(summary["steps"])
-    items = list(summary["quantities"].items())
-    ncols = 4
-    fig, axes = new_figure(ncols=ncols, nrows=-(-len(items) // ncols), width=4.0, height=3.0)
-    for ax, (name, q) in zip(axes.flat, items):
-        ax.plot(steps, np.asarray(q["per_seed"]).T, color="grey", lw=0.6)
-        ax.plot(steps, np.asarray(q["mean"]), color="C0", lw=2.0)
+    names = list(summary["quantities"] if names is None else names)
+    ncols = min(ncols, len(names))
+    fig, axes = new_figure(ncols=ncols, nrows=-(-len(names) // ncols), width=4.0, height=3.0)
+    for ax, name in zip(axes.flat, names):
+        q = summary["quantities"][name]
+        ax.plot(steps, np.asarray(q["per_seed"], float).T, color="grey", lw=0.6)
+        ax.plot(steps, np.asarray(q["mean"], float), color="C0", lw=2.0)
         low, high = metric_range(name)
         ax.fill_between(steps, np.clip(np.asarray(q["low"], float), low, high),
                         np.clip(np.asarray(q["high"], float), low, high), color="C0", alpha=0.25,
                         lw=0)
-        ax.set_ylabel(name.replace("/", "\n").replace("_", " "), fontsize=7)
+        prefix, _, last = name.rpartition("/")
+        ax.set_title(last.replace("_", " "), fontsize=9)
+        ax.set_ylabel(_PREFIXES.get(prefix, prefix.replace("_", " ")), fontsize=8)
         _step_axis(ax)
-    for ax in axes.flat[len(items):]:
+    for ax in axes.flat[len(names):]:
         ax.set_visible(False)
-    fig.suptitle(f"mean and 95% t-interval over seeds {summary['seeds']}")
+    seeds = ", ".join(str(s) for s in summary["seeds"])
+    fig.suptitle(f"{title + chr(10) if title else ''}mean (thick), seeds {seeds} (thin), 95% "
+                 f"interval over seeds (band)", fontsize=10)
     return fig
+
+
+def seeds_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """{group: Figure} of a seeds summary: one figure per SEEDS_GROUPS group it has, each
+    quantity in the figure of its `seeds_group` (the intervention's Δ as statistic × removal,
+    four to a row)."""
+    groups: dict[str, list[str]] = {}
+    for name in summary["quantities"]:
+        groups.setdefault(seeds_group(name), []).append(name)
+    if "intervention" in groups:  # a row per statistic (delta_<stat>_<removal>)
+        stats = list(dict.fromkeys(n.split("delta_", 1)[1].split("_")[0]
+                                   for n in groups["intervention"]))
+        groups["intervention"].sort(key=lambda n: stats.index(
+            n.split("delta_", 1)[1].split("_")[0]))
+    return {group: seeds_figure(summary, names, SEEDS_GROUPS[group], ncols=_columns(len(names)))
+            for group, names in sorted(groups.items(), key=lambda g: list(SEEDS_GROUPS).index(
+                g[0]))}
+
+
+def _columns(n: int) -> int:
+    """Panels to a row: 2 for 4, 4 from 10, else up to 3."""
+    return 2 if n == 4 else 4 if n >= 10 else min(n, 3)

@@ -236,11 +236,13 @@ def training_scope(config: TrainConfig, device: str) -> dict[str, Any]:
 def write(summary: Mapping[str, Any], workdir: str | pathlib.Path,
           provenance: results.Provenance, command: str,
           scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """figures/seeds.png, then results.json (provenance, the command, `training_scope` when
-    given, the summary) last."""
+    """figures/seeds_<group>.png (`plotting.dynamics.seeds_figures`: one figure per group of
+    quantities), then results.json (provenance, the command, `training_scope` when given, the
+    summary) last."""
     workdir = pathlib.Path(workdir)
     out = {"provenance": provenance.finish("seeds"), "command": command,
            **({"scope": dict(scope)} if scope else {}), **summary}
-    results.save_figure(plots.seeds_figure(dict(summary)), workdir / "figures" / "seeds.png")
+    for group, fig in plots.seeds_figures(dict(summary)).items():
+        results.save_figure(fig, workdir / "figures" / f"seeds_{group}.png")
     results.write_json(workdir / "results.json", out)
     return out
