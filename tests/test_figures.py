@@ -82,6 +82,15 @@ def _other_figures():
     yield "dynamics entropy_vs_logit_terms", lambda: dynamics.entropy_vs_logit_terms_figure(seed)
     yield "dynamics loss", lambda: dynamics.loss_figure([0, 1, 2], [3.0, 2.0, 1.5], [0, 2],
                                                          [3.1, 1.6])
+    yield "extreme natural", lambda: _extreme_figure("report", "natural")
+    yield "extreme smoke repeated", lambda: _extreme_figure("smoke", "repeated")
+
+
+def _extreme_figure(folder, kind):
+    from anisotropy_jax.plotting import extreme
+    from anisotropy_jax.studies.extreme import claims
+
+    return extreme.layers_figure(claims.load(RESULTS / "extreme" / folder), kind)
 
 
 def _series_figure():
@@ -159,3 +168,19 @@ def test_the_seeds_figures_are_one_per_group_with_panels_big_enough_to_read():
     assert dynamics.seeds_group("intermediate_cross_sequence_cosine") == "anisotropy"
     rows = [ax.get_title() for ax in figures["intervention"].axes][:4]
     assert all(title.startswith("delta entropy") for title in rows)  # a row per statistic
+
+
+def test_the_extreme_token_figure_has_a_panel_per_metric_and_a_line_per_model():
+    from anisotropy_jax.plotting import extreme
+    from anisotropy_jax.studies.extreme import claims
+
+    models = claims.load(RESULTS / "extreme" / "report")
+    fig = extreme.layers_figure(models, "random")  # text models only: no image or audio
+    text = [name for name, m in models.items() if "random" in m["inputs"]]
+    assert 0 < len(text) < len(models)
+    assert [ax.get_ylabel() for ax in fig.axes] == [p[2] for p in extreme.PANELS]
+    for ax in fig.axes:
+        assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith(
+            ("_", "1,000"))] == text
+        assert len(ax.collections) == len(text)  # each model's untrained band
+    assert set(extreme.figures(models)) == {"natural", "random", "repeated"}

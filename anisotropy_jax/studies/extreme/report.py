@@ -4,6 +4,9 @@
   config.json     the ExtremeConfig
   summary.md      `format_report`: per model and input kind, per layer, trained against the
                   untrained seeds' mean
+  figures/<kind>_by_layer.png  per input kind: sink rate, largest |activation| / median and
+                  top-PC share per layer, one line per model beside its untrained seeds' band
+                  (`plotting.extreme`)
   results.json    LAST: provenance, extreme_config, models (name → model, data, seeds, timing,
                   storage_bytes, inputs: kind → trained / untrained, `summary.input_summary`),
                   skipped (name → why), epsilon
@@ -15,6 +18,7 @@ import pathlib
 from typing import Any, Mapping
 
 from anisotropy_jax import results as results_lib
+from anisotropy_jax.plotting import extreme as plots
 
 # (part, metric, column title, format) of the printed table.
 COLUMNS = (("attention", "sink_rate", "sink", "{:.2f}"),
@@ -81,11 +85,14 @@ def format_report(doc: Mapping[str, Any], workdir: Any = None) -> str:
 
 def write(result: Mapping[str, Any], workdir: Any, provenance: results_lib.Provenance
           ) -> dict[str, Any]:
-    """config.json, summary.md, results.json (last); returns the results.json dict."""
+    """config.json, summary.md, the figures, results.json (last); returns the results.json
+    dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result["config"])
     doc = results_lib.to_jsonable(summary(result, provenance.finish("extreme")))
     results_lib.write_text(workdir / "summary.md", format_report(doc) + "\n")
+    for kind, fig in plots.figures(doc["models"]).items():
+        results_lib.save_figure(fig, workdir / "figures" / f"{kind}_by_layer.png")
     results_lib.write_json(workdir / "results.json", doc)
     return doc
 
