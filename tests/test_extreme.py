@@ -255,6 +255,11 @@ def test_study_in_process_and_report(tiny_dir, tmp_path, capsys):
     assert model["storage_bytes"]["per_model"] == 3 * 3 * model["storage_bytes"]["per_forward"]
     assert "| layer_2 |" in report.format_report(doc) and "skipped absent" in (
         tmp_path / "summary.md").read_text()
+    table = report.format_report(doc).splitlines()  # the abbreviations named under the tables
+    legend = table.index(report.COLUMN_LEGEND)
+    assert table[legend - 2].startswith("| layer_2 |")
+    for _, _, title, _, meaning in report.COLUMNS:
+        assert f"{title} = {meaning}" in report.COLUMN_LEGEND
 
 
 def test_config_checks_and_variants():
