@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -181,5 +183,13 @@ treescope.display(runs[0]["trends"])
 summary = seeds.aggregate(runs)
 print(seeds.format_table(summary))
 
+# %% [markdown]
+# One figure per group of quantities (`dynamics_plots.SEEDS_GROUPS`): the query/key geometry,
+# attention sharpness, the logit variance's parts, the intervention's Δ and contrasts, the
+# entropy-deficit shares, the correlations across heads, and the anisotropy with the loss.
+
 # %%
-dynamics_plots.seeds_figure(summary)
+from IPython.display import display
+
+for group, figure in dynamics_plots.seeds_figures(summary).items():
+    display(figure)

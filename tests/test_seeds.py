@@ -257,3 +257,46 @@ def test_the_seed_figure_clips_each_interval_to_its_metric_range():
         assert y.min() >= low and y.max() <= high, (low, high, y)
     band_y = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
     assert band_y.max() == 1.0 and band_y.min() == -1.0  # clipped, not dropped
+
+
+def test_the_seeds_table_prints_no_nan_and_says_why_a_value_is_undefined():
+    rng = np.random.default_rng(2)
+    runs = [_intervention_run(i, rng) for i in range(3)]
+    for run in runs:
+        shares = rng.uniform(0.0, 1.0, size=(2, 3, 2, 3))
+        shares[:, 0] = np.nan  # step 0: uniform attention, no head has a deficit to share
+        run["heads"].update(entropy_deficit_share_key_term=shares[0],
+                            entropy_deficit_share_matched_control=shares[1])
+        run["correlation"]["partial_query_specific_given_logit_spread"] = {
+            "rho": [np.nan] * 3, "p": [np.nan] * 3, "df": 2}  # undefined at every step
+    summary = seeds.aggregate(runs)
+    table = seeds.format_table(summary)
+    assert "nan" not in table.lower() and "n/a" not in table
+    row = next(line for line in table.splitlines()
+               if line.startswith("| heads_mean/entropy_deficit_share_key_term |"))
+    assert row.split(" | ")[1] == seeds.UNDEFINED and row.split(" | ")[3] == seeds.UNDEFINED
+    note = next(line for line in table.splitlines() if "entropy_deficit_share_key_term (step 0)"
+                in line)
+    assert note.startswith(seeds.UNDEFINED) and "no head has an entropy deficit" in note
+    assert "| partial_within_layers/query_specific_given_logit_spread |" not in table
+    assert ("Not shown: partial_within_layers/query_specific_given_logit_spread, undefined at "
+            "every checkpoint") in table
+    assert "the t-test over seeds is undefined" in table  # a change the same in every seed
+    changes = summary["changes_first_to_last"]
+    defined = {name: q for name, q in summary["quantities"].items()
+               if name in changes and np.isfinite(changes[name]["t_test_over_seeds"]["p"])}
+    clean = seeds.format_table({**summary, "quantities": defined})  # nothing undefined: no notes
+    assert seeds.UNDEFINED not in clean and clean.count("\n") == len(defined) + 1
+
+
+def test_a_training_report_marks_an_undefined_correlation_and_says_why():
+    from anisotropy_jax.studies.train import report
+
+    doc = {"steps": [0, 10], "correlation": {"n": 6, "key_term_std": {"rho": [0.5, -0.25]},
+                                             "partial_key_term_given_logit_spread":
+                                                 {"rho": ["nan", 0.1]}}}
+    text = report.format_report(doc)
+    assert "nan" not in text and f"0:{report.UNDEFINED} 10:+0.10" in text
+    assert text.splitlines()[-1] == report.UNDEFINED_NOTE
+    doc["correlation"]["partial_key_term_given_logit_spread"]["rho"] = [0.2, 0.1]
+    assert report.UNDEFINED_NOTE not in report.format_report(doc)

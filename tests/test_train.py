@@ -234,7 +234,8 @@ def test_seeds_script_resumes_a_finished_seed_and_aggregates(runs, tmp_path):
     seed1 = json.loads((workdir / "seed_1" / "results.json").read_text())
     np.testing.assert_allclose(per_seed[1], np.mean(seed1["heads"]["key_term_std"], (1, 2)))
     assert seed1["config"]["train"]["seed"] == 1 and seed1["config"]["train"]["data"]["seed"] == 1
-    assert (workdir / "figures" / "seeds.png").stat().st_size > 1000
+    assert (workdir / "figures" / "seeds_query_key.png").stat().st_size > 1000
+    assert not (workdir / "figures" / "seeds.png").exists()
     assert "| heads_mean/key_term_std |" in out
     # An analysed seed is loaded, not trained or analysed again (its checkpoints may be gone: a
     # run trained on another machine); another config or analysis setting is not.

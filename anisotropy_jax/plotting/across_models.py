@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 from anisotropy_jax.plotting.pretrained import LABELS, STYLES
 
 Run = Mapping[str, Any]
@@ -46,8 +46,8 @@ def across_models_figure(runs: Mapping[str, Run], metric: str = "average_cosine"
         ax.set_ylabel(LABELS.get(metric, metric), fontsize=8)
         ax.set_ylim(min(-0.05, ax.get_ylim()[0]), max(1.05, ax.get_ylim()[1]))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     for ax in axes.flat[len(runs):]:
         ax.set_visible(False)
+    figure_legend(fig)
     fig.suptitle(f"{LABELS.get(metric, metric)} per layer: trained vs untrained")
     return fig

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 
 MARKERS = {"text": "o", "image": "s", "audio": "^"}
 
@@ -37,6 +37,6 @@ def cross_modal_figure(models: Mapping[str, Mapping[str, Any]], title: str = "")
     ax.set_ylabel("average cosine similarity")
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure_legend(fig, fontsize="x-small")
     ax.set_title(title or "Average cosine per layer across modalities")
     return fig

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 from matplotlib import colormaps
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, legend_entries, new_figure
 
 Doc = Mapping[str, Any]
 _STYLES = ("-", "--", "-.", ":", (0, (1, 3)), (0, (5, 1)))
@@ -45,6 +45,11 @@ def _curves(ax, doc: Doc, arch: str, metric: str, log: bool = False) -> None:
     ax.grid(True, alpha=0.3)
 
 
+def _legend_columns(fig) -> int:
+    """Two legend columns where the figure names more than 12 (bias norm, width) pairs."""
+    return 2 if len(legend_entries(fig.axes)[1]) > 12 else 1
+
+
 def cosine_and_rank(doc: Doc):
     """Average cosine and effective rank (per sequence) against depth, per architecture (rows)
     and bias norm (colour); mean over seeds ± 1 std."""
@@ -54,7 +59,7 @@ def cosine_and_rank(doc: Doc):
         _curves(axes[row, 0], doc, arch, "average_cosine")
         axes[row, 0].axhline(0.9, color="grey", linewidth=0.8, linestyle=":")
         _curves(axes[row, 1], doc, arch, "effective_rank")
-    axes[0, 1].legend(fontsize=6, ncol=2)
+    figure_legend(fig, ncols=_legend_columns(fig))
     return fig
 
 
@@ -85,7 +90,7 @@ def depth_to_cosine(doc: Doc):
         ax.set_ylabel("depth where cosine ≥ 0.9 (N + 1 = never)")
         ax.set_title(arch)
         ax.grid(True, alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+    figure_legend(fig)
     return fig
 
 
@@ -117,8 +122,7 @@ def theory(doc: Doc):
     for ax in axes[0]:
         ax.set_xlabel("depth")
         ax.grid(True, alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=6)
+    figure_legend(fig, ncols=_legend_columns(fig))
     return fig
 
 

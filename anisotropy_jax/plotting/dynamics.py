@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 from matplotlib import colors
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 
 
 def _step_axis(ax) -> None:
@@ -46,16 +46,18 @@ _LAYER_PANELS = (("cross_sequence_cosine", "cross-sequence avg cosine"),
 
 
 def _head_panel(ax, steps, values, palette) -> None:
+    """Block i's heads in the colour of its output state, i + 1 (the hidden-state panels')."""
     for layer in range(values.shape[1]):
-        ax.plot(steps, values[:, layer, :], color=palette[layer], lw=0.6, alpha=0.5)
-        ax.plot(steps, values[:, layer, :].mean(-1), color=palette[layer], lw=2.0,
-                label=f"layer {layer}")
+        ax.plot(steps, values[:, layer, :], color=palette[layer + 1], lw=0.6, alpha=0.5)
+        ax.plot(steps, values[:, layer, :].mean(-1), color=palette[layer + 1], lw=2.0,
+                label=f"block {layer}")
 
 
 def trajectories_figure(analysis: dict[str, Any]):
     """Per-head query/key geometry, logit terms, sharpness and per-layer anisotropy vs step.
 
-    Thin lines: individual heads (coloured by layer); thick: mean over the heads of a layer.
+    Thin lines: individual heads; thick: mean over the heads of a block. One colour per block,
+    its heads' and its output state's alike (the embeddings have their own); one legend.
     Panels of HEAD_PANELS whose metric the analysis lacks are left out.
     """
     steps = np.asarray(analysis["steps"])
@@ -72,20 +74,27 @@ def trajectories_figure(analysis: dict[str, Any]):
             ax.axhline(0.0, color="grey", lw=0.8, ls=":")
         ax.set_ylabel(label, fontsize=8)
         _step_axis(ax)
-    axes.flat[0].legend(fontsize=7)
     layer_axes = axes.flat[len(panels):len(panels) + len(_LAYER_PANELS)]
     for ax, (name, label) in zip(layer_axes, _LAYER_PANELS):
         values = np.asarray(layers[name])  # (S, layers + 1)
         for i in range(values.shape[1]):
             ax.plot(steps, values[:, i], color=palette[i], lw=1.5,
-                    label="embeddings" if i == 0 else f"block {i - 1} out")
+                    label="embeddings" if i == 0 else f"block {i - 1}")
         ax.set_ylabel(f"hidden states: {label}", fontsize=8)
         _step_axis(ax)
-    layer_axes[0].legend(fontsize=7)
     for ax in axes.flat[len(panels) + len(_LAYER_PANELS):]:
         ax.set_visible(False)
+    figure_legend(fig, handles=_block_key(palette),
+                  labels=["embeddings"] + [f"block {i}" for i in range(num_layers)])
     fig.suptitle(f"{analysis.get('objective', '')}: query/key dynamics along training")
     return fig
+
+
+def _block_key(palette):
+    """Legend handles: the embeddings' colour, then each block's (thick: the heads' mean)."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], color=color, lw=2.0) for color in palette]
 
 
 def entropy_vs_logit_terms_figure(analysis: dict[str, Any]):
@@ -119,7 +128,7 @@ def entropy_vs_logit_terms_figure(analysis: dict[str, Any]):
     ax.set_ylabel(f"Spearman ρ(entropy, ·) across {corr.get('n', '?')} heads")
     ax.set_ylim(-1.05, 1.05)
     _step_axis(ax)
-    ax.legend(fontsize=7)
+    figure_legend(fig)
     return fig
 
 
@@ -151,7 +160,7 @@ def loss_figure(steps_T: Sequence[int], loss_T: Sequence[float], val_steps_E: Se
     ax.axhline(np.log(256), color="grey", ls=":", lw=0.8, label="uniform over 256 bytes")
     _step_axis(ax)
     ax.set_ylabel("cross-entropy (nats / byte)")
-    ax.legend(fontsize=8)
+    figure_legend(fig, where="bottom")
     return fig
 
 
@@ -168,6 +177,8 @@ def metric_range(name: str) -> tuple[float, float]:
     last = name.rsplit("/", 1)[-1]
     if name.startswith(("spearman", "partial")):
         return -1.0, 1.0
+    if name.startswith("heads_fraction/"):
+        return 0.0, 1.0
     if last.startswith("delta_") or "deficit_share" in last:  # changes, shares of one: signed
         return -np.inf, np.inf
     if any(key in name for key in _UNIT_INTERVAL):
@@ -179,24 +190,87 @@ def metric_range(name: str) -> tuple[float, float]:
     return -np.inf, np.inf
 
 
-def seeds_figure(summary: dict[str, Any]):
-    """Every quantity of a seeds summary (`studies.train.seeds.aggregate`) against the step:
-    thin lines the seeds, thick the mean, band the 95% t-interval over seeds, clipped to the
-    quantity's range (`metric_range`)."""
+# The seeds figures, one per group of quantities (`seeds_group`): name → title.
+SEEDS_GROUPS = {
+    "query_key": "mean query and mean key (Godey 4a)",
+    "attention": "attention sharpness",
+    "logit_variance": "the logits' variance over keys and its parts",
+    "intervention": "Δ when a logit term is removed (rows: statistic; columns: the removal)",
+    "contrasts": "Δ with the key term removed − Δ with a control removed",
+    "deficit_share": "share of the entropy deficit recovered (Godey 4b), the matched control",
+    "correlations": "correlations across the heads of each checkpoint",
+    "anisotropy": "hidden-state and embedding anisotropy (Godey 4c), validation loss",
+}
+_LOGIT_PARTS = ("key_term_var", "query_specific_var", "key_query_covariance", "logit_var")
+_MATCH = ("matched_control_unmatched_fraction", "matched_control_shortfall")
+_PREFIXES = {"heads_mean": "mean over heads", "heads_fraction": "fraction of heads",
+             "spearman_across_heads": "Spearman ρ across heads",
+             "partial_within_layers": "partial ρ within layers",
+             "embedding_partition_isotropy": "embedding partition isotropy"}
+
+
+def seeds_group(name: str) -> str:
+    """The SEEDS_GROUPS key of a seeds quantity (by its name; "anisotropy" for the rest)."""
+    last = name.rsplit("/", 1)[-1]
+    if name.startswith(("spearman_across_heads/", "partial_within_layers/")):
+        return "correlations"
+    if "deficit_share" in last or last in _MATCH:
+        return "deficit_share"
+    if last.startswith("delta_"):
+        return "contrasts" if "_minus_" in last else "intervention"
+    if last in _LOGIT_PARTS:
+        return "logit_variance"
+    if name.startswith("heads_mean/"):
+        return "attention" if last.startswith("attention_") else "query_key"
+    return "anisotropy"
+
+
+def seeds_figure(summary: dict[str, Any], names: Sequence[str] | None = None, title: str = "",
+                 ncols: int = 3):
+    """The quantities `names` of a seeds summary (`studies.train.seeds.aggregate`; default:
+    all) against the step, one panel each (4 × 3 inches): thin lines the seeds, thick the mean,
+    band the 95% t-interval over seeds, clipped to the quantity's range (`metric_range`)."""
     steps = np.asarray(summary["steps"])
-    items = list(summary["quantities"].items())
-    ncols = 4
-    fig, axes = new_figure(ncols=ncols, nrows=-(-len(items) // ncols), width=4.0, height=3.0)
-    for ax, (name, q) in zip(axes.flat, items):
-        ax.plot(steps, np.asarray(q["per_seed"]).T, color="grey", lw=0.6)
-        ax.plot(steps, np.asarray(q["mean"]), color="C0", lw=2.0)
+    names = list(summary["quantities"] if names is None else names)
+    ncols = min(ncols, len(names))
+    fig, axes = new_figure(ncols=ncols, nrows=-(-len(names) // ncols), width=4.0, height=3.0)
+    for ax, name in zip(axes.flat, names):
+        q = summary["quantities"][name]
+        ax.plot(steps, np.asarray(q["per_seed"], float).T, color="grey", lw=0.6)
+        ax.plot(steps, np.asarray(q["mean"], float), color="C0", lw=2.0)
         low, high = metric_range(name)
         ax.fill_between(steps, np.clip(np.asarray(q["low"], float), low, high),
                         np.clip(np.asarray(q["high"], float), low, high), color="C0", alpha=0.25,
                         lw=0)
-        ax.set_ylabel(name.replace("/", "\n").replace("_", " "), fontsize=7)
+        prefix, _, last = name.rpartition("/")
+        ax.set_title(last.replace("_", " "), fontsize=9)
+        ax.set_ylabel(_PREFIXES.get(prefix, prefix.replace("_", " ")), fontsize=8)
         _step_axis(ax)
-    for ax in axes.flat[len(items):]:
+    for ax in axes.flat[len(names):]:
         ax.set_visible(False)
-    fig.suptitle(f"mean and 95% t-interval over seeds {summary['seeds']}")
+    seeds = ", ".join(str(s) for s in summary["seeds"])
+    fig.suptitle(f"{title + chr(10) if title else ''}mean (thick), seeds {seeds} (thin), 95% "
+                 f"interval over seeds (band)", fontsize=10)
     return fig
+
+
+def seeds_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """{group: Figure} of a seeds summary: one figure per SEEDS_GROUPS group it has, each
+    quantity in the figure of its `seeds_group` (the intervention's Δ as statistic × removal,
+    four to a row)."""
+    groups: dict[str, list[str]] = {}
+    for name in summary["quantities"]:
+        groups.setdefault(seeds_group(name), []).append(name)
+    if "intervention" in groups:  # a row per statistic (delta_<stat>_<removal>)
+        stats = list(dict.fromkeys(n.split("delta_", 1)[1].split("_")[0]
+                                   for n in groups["intervention"]))
+        groups["intervention"].sort(key=lambda n: stats.index(
+            n.split("delta_", 1)[1].split("_")[0]))
+    return {group: seeds_figure(summary, names, SEEDS_GROUPS[group], ncols=_columns(len(names)))
+            for group, names in sorted(groups.items(), key=lambda g: list(SEEDS_GROUPS).index(
+                g[0]))}
+
+
+def _columns(n: int) -> int:
+    """Panels to a row: 2 for 4, 4 from 10, else up to 3."""
+    return 2 if n == 4 else 4 if n >= 10 else min(n, 3)

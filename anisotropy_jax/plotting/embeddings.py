@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 from matplotlib import colormaps
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 
 Doc = Mapping[str, Any]
 MATRICES = ("input", "output", "output_scaled")
@@ -74,7 +74,7 @@ def isotropy(doc: Doc):
             ax.set_title(f"{matrix.replace('_', ' ')}, {variant.replace('_', ' ')}", fontsize=10)
             ax.set_ylabel("partition isotropy")
             _step_axis(ax)
-    axes[0, 0].legend(fontsize=6)
+    figure_legend(fig)
     return fig
 
 
@@ -94,8 +94,7 @@ def training(doc: Doc):
         ax.set_title(title, fontsize=10)
         _step_axis(ax)
     axes[0, 1].set_yscale("log")
-    axes[0, 0].legend(fontsize=7)
-    axes[0, 1].legend(fontsize=6)
+    figure_legend(fig)
     return fig
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 
 LABELS = {
     "average_cosine": "average cosine (all pairs)",
@@ -61,14 +61,15 @@ def layer_curves(results: dict[str, Any], names: Sequence[str], title: str = "",
             nan = float("nan")  # a state without a value is a gap
             ax.fill_between(layers, [nan if v is None else v for v in spread["min"]],
                             [nan if v is None else v for v in spread["max"]],
-                            color=STYLES["untrained"]["color"], alpha=0.2)
+                            color=STYLES["untrained"]["color"], alpha=0.2,
+                            label="untrained: min–max over seeds")
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_ylabel(axis_label(name, results))
         ax.set_xticks(layers)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
     for j in range(len(names), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
+    figure_legend(fig)
     if title:
         fig.suptitle(title)
     return fig
@@ -117,7 +118,7 @@ def drift_vs_cosine(results: dict[str, Any], cosine: str = "average_cosine",
     ax.set_xlabel(axis_label(drift, results))
     ax.set_ylabel(axis_label(cosine, results))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
+    figure_legend(fig, where="bottom", ncols=1)
     if title:
         ax.set_title(title)
     return fig

@@ -7,7 +7,8 @@ re-initialisations (docs/EXTREME.md).
             kept; `storage_bytes`)
   summary   per-layer numbers of one forward and of the untrained seeds
   analysis  `validate(config) -> Plan`, `run(plan) -> result`
-  report    `write` (config.json, summary.md, results.json last) and `format_report`
+  report    `write` (config.json, summary.md, figures/<kind>_by_layer.png, results.json last)
+            and `format_report`
   claims    the verdicts of claims (a)–(e) from committed results, by the thresholds and rules
             of `rules`
   STUDY     the study protocol (experiments/extreme.py; `anisotropy-jax extreme`)
@@ -34,7 +35,8 @@ def _run(plan: analysis.Plan, progress: Progress) -> dict[str, Any]:
 
 
 def _format(doc: Any, workdir: Any) -> str:
-    return f"{report.format_report(doc)}\nwrote {workdir}/results.json, summary.md"
+    return (f"{report.format_report(doc)}\nwrote {workdir}/results.json, summary.md, "
+            f"figures/*_by_layer.png")
 
 
 STUDY = Study(_validate, _run, report.write, _format, on_demand_memory=True)

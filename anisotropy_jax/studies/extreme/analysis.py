@@ -122,18 +122,22 @@ def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Pr
         progress.say(f"warning: {line}")
     raw: dict[str, dict[str, Any]] = {kind: {} for kind in kinds}
     same = _same_as(kinds)
-    timing, stored = {}, 0
+    timing, stored, done = {}, 0, 0
     for run in runs:
         start = time.perf_counter()
         params = runs[run] if run == "trained" else model.family.init_params(
             model.config, jax.random.split(jax.random.key(int(run.rsplit("_", 1)[1])))[0])
         for kind, batch in kinds.items():
+            begun, done = time.perf_counter(), done + 1
             if kind in same:  # the same tokens as an earlier kind: its statistics
                 raw[kind][run] = raw[same[kind]][run]
+                how = f"the tokens of {same[kind]}, reused"
             else:
                 raw[kind][run] = layers.to_host(stats_fn(params, batch.inputs, batch.mask_BxL,
                                                          batch.control_key_B))
+                how = f"{time.perf_counter() - begun:.1f} s"
             stored += layers.storage_bytes(raw[kind][run])
+            progress.say(f"{run}, {kind}: {how} ({done}/{len(runs) * len(kinds)})")
         timing[f"{run}_seconds"] = time.perf_counter() - start
         progress.say(f"{run}: {len(kinds)} inputs in {timing[f'{run}_seconds']:.1f} s")
         del params

@@ -4,6 +4,9 @@
   config.json     the ExtremeConfig
   summary.md      `format_report`: per model and input kind, per layer, trained against the
                   untrained seeds' mean
+  figures/<kind>_by_layer.png  per input kind: sink rate, largest |activation| / median and
+                  top-PC share per layer, one line per model beside its untrained seeds' band
+                  (`plotting.extreme`)
   results.json    LAST: provenance, extreme_config, models (name → model, data, seeds, timing,
                   storage_bytes, inputs: kind → trained / untrained, `summary.input_summary`),
                   skipped (name → why), epsilon
@@ -15,19 +18,28 @@ import pathlib
 from typing import Any, Mapping
 
 from anisotropy_jax import results as results_lib
+from anisotropy_jax.plotting import extreme as plots
 
-# (part, metric, column title, format) of the printed table.
-COLUMNS = (("attention", "sink_rate", "sink", "{:.2f}"),
-           ("attention", "free_sink_rate", "free", "{:.2f}"),
-           ("attention", "noop_score", "noop", "{:.2f}"),
-           ("attention", "shared_share_sink_heads", "shared/exc", "{:.2f}"),
-           ("states", "massive_top_ratio", "top/med", "{:.0f}"),
-           ("states", "kurtosis", "kurt", "{:.1f}"),
-           ("states", "inf_norm", "inf", "{:.1f}"),
-           ("states", "cc_top_share", "cc_top", "{:.2f}"),
-           ("states", "top_pc_share", "pc1", "{:.2f}"),
-           ("states", "top_pc_share_without_first", "pc1-first", "{:.2f}"),
-           ("states", "twonn_dimension", "TwoNN", "{:.1f}"))
+# (part, metric, column title, format, what the title abbreviates) of the printed table.
+COLUMNS = (("attention", "sink_rate", "sink", "{:.2f}", "sink rate (α_0 > ε)"),
+           ("attention", "free_sink_rate", "free", "{:.2f}",
+            "position-free sink rate (max_k α_k > ε)"),
+           ("attention", "noop_score", "noop", "{:.2f}", "no-op score α_0·‖v_0‖ / mean ‖v‖"),
+           ("attention", "shared_share_sink_heads", "shared/exc", "{:.2f}",
+            "the shared term's share of key 0's logit excess in the sink heads"),
+           ("states", "massive_top_ratio", "top/med", "{:.0f}",
+            "largest |activation| / its sequence's median"),
+           ("states", "kurtosis", "kurt", "{:.1f}", "kurtosis of the activations"),
+           ("states", "inf_norm", "inf", "{:.1f}", "∞-norm of the activations"),
+           ("states", "cc_top_share", "cc_top", "{:.2f}",
+            "top-3 dimensions' share of the average cosine"),
+           ("states", "top_pc_share", "pc1", "{:.2f}", "top principal component's share of variance"),
+           ("states", "top_pc_share_without_first", "pc1-first", "{:.2f}",
+            "pc1 without each sequence's first token"),
+           ("states", "twonn_dimension", "TwoNN", "{:.1f}", "TwoNN intrinsic dimension"))
+# The line under the tables: each abbreviated column title and what it stands for.
+COLUMN_LEGEND = ("Columns: " + "; ".join(f"{c[2]} = {c[4]}" for c in COLUMNS)
+                 + " (docs/EXTREME.md, \"What is measured, per layer\"); – = undefined.")
 
 
 def summary(result: Mapping[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +64,7 @@ def _table(entry: Mapping[str, Any], labels: list[str]) -> list[str]:
              "|" + "---|" * (len(COLUMNS) + 1)]
     for s, label in enumerate(labels):
         cells = []
-        for part, key, _, fmt in COLUMNS:
+        for part, key, _, fmt, _ in COLUMNS:
             i = s - 1 if part == "attention" else s
             if i < 0:
                 cells.append("")
@@ -65,7 +77,8 @@ def _table(entry: Mapping[str, Any], labels: list[str]) -> list[str]:
 
 def format_report(doc: Mapping[str, Any], workdir: Any = None) -> str:
     """Per model and input kind, the per-state table: trained (mean of the untrained seeds);
-    the attention columns of a state are those of the block that produced it."""
+    the attention columns of a state are those of the block that produced it; COLUMN_LEGEND
+    under the tables."""
     lines = [f"Extreme tokens, ε = {doc['epsilon']}; cells: trained (untrained mean)"]
     for name, model in doc["models"].items():
         m = model["model"]
@@ -74,6 +87,8 @@ def format_report(doc: Mapping[str, Any], workdir: Any = None) -> str:
         for kind, entry in model["inputs"].items():
             lines += [f"\n### {kind} ({entry.get('num_tokens')} tokens)", ""]
             lines += _table(entry, m["state_labels"])
+    if doc["models"]:
+        lines += ["", COLUMN_LEGEND]
     for name, why in doc["skipped"].items():
         lines.append(f"\nskipped {name}: {why}")
     return "\n".join(lines)
@@ -81,11 +96,14 @@ def format_report(doc: Mapping[str, Any], workdir: Any = None) -> str:
 
 def write(result: Mapping[str, Any], workdir: Any, provenance: results_lib.Provenance
           ) -> dict[str, Any]:
-    """config.json, summary.md, results.json (last); returns the results.json dict."""
+    """config.json, summary.md, the figures, results.json (last); returns the results.json
+    dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result["config"])
     doc = results_lib.to_jsonable(summary(result, provenance.finish("extreme")))
     results_lib.write_text(workdir / "summary.md", format_report(doc) + "\n")
+    for kind, fig in plots.figures(doc["models"]).items():
+        results_lib.save_figure(fig, workdir / "figures" / f"{kind}_by_layer.png")
     results_lib.write_json(workdir / "results.json", doc)
     return doc
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from anisotropy_jax import results as results_lib
-from anisotropy_jax.plotting import new_figure
+from anisotropy_jax.plotting import figure_legend, new_figure
 from anisotropy_jax.studies.pretrained.report import write_measured
 from anisotropy_jax.studies.series.analysis import SeriesResult
 
@@ -76,7 +76,9 @@ def _curves(steps: np.ndarray, series: dict[str, np.ndarray], names, labels, tit
                     color=f"C{j % 10}")
         ax.set_xscale("symlog", linthresh=1)
         ax.set(title=name, xlabel="step")
-    axes[0][0].legend(fontsize=7)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    figure_legend(fig)
     fig.suptitle(title)
     return fig
 

@@ -114,17 +114,25 @@ def write(result: DynamicsResult, workdir: str | pathlib.Path,
     return out
 
 
+UNDEFINED = "—"  # an undefined correlation (NaN in results.json)
+UNDEFINED_NOTE = (f"{UNDEFINED}: undefined at that step: a Spearman ρ where the entropy or the term "
+                  f"is constant over the heads; a partial ρ where nothing is left once the logit "
+                  f"spread is regressed out (the term or the entropy an exact linear function of "
+                  f"it over a layer's heads)")
+
+
 def _signed(rho: Any) -> str:
-    """A correlation with its sign, two decimals; one that JSON holds as "nan" (undefined: e.g.
-    a partial correlation whose spread is constant over the heads) as nan."""
+    """A correlation with its sign, two decimals; UNDEFINED for one that JSON holds as "nan"
+    (e.g. a partial correlation whose spread is constant over the heads)."""
     value = float(rho) if rho is not None else float("nan")
-    return "nan" if value != value else f"{value:+.2f}"
+    return UNDEFINED if value != value else f"{value:+.2f}"
 
 
 def format_report(doc: dict[str, Any]) -> str:
     """One line per expected trend: whether it holds, with its scalar numbers ("not testable"
     where the model did not learn, after a line that says why); then the per-checkpoint
-    correlation across heads (of `write`'s results.json dict)."""
+    correlation across heads (of `write`'s results.json dict), UNDEFINED where a correlation is,
+    with UNDEFINED_NOTE under them."""
     learning = (doc.get("training") or {}).get("learning") or {}
     lines = [f"not testable: {learning['note']}"] if learning.get("note") else []
     for name, value in (doc.get("trends") or {}).items():
@@ -134,10 +142,13 @@ def format_report(doc: dict[str, Any]) -> str:
             verdict = "not testable" if value["holds"] is None else f"holds={value['holds']}"
             lines.append(f"{name}: {verdict} {numbers}")
     corr = doc.get("correlation") or {}
+    rows = []
     for name, value in corr.items():
         if isinstance(value, dict):
             rhos = " ".join(f"{s}:{_signed(r)}" for s, r in zip(doc["steps"], value["rho"]))
             what = (f"{name} (within layers)" if name.startswith("partial_")
                     else f"spearman(entropy, {name})")
-            lines.append(f"{what} across {corr['n']} heads, by step: {rhos}")
-    return "\n".join(lines)
+            rows.append(f"{what} across {corr['n']} heads, by step: {rhos}")
+    if any(f":{UNDEFINED}" in row for row in rows):
+        rows.append(UNDEFINED_NOTE)
+    return "\n".join(lines + rows)

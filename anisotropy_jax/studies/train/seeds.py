@@ -16,6 +16,7 @@ not: a verdict on them is "not testable".
 """
 from __future__ import annotations
 
+import math
 import pathlib
 from typing import Any, Mapping, Sequence
 
@@ -189,26 +190,82 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     return (f"not testable: {note}\n" if note else "") + format_table(summary)
 
 
+UNDEFINED = "—"  # a table cell whose value is undefined (`undefined_reason` says why)
+# (name pattern, where the quantity is undefined), the first match applies.
+_UNDEFINED_REASONS = (
+    ("deficit_share", "where no head has an entropy deficit to share (attention uniform in "
+                      "every head, 1 − H/ln L < 0.01, as at initialisation)"),
+    ("partial_within_layers/", "where nothing is left to correlate once the logit spread is "
+                               "regressed out (the term or the entropy an exact linear function "
+                               "of it over the heads of a layer)"),
+    ("spearman_across_heads/", "where the entropy or the term is constant over the heads"),
+    ("", "where a seed's value is not finite"))
+
+
+def undefined_reason(name: str) -> str:
+    """Where the seeds quantity `name` is undefined (NaN) at a checkpoint ("where ...")."""
+    return next(why for key, why in _UNDEFINED_REASONS if key in name)
+
+
+def _defined(q: Mapping[str, Any], i: int) -> bool:
+    return bool(np.isfinite(float(np.ravel(q["mean"])[i])))
+
+
 def _cell(q: Mapping[str, Any], i: int) -> str:
     mean, low, high = (float(np.ravel(q[k])[i]) for k in ("mean", "low", "high"))
+    if not np.isfinite(mean):
+        return UNDEFINED
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return f"{mean:.3g}"
     return f"{mean:.3g} [{low:.3g}, {high:.3g}]"
 
 
 def format_table(summary: Mapping[str, Any]) -> str:
     """Markdown table: each quantity at the first and last checkpoint and its change (mean
     [95% interval] over seeds; for correlations the change of Fisher z, marked "(Δz)") with the
-    t-test p over seeds."""
+    t-test p over seeds. An undefined value is UNDEFINED, with a note under the table saying
+    why; a quantity undefined at every checkpoint is left out and named there."""
     steps, n = summary["steps"], len(summary["seeds"])
     lines = [f"| quantity ({n} seeds) | step {steps[0]} | step {steps[-1]} | change | p (seeds) |",
              "| --- | --- | --- | --- | --- |"]
+    blank, never, untested = {}, [], False
     for name, q in summary["quantities"].items():
+        if not any(_defined(q, i) for i in range(len(steps))):
+            never.append(name)
+            continue
         change = summary["changes_first_to_last"].get(name)
         cells = [_cell(q, 0), _cell(q, -1)]
         unit = " (Δz)" if change and change.get("scale") == "fisher_z" else ""
-        cells += ([_cell(change, 0) + unit, f"{change['t_test_over_seeds']['p']:.2g}"] if change
-                  else ["n/a", "n/a"])
+        p = float(change["t_test_over_seeds"]["p"]) if change else math.nan
+        untested |= change is not None and not math.isfinite(p)
+        cells += [_cell(change, 0) + unit if change else UNDEFINED,
+                  f"{p:.2g}" if math.isfinite(p) else UNDEFINED]
+        if UNDEFINED in cells[:3]:
+            blank[name] = [f"step {steps[i]}" for i in (0, -1) if not _defined(q, i)]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + _notes(blank, never, untested))
+
+
+def _notes(blank: Mapping[str, list[str]], never: list[str], untested: bool) -> list[str]:
+    """The lines under the table: why the UNDEFINED cells are, by reason, and the quantities
+    left out."""
+    if not blank and not never and not untested:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for name, where in blank.items():
+        at = f" ({', '.join(where)})" if where else ""
+        by_reason.setdefault(undefined_reason(name), []).append(name + at)
+    notes = [""] + [f"{UNDEFINED} {', '.join(names)}: undefined in some seed, {why}."
+                    for why, names in by_reason.items()]
+    if blank:
+        notes.append(f"{UNDEFINED} in the change and p columns: the change first → last needs a "
+                     f"defined value at both ends in every seed.")
+    if untested:
+        notes.append(f"{UNDEFINED} in the p column beside a change: the change is the same in "
+                     f"every seed, so the t-test over seeds is undefined.")
+    notes += [f"Not shown: {name}, undefined at every checkpoint, {undefined_reason(name)}."
+              for name in never]
+    return notes
 
 
 def parse_seeds(values: Sequence[str]) -> list[int]:
@@ -236,11 +293,13 @@ def training_scope(config: TrainConfig, device: str) -> dict[str, Any]:
 def write(summary: Mapping[str, Any], workdir: str | pathlib.Path,
           provenance: results.Provenance, command: str,
           scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """figures/seeds.png, then results.json (provenance, the command, `training_scope` when
-    given, the summary) last."""
+    """figures/seeds_<group>.png (`plotting.dynamics.seeds_figures`: one figure per group of
+    quantities), then results.json (provenance, the command, `training_scope` when given, the
+    summary) last."""
     workdir = pathlib.Path(workdir)
     out = {"provenance": provenance.finish("seeds"), "command": command,
            **({"scope": dict(scope)} if scope else {}), **summary}
-    results.save_figure(plots.seeds_figure(dict(summary)), workdir / "figures" / "seeds.png")
+    for group, fig in plots.seeds_figures(dict(summary)).items():
+        results.save_figure(fig, workdir / "figures" / f"seeds_{group}.png")
     results.write_json(workdir / "results.json", out)
     return out
