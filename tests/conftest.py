@@ -100,11 +100,13 @@ def pytest_unconfigure(config):
 # pytest 9 no longer reads.) The modules that take longest (pytest's --durations) are scheduled
 # first, so that neither worker is left with a long module at the end while the other idles. A
 # stale list costs time, not checks.
-SLOW_FIRST = ("test_train", "test_normalizations", "test_gemma3", "test_report", "test_colab",
-              "test_sweep_normalizations", "test_families_causal", "test_cross_modal",
-              "test_extreme_study_script", "test_sweep", "test_series",
-              "test_pretrained_modalities", "test_sweep_science", "test_depth",
-              "test_depth_script")
+SLOW_FIRST = ("test_colab", "test_train", "test_report", "test_gemma3",
+              "test_pretrained_modalities", "test_normalizations", "test_series",
+              "test_cross_modal", "test_extreme", "test_extreme_study_script",
+              "test_depth_script", "test_depth", "test_families_causal", "test_commands",
+              "test_sweep_normalizations", "test_sweep", "test_sweep_science", "test_cli",
+              "test_embeddings", "test_train_throughput", "test_figures", "test_seeds_vmapped",
+              "test_train_precision", "test_pretrained_hf", "test_data_parallel")
 
 
 def pytest_collection_modifyitems(config, items):

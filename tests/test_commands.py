@@ -13,6 +13,7 @@ import pytest
 
 from anisotropy_jax import commands, configs, results
 from anisotropy_jax.config.docs import attribute_docs, field_table
+from anisotropy_jax.studies.train import report as train_report
 from tests import processes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -224,15 +225,17 @@ def test_named_configs_resolve_to_the_package_files(tmp_path, monkeypatch):
 
 def test_show_prints_a_training_run_whose_correlations_are_partly_undefined(tmp_path):
     """JSON holds an undefined correlation as "nan" (results.to_jsonable): `show` prints it as
-    nan instead of failing on the string."""
+    the table's mark for an undefined value, with the note that says why, instead of failing on
+    the string."""
     doc = json.loads((ROOT / "docs/results/train/clm_small/seed_0/results.json").read_text())
     doc["provenance"].update(schema_version=results.RESULTS_SCHEMA_VERSION, study="train")
     doc["correlation"]["key_term_share"]["rho"][1] = "nan"
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "results.json").write_text(json.dumps(doc))
     shown = commands.show(str(tmp_path / "run"))
-    assert "spearman(entropy, key_term_share) across 16 heads, by step: 0:+0.67 1:nan 2:+0.62" \
-        in shown
+    assert ("spearman(entropy, key_term_share) across 16 heads, by step: 0:+0.67 "
+            f"1:{train_report.UNDEFINED} 2:+0.62") in shown
+    assert train_report.UNDEFINED_NOTE in shown and "nan" not in shown
 
 
 def test_show_help_exits_0_with_its_usage(capsys):
