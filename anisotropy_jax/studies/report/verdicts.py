@@ -25,13 +25,16 @@ from anisotropy_jax.studies.report.verdict import (  # noqa: F401 (re-exported)
     PARTLY, PRECISION_NOTE, VERDICTS, Verdict, all_or_some, below_precision, precision_note,
     g as _g, interval as _fmt_interval, not_measured as _not_measured, sensitivity_entry,
     with_sensitivity)
-from anisotropy_jax.studies.report.verdicts_key_term import godey_4b  # noqa: F401
+from anisotropy_jax.studies.report.verdicts_key_term import (  # noqa: F401
+    KEY_TERM_ALTERNATIVES, godey_4b)
 from anisotropy_jax.studies.report.verdicts_centring import (  # noqa: F401
-    DRIFT_SHARE, GODEY_2_MODELS, GODEY_2_SENSITIVITY, GODEY_2_SHARE, godey_2,
-    intermediate as _intermediate)
-from anisotropy_jax.studies.report.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
+    DRIFT_SHARE, GODEY_2_ALTERNATIVES, GODEY_2_MODELS, GODEY_2_SENSITIVITY, GODEY_2_SHARE,
+    godey_2, intermediate as _intermediate)
+from anisotropy_jax.studies.report.verdicts_sweep import (  # noqa: F401
+    SWEEP_ALTERNATIVES, godey_3a, godey_3b)
 from anisotropy_jax.studies.report.verdicts_trend import (  # noqa: F401
-    SENSITIVITY_STARTS, TRANSIENT_END_STEP, godey_4a, godey_4c, trend_after_transient)
+    SENSITIVITY_STARTS, TRANSIENT_END_STEP, TREND_ALTERNATIVES, godey_4a, godey_4c,
+    trend_after_transient)
 
 # Thresholds of the criteria (each printed in its criterion text).
 MODALITY_MARGIN = 0.1       # Godey 1: trained minus the largest untrained cross-sequence cosine
@@ -49,6 +52,13 @@ RANK_ALTERNATIVES = {"effective rank ≤ 1.25": {"rank": 1.25},
                      "effective rank ≤ 2": {"rank": 2.0}}
 DEPTH_B_ALTERNATIVES = {"average cosine ≥ 0.25": {"cosine": 0.25},
                         "average cosine ≥ 0.75": {"cosine": 0.75}, **RANK_ALTERNATIVES}
+# Every claim's alternatives (the keys of its `Verdict.sensitivity` where measured).
+ALTERNATIVES = {"godey_1": GODEY_1_ALTERNATIVES, "godey_2": GODEY_2_ALTERNATIVES,
+                "godey_3a": SWEEP_ALTERNATIVES, "godey_3b": SWEEP_ALTERNATIVES,
+                "godey_4a": TREND_ALTERNATIVES, "godey_4b": KEY_TERM_ALTERNATIVES,
+                "godey_4c": TREND_ALTERNATIVES, "mm_a": MM_A_ALTERNATIVES,
+                "mm_b": CONFIDENCE_ALTERNATIVES, "depth_a": RANK_ALTERNATIVES,
+                "depth_b": DEPTH_B_ALTERNATIVES}
 
 
 def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str],
