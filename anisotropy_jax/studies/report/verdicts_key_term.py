@@ -180,10 +180,12 @@ def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "")
 
 
 def godey_4b_rule(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
-                  **constants: float) -> Verdict:
+                  min_mean_deficit: float = MIN_MEAN_DEFICIT,
+                  head_deficit: float = MIN_ENTROPY_DEFICIT,
+                  confidence: float = CONFIDENCE) -> Verdict:
     """CRITERION on {objective: seeds summary}; None (with the reason) when not run. An objective
     whose models did not learn (`objective_learning`) counts as uniform attention does: not
-    testable, so never "holds". `constants`: those of `key_term_share_test`."""
+    testable, so never "holds". The constants: those of `key_term_share_test`."""
     if not training:
         return not_measured("godey_4b", CRITERION, reason or "no training run")
     statuses, numbers = [], []
@@ -202,7 +204,7 @@ def godey_4b_rule(training: Mapping[str, Mapping[str, Any]] | None, reason: str 
             continue
         test = key_term_share_test(*(_at_last(per_head, n).reshape(len(doc["seeds"]), -1)
                                      for n in (SHARE_KEY_TERM, SHARE_CONTROL, ENTROPY)),
-                                   **constants)
+                                   min_mean_deficit, head_deficit, confidence)
         statuses.append(test["status"])
         numbers.append(head + ", ".join([_objective_numbers(doc, test), *extra]))
     if not statuses:
