@@ -89,14 +89,25 @@ def _studies_table(runs: Mapping[str, StudyRun], workdir: pathlib.Path) -> list[
 
 # The checkout this package lies in (where doc_tables finds the docs' generated tables).
 REPOSITORY = pathlib.Path(__file__).resolve().parents[3]
-CLAIMS_HEADER = "| claim | origin | verdict | scope | criterion | numbers |"
+# "sensitivity": the verdict's entry (`Verdict.sensitivity_entry`): robust, or which other
+# choice of the rule's constants flips it, and to what.
+CLAIMS_HEADER = "| claim | origin | verdict | sensitivity | scope | criterion | numbers |"
+
+
+CLAIMS_INTRO = (
+    "The sensitivity column recomputes each verdict from the same results under other choices of "
+    "the constants its rule depends on (its thresholds and cuts, the operating points' range, the "
+    "trend's first step, the intervals' level; each named in the entry): \"robust\" where none "
+    "changes the verdict, else \"flips under\" each that does, with the verdict it gives; \"–\" "
+    "where the claim is not measured.")
 
 
 def _claims_table(verdicts: Sequence[Verdict]) -> list[str]:
-    lines = [CLAIMS_HEADER, "| --- | --- | --- | --- | --- | --- |"]
+    lines = [CLAIMS_HEADER, "| --- | --- | --- | --- | --- | --- | --- |"]
     for v in verdicts:
         lines.append(f"| {v.name}: {_cell(v.claim)} | {_cell(v.origin)} | **{v.verdict}** | "
-                     f"{_cell(v.scope) or '–'} | {_cell(v.criterion)} | "
+                     f"{_cell(v.sensitivity_entry)} | {_cell(v.scope) or '–'} | "
+                     f"{_cell(v.criterion)} | "
                      f"{_cell('; '.join(v.numbers))} |")
     return lines
 
@@ -125,9 +136,15 @@ def claims_table_from_bundle(folder: pathlib.Path) -> str:
     return "\n".join(_claims_table(verdicts_lib.all_verdicts(docs, reasons)))
 
 
+# Each claim's section states its sensitivity entry on a line of its own, opening with this.
+SENSITIVITY_LABEL = "Sensitivity (the same rule under other choices of its constants):"
+
+
 def _claim_section(v: Verdict, workdir: pathlib.Path) -> list[str]:
     lines = [f"### {v.name}: {v.claim}", "", f"**Verdict: {v.verdict}.** Criterion: {v.criterion}.",
-             "", f"Origin: {v.origin}." + (f" Scope: {v.scope}." if v.scope else ""), ""]
+             "", f"Origin: {v.origin}." + (f" Scope: {v.scope}." if v.scope else ""), "",
+             f"{SENSITIVITY_LABEL} {v.sensitivity_entry}"
+             + (" (not measured)." if v.verdict == verdicts_lib.NOT_MEASURED else "."), ""]
     lines += [f"- {n}" for n in v.numbers]
     figures = claim_figures(v.key, workdir)
     lines.append("")
@@ -159,7 +176,8 @@ def render(runs: Mapping[str, StudyRun], verdicts: Sequence[Verdict], workdir: p
         "commit and wall time of that run (table below).", "",
         f"Where the studies ran (wall time of each): {_machines(runs)}.", "",
         "## Studies", ""]
-    body = _studies_table(runs, workdir) + ["", "## Claims", ""] + _claims_table(verdicts)
+    body = (_studies_table(runs, workdir) + ["", "## Claims", "", CLAIMS_INTRO, ""]
+            + _claims_table(verdicts))
     body += ["", "## Claims with their figures", ""]
     for v in verdicts:
         body += _claim_section(v, workdir)

@@ -10,7 +10,7 @@ was not.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 HOLDS, PARTLY, FAILS = "holds", "partly", "does not hold"
 NOT_TESTABLE, NOT_MEASURED = "not testable at this scale", "not measured"
@@ -51,6 +51,13 @@ class Verdict:
     verdict: str
     numbers: tuple[str, ...] = ()
     scope: str = ""
+    # {alternative choice: the verdict of the same rule under it} (`with_sensitivity`); empty
+    # where the claim was not measured
+    sensitivity: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def sensitivity_entry(self) -> str:
+        return sensitivity_entry(self.verdict, self.sensitivity)
 
     @property
     def name(self) -> str:
@@ -100,3 +107,43 @@ def all_or_some(oks: Sequence[bool]) -> str:
     if oks and all(oks):
         return HOLDS
     return PARTLY if any(oks) else FAILS
+
+
+CONFIDENCE = 0.95  # the level of every t-interval a verdict is decided on
+# The alternative levels of a verdict decided on t-intervals (its sensitivity entry).
+CONFIDENCE_ALTERNATIVES = {"90% intervals": {"confidence": 0.90},
+                           "99% intervals": {"confidence": 0.99}}
+
+
+def with_sensitivity(rule: Callable[..., Verdict], alternatives: Mapping[str, Mapping[str, Any]],
+                     *args: Any) -> Verdict:
+    """`rule(*args)` (its constants at their defaults) with its sensitivity: the verdict of
+    `rule(*args, **alternative)` for each {label: alternative constants}. A claim not measured
+    keeps an empty sensitivity (its entry: "–")."""
+    v = rule(*args)
+    if v.verdict == NOT_MEASURED:
+        return v
+    return dataclasses.replace(v, sensitivity={label: rule(*args, **alternative).verdict
+                                               for label, alternative in alternatives.items()})
+
+
+def sensitivity_entry(verdict: str, sensitivity: Mapping[str, str]) -> str:
+    """"–" (not measured, or no alternative), "robust (A, B, …)" when every alternative gives
+    the same verdict, else "flips under A (→ partly); …; the same under B, …". An alternative
+    that the results cannot decide (its verdict "not measured", e.g. no checkpoint after a later
+    start) is named apart ("not recomputable from these results under C") and counts as no
+    flip."""
+    if verdict == NOT_MEASURED or not sensitivity:
+        return "–"
+    flips = [f"{label} (→ {v})" for label, v in sensitivity.items()
+             if v not in (verdict, NOT_MEASURED)]
+    same = [label for label, v in sensitivity.items() if v == verdict]
+    unknown = [label for label, v in sensitivity.items() if v == NOT_MEASURED]
+    if flips:
+        parts = ["flips under " + "; ".join(flips)] + (
+            [f"the same under {', '.join(same)}"] if same else [])
+    else:
+        parts = [f"robust ({', '.join(same)})"] if same else []
+    if unknown:
+        parts.append(f"not recomputable from these results under {', '.join(unknown)}")
+    return "; ".join(parts)

@@ -6,6 +6,11 @@ A study that was not run is passed as None with the reason, and gives "not measu
 that needs a model trained here (Godey 4a, 4b, 4c; Machina & Mercer b) is not testable where those
 models did not learn (`studies.training.learned`: the final validation loss not clearly below the
 uniform prediction's ln V); the numbers say which models and why.
+
+Each verdict carries its sensitivity entry (`Verdict.sensitivity`, the report's "sensitivity"
+column): the same rule recomputed from the same results under other choices of its constants
+(each `*_rule` takes them as parameters, their defaults the decided values; the alternatives are
+the `*_ALTERNATIVES` dicts), "robust" when none changes the verdict.
 """
 from __future__ import annotations
 
@@ -14,23 +19,46 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from anisotropy_jax.studies.training import learned
+from anisotropy_jax.metrics.correlation import t_interval
 from anisotropy_jax.studies.report.verdict import (  # noqa: F401 (re-exported)
-    CLAIMS, FAILS, HOLDS, NO_TEST, NOT_MEASURED, NOT_TESTABLE, PARTLY, PRECISION_NOTE, VERDICTS, Verdict,
-    all_or_some, below_precision, precision_note, g as _g, interval as _fmt_interval, not_measured as
-    _not_measured)
-from anisotropy_jax.studies.report.verdicts_key_term import godey_4b  # noqa: F401
-from anisotropy_jax.studies.report.verdicts_key_term import objective_learning
-from anisotropy_jax.studies.report.verdicts_key_term import training_scope as _training_scope
+    CLAIMS, CONFIDENCE, CONFIDENCE_ALTERNATIVES, FAILS, HOLDS, NO_TEST, NOT_MEASURED, NOT_TESTABLE,
+    PARTLY, PRECISION_NOTE, VERDICTS, Verdict, all_or_some, below_precision, precision_note,
+    g as _g, interval as _fmt_interval, not_measured as _not_measured, sensitivity_entry,
+    with_sensitivity)
+from anisotropy_jax.studies.report.verdicts_key_term import (  # noqa: F401
+    KEY_TERM_ALTERNATIVES, godey_4b)
 from anisotropy_jax.studies.report.verdicts_centring import (  # noqa: F401
-    DRIFT_SHARE, GODEY_2_MODELS, GODEY_2_SENSITIVITY, GODEY_2_SHARE, godey_2,
-    intermediate as _intermediate)
-from anisotropy_jax.studies.report.verdicts_sweep import godey_3a, godey_3b  # noqa: F401
+    DRIFT_SHARE, GODEY_2_ALTERNATIVES, GODEY_2_MODELS, GODEY_2_SENSITIVITY, GODEY_2_SHARE,
+    godey_2, intermediate as _intermediate)
+from anisotropy_jax.studies.report.verdicts_sweep import (  # noqa: F401
+    SWEEP_ALTERNATIVES, godey_3a, godey_3b)
+from anisotropy_jax.studies.report.verdicts_trend import (  # noqa: F401
+    SENSITIVITY_STARTS, TRANSIENT_END_STEP, TREND_ALTERNATIVES, godey_4a, godey_4c,
+    trend_after_transient)
 
 # Thresholds of the criteria (each printed in its criterion text).
 MODALITY_MARGIN = 0.1       # Godey 1: trained minus the largest untrained cross-sequence cosine
 PYTHIA_ISOTROPY = 0.9       # Machina & Mercer a: centred partition isotropy I(W)
 COLLAPSED_RANK = 1.5        # depth: per-sequence effective rank of a collapsed sequence
 COLLAPSE_COSINE = 0.5       # depth b: average cosine at which collapse counts as anisotropy
+STATE_SHARE = 0.5           # Godey 1: the share of the intermediate states that must pass
+
+# The sensitivity entries: {label: the rule's constants under that alternative}.
+GODEY_1_ALTERNATIVES = {"margin ≥ 0.05": {"margin": 0.05}, "margin ≥ 0.2": {"margin": 0.2},
+                        "at ≥ 1/4 of the states": {"state_share": 0.25},
+                        "at ≥ 3/4 of the states": {"state_share": 0.75}}
+MM_A_ALTERNATIVES = {"I(W) ≥ 0.8": {"isotropy": 0.8}, "I(W) ≥ 0.95": {"isotropy": 0.95}}
+RANK_ALTERNATIVES = {"effective rank ≤ 1.25": {"rank": 1.25},
+                     "effective rank ≤ 2": {"rank": 2.0}}
+DEPTH_B_ALTERNATIVES = {"average cosine ≥ 0.25": {"cosine": 0.25},
+                        "average cosine ≥ 0.75": {"cosine": 0.75}, **RANK_ALTERNATIVES}
+# Every claim's alternatives (the keys of its `Verdict.sensitivity` where measured).
+ALTERNATIVES = {"godey_1": GODEY_1_ALTERNATIVES, "godey_2": GODEY_2_ALTERNATIVES,
+                "godey_3a": SWEEP_ALTERNATIVES, "godey_3b": SWEEP_ALTERNATIVES,
+                "godey_4a": TREND_ALTERNATIVES, "godey_4b": KEY_TERM_ALTERNATIVES,
+                "godey_4c": TREND_ALTERNATIVES, "mm_a": MM_A_ALTERNATIVES,
+                "mm_b": CONFIDENCE_ALTERNATIVES, "depth_a": RANK_ALTERNATIVES,
+                "depth_b": DEPTH_B_ALTERNATIVES}
 
 
 def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str],
@@ -40,10 +68,16 @@ def _decide(key: str, criterion: str, oks: Sequence[bool], numbers: Sequence[str
 
 
 def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """`godey_1_rule` with its sensitivity entry (GODEY_1_ALTERNATIVES)."""
+    return with_sensitivity(godey_1_rule, GODEY_1_ALTERNATIVES, modalities, reason)
+
+
+def godey_1_rule(modalities: Mapping[str, Any] | None, reason: str = "",
+                 margin: float = MODALITY_MARGIN, state_share: float = STATE_SHARE) -> Verdict:
     """Modalities results.json {"models": {name: {"architecture", "labels", "per_layer":
     {"cross_sequence_cosine": {"trained", "untrained_max", ...}}, "untrained_seeds", "scope"}}}."""
     crit = (f"per trained vision/speech Transformer: its cross-sequence cosine exceeds the largest "
-            f"of its ≥ 2 untrained re-initialisations' by ≥ {MODALITY_MARGIN} at at least half of "
+            f"of its ≥ 2 untrained re-initialisations' by ≥ {margin} at at least half of "
             f"its intermediate states; partly if that holds for some of them or only for the "
             f"modalities measured (the claim also covers character-level models and CNNs, which "
             f"are not measured with trained weights here); does not hold if for none")
@@ -60,13 +94,13 @@ def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
         inner = _intermediate(m["labels"])
         t = np.asarray(cross["trained"], np.float64)[inner]
         u = np.asarray(cross["untrained_max"], np.float64)[inner]
-        above = int(np.sum(t >= u + MODALITY_MARGIN))
-        oks.append(above >= len(inner) / 2)
+        above = int(np.sum(t >= u + margin))
+        oks.append(above >= len(inner) * state_share)
         numbers.append(f"{name}: {above} of {len(inner)} intermediate states above the untrained "
-                       f"maximum + {MODALITY_MARGIN} (trained {_g(t.min())}–{_g(t.max())}, "
+                       f"maximum + {margin} (trained {_g(t.min())}–{_g(t.max())}, "
                        f"untrained max {_g(u.min())}–{_g(u.max())}, "
                        f"{len(m['untrained_seeds'])} seeds)"
-                       + precision_note(t, u + MODALITY_MARGIN))
+                       + precision_note(t, u + margin))
         sc = m.get("scope", {})
         scope.append(f"{name} ({sc.get('modality')}, {sc.get('inputs')}"
                      + (", synthetic" if sc.get("inputs_synthetic") else "") + ")")
@@ -78,113 +112,6 @@ def godey_1(modalities: Mapping[str, Any] | None, reason: str = "") -> Verdict:
     return Verdict("godey_1", crit, verdict, tuple(numbers),
                    "trained: " + "; ".join(scope) + "; no trained CNN and no character-level "
                    "weights are installed, so those parts of the claim are not measured")
-
-
-def _interval(q: Mapping[str, Any], index: int | None = None) -> tuple[float, float, float]:
-    pick = (lambda v: float(v)) if index is None else (lambda v: float(np.ravel(v)[index]))
-    return pick(q["mean"]), pick(q["low"]), pick(q["high"])
-
-
-# Godey 4a and 4c are decided on the trend after the early transient (a rule fixed before the GPU
-# runs): the change from the first checkpoint at step ≥ TRANSIENT_END_STEP to the last. The CPU
-# runs showed a transient peaking near step 16 whose first → last change says nothing about where
-# training goes.
-TRANSIENT_END_STEP = 100
-
-
-# The sensitivity entry of 4a and 4c: the same change from later window starts (shown, not decided
-# on: the rule's start stays TRANSIENT_END_STEP).
-SENSITIVITY_STARTS = (256, 512, 1000)
-
-
-def trend_after_transient(doc: Mapping[str, Any], quantity: str,
-                          from_step: int = TRANSIENT_END_STEP) -> dict[str, Any] | None:
-    """The per-seed change of `quantity` (a seeds summary's `quantities[...]["per_seed"]`, seeds ×
-    checkpoints) from the first checkpoint at step ≥ TRANSIENT_END_STEP to the last, with its
-    t-interval over seeds; the transient's peak (the largest seed mean before that checkpoint, and
-    its step) and the seed-mean curve. None when the quantity is absent or no checkpoint at step ≥
-    TRANSIENT_END_STEP comes before the last one. `from_step` moves the window's start (the
-    sensitivity entry)."""
-    from anisotropy_jax.metrics.correlation import t_interval
-
-    q = doc["quantities"].get(quantity)
-    steps = [int(s) for s in doc["steps"]]
-    start = next((i for i, s in enumerate(steps) if s >= from_step), None)
-    if q is None or "per_seed" not in q or start is None or start >= len(steps) - 1:
-        return None
-    values = np.asarray(q["per_seed"], np.float64)
-    curve = values.mean(axis=0)
-    peak = int(np.argmax(curve[:start])) if start > 0 else 0
-    return {"from_step": steps[start], "to_step": steps[-1], "steps": steps, "curve": curve,
-            "peak_step": steps[peak], "peak": float(curve[peak]),
-            **t_interval(values[:, -1] - values[:, start])}
-
-
-def _seeded_change(key: str, crit: str, training: Mapping[str, Mapping[str, Any]] | None,
-                   quantity: str, label: str, reason: str) -> Verdict:
-    """HOLDS when, for every objective, `trend_after_transient` of `quantity` has a t-interval
-    over seeds above 0; PARTLY when for some; FAILS when for none. An objective whose models did
-    not learn (`objective_learning`) is not testable: it counts as not holding, and when no
-    objective learned the verdict is NO_TEST."""
-    if not training:
-        return _not_measured(key, crit, reason or "no training run")
-    oks, numbers, untrained = [], [], 0
-    for objective, doc in training.items():
-        note = objective_learning(objective, doc)["note"]
-        if note:
-            numbers.append(f"{objective} ({len(doc['seeds'])} seeds): not testable, {note}")
-            untrained += 1
-            continue
-        trend = trend_after_transient(doc, quantity)
-        if trend is None:
-            numbers.append(f"{objective}: {label} has no checkpoint at step ≥ "
-                           f"{TRANSIENT_END_STEP} before the last (steps {doc['steps'][0]} … "
-                           f"{doc['steps'][-1]}): not available")
-            continue
-        oks.append(bool(trend["low"] > 0))
-        curve = ", ".join(f"{s}: {_g(v)}" for s, v in zip(trend["steps"], trend["curve"]))
-        numbers.append(f"{objective} ({len(doc['seeds'])} seeds): {label} change from step "
-                       f"{trend['from_step']} to {trend['to_step']} "
-                       f"{_fmt_interval(float(trend['mean']), float(trend['low']), float(trend['high']))}; "
-                       f"the transient peaks at {_g(trend['peak'])} (step {trend['peak_step']}); "
-                       f"seed-mean curve {curve}" + _sensitivity(doc, quantity))
-    if not oks:
-        if untrained:
-            return Verdict(key, crit, NO_TEST, tuple(numbers), _training_scope(training))
-        return _not_measured(key, crit, "; ".join(numbers))
-    return Verdict(key, crit, all_or_some(oks + [False] * untrained), tuple(numbers),
-                   _training_scope(training))
-
-
-def _sensitivity(doc: Mapping[str, Any], quantity: str) -> str:
-    """'; from a later start: step 256: …, 512: …' (the starts with a checkpoint before the last)."""
-    cells, seen = [], {trend_after_transient(doc, quantity)["from_step"]}
-    for start in SENSITIVITY_STARTS:
-        t = trend_after_transient(doc, quantity, start)
-        if t is not None and t["from_step"] not in seen:
-            seen.add(t["from_step"])
-            cells.append(f"step {t['from_step']}: "
-                         f"{_fmt_interval(float(t['mean']), float(t['low']), float(t['high']))}")
-    return f"; from a later start (sensitivity) {', '.join(cells)}" if cells else ""
-
-
-_TREND_RULE = (f"the change from the first checkpoint at step ≥ {TRANSIENT_END_STEP} (after the "
-               f"early transient) to the last has a 95% t-interval over seeds above 0: holds if "
-               f"for every trained objective, partly if for some, does not hold if for none; the "
-               f"transient's peak, the whole seed-mean curve and the change from later starts "
-               f"({', '.join(map(str, SENSITIVITY_STARTS))}; not decided on) are shown")
-
-
-def godey_4a(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
-    crit = "|cos(q̄, k̄)| (mean over heads) rises during training: " + _TREND_RULE
-    return _seeded_change("godey_4a", crit, training, "heads_mean/abs_mean_query_key_cosine",
-                          "|cos(q̄, k̄)|", reason)
-
-
-def godey_4c(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
-    crit = "the intermediate layers' cross-sequence cosine rises during training: " + _TREND_RULE
-    return _seeded_change("godey_4c", crit, training, "intermediate_cross_sequence_cosine",
-                          "intermediate cross-sequence cosine", reason)
 
 
 def _embeddings(pretrained: Mapping[str, Mapping[str, Any]] | None, model_types=None,
@@ -201,8 +128,14 @@ def _embeddings(pretrained: Mapping[str, Mapping[str, Any]] | None, model_types=
 
 
 def mm_a(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    """`mm_a_rule` with its sensitivity entry (MM_A_ALTERNATIVES)."""
+    return with_sensitivity(mm_a_rule, MM_A_ALTERNATIVES, pretrained, reason)
+
+
+def mm_a_rule(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
+              isotropy: float = PYTHIA_ISOTROPY) -> Verdict:
     crit = (f"holds if every GPT-NeoX (Pythia) model measured has centred partition isotropy "
-            f"I(W) ≥ {PYTHIA_ISOTROPY} for its input and its output embedding")
+            f"I(W) ≥ {isotropy} for its input and its output embedding")
     found = _embeddings(pretrained, model_types=("gpt_neox",))
     if not found:
         return _not_measured("mm_a", crit, reason or "no GPT-NeoX (Pythia) checkpoint among the "
@@ -210,21 +143,28 @@ def mm_a(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -
     oks, numbers = [], []
     for name, emb in found.items():
         values = [emb[k] for k in ("input_centred", "output_centred") if k in emb]
-        oks.append(bool(values) and min(values) >= PYTHIA_ISOTROPY)
+        oks.append(bool(values) and min(values) >= isotropy)
         numbers.append(f"{name}: " + ", ".join(f"{k} {_g(v)}" for k, v in emb.items()))
     return _decide("mm_a", crit, oks, numbers)
 
 
-def _gain_direction(embeddings: Mapping[str, Any] | None) -> list[tuple[str, tuple, int, int]]:
+def _gain_direction(embeddings: Mapping[str, Any] | None, confidence: float = CONFIDENCE
+                    ) -> list[tuple[str, tuple, int, int]]:
     """Per width of the embedding study at its last checkpoint: (name, (mean, low, high) of the
-    centred sign-free I(W·diag γ) − I(W·c) over seeds, seeds > 0, seeds)."""
+    centred sign-free I(W·diag γ) − I(W·c) over seeds, seeds > 0, seeds); the interval as
+    recorded, or at another `confidence` from the recorded per-seed values."""
     found = (embeddings or {}).get("gain_direction", {}).get("centered")
-    if not found or found.get("low") is None:
-        return []
+    if not found or found.get("low") is None or (confidence != CONFIDENCE
+                                                 and "per_seed" not in found):
+        return []  # (not recomputable at another level without the per-seed values)
     out = []
     for w, width in enumerate(embeddings["widths"]):
         cell = tuple(float(np.asarray(found[k], np.float64)[w][-1])
                      for k in ("mean", "low", "high"))
+        if confidence != CONFIDENCE:
+            q = t_interval(np.asarray(found["per_seed"], np.float64)[w][:, -1],
+                           confidence=confidence)
+            cell = (float(q["mean"]), float(q["low"]), float(q["high"]))
         out.append((f"trained here, D = {width}", cell,
                     int(np.asarray(found["positive"])[w][-1]), int(found["n"])))
     return out
@@ -250,6 +190,13 @@ def _untrained_widths(embeddings: Mapping[str, Any]) -> dict[int, str]:
 
 def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
          embeddings: Mapping[str, Any] | None = None) -> Verdict:
+    """`mm_b_rule` with its sensitivity entry (the intervals' other levels)."""
+    return with_sensitivity(mm_b_rule, CONFIDENCE_ALTERNATIVES, pretrained, reason, embeddings)
+
+
+def mm_b_rule(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
+              embeddings: Mapping[str, Any] | None = None,
+              confidence: float = CONFIDENCE) -> Verdict:
     crit = ("decided at equal scale (partition isotropy falls with the matrix's scale alone): "
             "d = I(W·diag γ) − I(W·c), c = ‖W·diag γ‖_F/‖W‖_F, centred, sign-free, W the output "
             "embedding, γ the final norm's gain; holds if d > 0 (95% t-interval over ≥ 2 seeds "
@@ -257,7 +204,7 @@ def mm_b(pretrained: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
             "if below 0 for every width, otherwise not testable at this scale (γ acts as a "
             "rescaling); the installed causal LMs (one checkpoint each, no interval) are shown "
             "beside it")
-    units = _gain_direction(embeddings)
+    units = _gain_direction(embeddings, confidence)
     models = {n: e for n, e in _embeddings(pretrained, causal=True).items()
               if "output_equalnorm_centred" in e}
     if not units:
@@ -320,37 +267,49 @@ def _depth_scope(depth: Mapping[str, Any], stacks: Mapping[str, Any]) -> str:
 
 
 def depth_a(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """`depth_a_rule` with its sensitivity entry (RANK_ALTERNATIVES)."""
+    return with_sensitivity(depth_a_rule, RANK_ALTERNATIVES, depth, reason)
+
+
+def depth_a_rule(depth: Mapping[str, Any] | None, reason: str = "",
+                 rank: float = COLLAPSED_RANK) -> Verdict:
     crit = (f"holds if, in every attention-only stack at s = 0, the mean per-sequence effective "
-            f"rank falls from its input value to ≤ {COLLAPSED_RANK} at the deepest layer")
+            f"rank falls from its input value to ≤ {rank} at the deepest layer")
     stacks, i = _attention_only_at_zero(depth)
     if not stacks or i is None:
         return _not_measured("depth_a", crit, reason or "no attention-only stack at s = 0")
     oks, numbers = [], []
     for name, st in stacks.items():
-        rank = np.asarray(st["curves"]["effective_rank"]["mean"], np.float64)[i]
-        oks.append(bool(rank[-1] <= COLLAPSED_RANK < rank[0]))
-        numbers.append(f"{name}: effective rank {_g(rank[0])} (input) → {_g(rank[-1])} "
-                       f"(layer {rank.size - 1})" + precision_note([rank[-1]], COLLAPSED_RANK))
+        ranks = np.asarray(st["curves"]["effective_rank"]["mean"], np.float64)[i]
+        oks.append(bool(ranks[-1] <= rank < ranks[0]))
+        numbers.append(f"{name}: effective rank {_g(ranks[0])} (input) → {_g(ranks[-1])} "
+                       f"(layer {ranks.size - 1})" + precision_note([ranks[-1]], rank))
     return _decide("depth_a", crit, oks, numbers, _depth_scope(depth, stacks))
 
 
 def depth_b(depth: Mapping[str, Any] | None, reason: str = "") -> Verdict:
+    """`depth_b_rule` with its sensitivity entry (DEPTH_B_ALTERNATIVES)."""
+    return with_sensitivity(depth_b_rule, DEPTH_B_ALTERNATIVES, depth, reason)
+
+
+def depth_b_rule(depth: Mapping[str, Any] | None, reason: str = "", cosine: float = COLLAPSE_COSINE,
+                 rank: float = COLLAPSED_RANK) -> Verdict:
     crit = (f"holds if, in every attention-only stack at s = 0 whose deepest layer has collapsed "
-            f"(effective rank ≤ {COLLAPSED_RANK}), the average cosine over all token pairs there "
-            f"is ≥ {COLLAPSE_COSINE}")
+            f"(effective rank ≤ {rank}), the average cosine over all token pairs there "
+            f"is ≥ {cosine}")
     stacks, i = _attention_only_at_zero(depth)
     collapsed = {n: st for n, st in stacks.items() if i is not None and np.asarray(
-        st["curves"]["effective_rank"]["mean"], np.float64)[i][-1] <= COLLAPSED_RANK}
+        st["curves"]["effective_rank"]["mean"], np.float64)[i][-1] <= rank}
     if not collapsed:
         return _not_measured("depth_b", crit, reason or "no collapsed attention-only stack at s = 0")
     oks, numbers = [], []
     for name, st in collapsed.items():
         cos = float(np.asarray(st["curves"]["average_cosine"]["mean"], np.float64)[i][-1])
         cross = st.get("per_layer", {}).get("output_cross_sequence_cosine")
-        oks.append(cos >= COLLAPSE_COSINE)
+        oks.append(cos >= cosine)
         numbers.append(f"{name}: average cosine {_g(cos)} at the deepest layer"
                        + (f", cross-sequence {_g(np.asarray(cross)[i][-1])}" if cross else "")
-                       + precision_note([cos], COLLAPSE_COSINE))
+                       + precision_note([cos], cosine))
     return _decide("depth_b", crit, oks, numbers, _depth_scope(depth, collapsed))
 
 

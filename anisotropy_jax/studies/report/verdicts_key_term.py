@@ -8,6 +8,11 @@ removing m takes variance out, so "removing m raises entropy more than the permu
 true whenever m contributes logit variance at all, even with uniform attention. The matched
 control removes the same variance from the query-specific term instead.
 
+Its sensitivity entry (KEY_TERM_ALTERNATIVES) recomputes it at half and twice MIN_MEAN_DEFICIT, with
+a head's share undefined below a stricter entropy deficit (0.02, 0.05: the recorded shares are
+already undefined below MIN_ENTROPY_DEFICIT, so the cut can only be raised), and with 90% and 99%
+intervals.
+
 Every training verdict (4a, 4b, 4c) first asks whether the objective's models learned at all
 (`objective_learning`: the rule of `studies.training.learned`); one that did not is not testable.
 """
@@ -20,14 +25,21 @@ import numpy as np
 from anisotropy_jax.metrics.correlation import mean_correlation_interval, t_interval
 from anisotropy_jax.metrics.intervention import MATCH_QUALITY
 from anisotropy_jax.metrics.matched_control import MIN_ENTROPY_DEFICIT
-from anisotropy_jax.studies.report.verdict import (FAILS, HOLDS, NO_TEST, PARTLY, Verdict, g,
-                                                    interval as fmt_interval, not_measured)
+from anisotropy_jax.studies.report.verdict import (CONFIDENCE, CONFIDENCE_ALTERNATIVES, FAILS,
+                                                   HOLDS, NO_TEST, PARTLY, Verdict, g,
+                                                   interval as fmt_interval, not_measured,
+                                                   with_sensitivity)
 from anisotropy_jax.studies.train.seeds import learning as seeds_learning
 from anisotropy_jax.studies.train.trends import partial_within_layers_one
 
 # Attention counts as non-uniform for an objective when the mean over seeds and heads of the
 # normalised entropy deficit 1 − H/ln L is at least this (a freshly initialised model: ~1e-4).
 MIN_MEAN_DEFICIT = 0.05
+KEY_TERM_ALTERNATIVES = {"mean 1 − H/ln L ≥ 0.025": {"min_mean_deficit": 0.025},
+                         "mean 1 − H/ln L ≥ 0.1": {"min_mean_deficit": 0.1},
+                         "a head's share defined from 1 − H ≥ 0.02": {"head_deficit": 0.02},
+                         "a head's share defined from 1 − H ≥ 0.05": {"head_deficit": 0.05},
+                         **CONFIDENCE_ALTERNATIVES}
 SHARE_KEY_TERM, SHARE_CONTROL = ("entropy_deficit_share_key_term",
                                  "entropy_deficit_share_matched_control")
 ENTROPY = "attention_entropy_normalized"
@@ -51,23 +63,28 @@ CRITERION = (
     "Δ H/ln L (it cannot fail: a permuted m adds variance)")
 
 
-def key_term_share_test(share_key_term_RxN: Any, share_control_RxN: Any, entropy_RxN: Any
-                        ) -> dict[str, Any]:
+def key_term_share_test(share_key_term_RxN: Any, share_control_RxN: Any, entropy_RxN: Any,
+                        min_mean_deficit: float = MIN_MEAN_DEFICIT,
+                        head_deficit: float = MIN_ENTROPY_DEFICIT,
+                        confidence: float = CONFIDENCE) -> dict[str, Any]:
     """The rule of CRITERION for one objective from per-seed per-head arrays (R seeds, N heads)
     at one checkpoint: {"per_seed": (R,) mean over defined heads of share(m) − share(control)
     (NaN where no head is defined), "undefined_heads", "heads", "seeds_defined",
     "interval": t_interval over the defined seeds or None (< 2), "mean_deficit",
-    "status": "holds" | "fails" | "uniform"}."""
+    "status": "holds" | "fails" | "uniform"}. A `head_deficit` above MIN_ENTROPY_DEFICIT leaves
+    out the heads whose 1 − H/ln L is below it."""
     diff = (np.asarray(share_key_term_RxN, np.float64)
             - np.asarray(share_control_RxN, np.float64))
+    if head_deficit > MIN_ENTROPY_DEFICIT:
+        diff = np.where(1.0 - np.asarray(entropy_RxN, np.float64) < head_deficit, np.nan, diff)
     defined = np.isfinite(diff)
     count = defined.sum(axis=1)
     per_seed = np.where(count > 0, np.where(defined, diff, 0.0).sum(axis=1)
                         / np.maximum(count, 1), np.nan)
     finite = per_seed[np.isfinite(per_seed)]
     mean_deficit = float(np.mean(1.0 - np.asarray(entropy_RxN, np.float64)))
-    ci = t_interval(finite) if finite.size >= 2 else None
-    if ci is None or mean_deficit < MIN_MEAN_DEFICIT:
+    ci = t_interval(finite, confidence=confidence) if finite.size >= 2 else None
+    if ci is None or mean_deficit < min_mean_deficit:
         status = "uniform"
     else:
         status = "holds" if float(ci["low"]) > 0 else "fails"
@@ -158,9 +175,17 @@ def objective_learning(objective: str, doc: Mapping[str, Any]) -> dict[str, Any]
 
 
 def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "") -> Verdict:
+    """`godey_4b_rule` with its sensitivity entry (KEY_TERM_ALTERNATIVES)."""
+    return with_sensitivity(godey_4b_rule, KEY_TERM_ALTERNATIVES, training, reason)
+
+
+def godey_4b_rule(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "",
+                  min_mean_deficit: float = MIN_MEAN_DEFICIT,
+                  head_deficit: float = MIN_ENTROPY_DEFICIT,
+                  confidence: float = CONFIDENCE) -> Verdict:
     """CRITERION on {objective: seeds summary}; None (with the reason) when not run. An objective
     whose models did not learn (`objective_learning`) counts as uniform attention does: not
-    testable, so never "holds"."""
+    testable, so never "holds". The constants: those of `key_term_share_test`."""
     if not training:
         return not_measured("godey_4b", CRITERION, reason or "no training run")
     statuses, numbers = [], []
@@ -178,7 +203,8 @@ def godey_4b(training: Mapping[str, Mapping[str, Any]] | None, reason: str = "")
                                              "before it)", *extra]))
             continue
         test = key_term_share_test(*(_at_last(per_head, n).reshape(len(doc["seeds"]), -1)
-                                     for n in (SHARE_KEY_TERM, SHARE_CONTROL, ENTROPY)))
+                                     for n in (SHARE_KEY_TERM, SHARE_CONTROL, ENTROPY)),
+                                   min_mean_deficit, head_deficit, confidence)
         statuses.append(test["status"])
         numbers.append(head + ", ".join([_objective_numbers(doc, test), *extra]))
     if not statuses:
