@@ -15,6 +15,10 @@ every size, so `:small+smoke` and `:report+smoke` are smoke):
   report   every installed model, 16 sentences, 4 images or utterances, 5 untrained seeds (the
            default halved in sentences to fit a shared 2-core CPU: the numbers of
            docs/REPORT.md "Extreme tokens")
+  intervention  Godey 3 inside trained networks (measure='intervention'): MiniLM-L6,
+           SmolLM2-135M and Gemma-3-270M, 16 natural sentences, the common component of each
+           block's input removed, replaced, rescaled, against 8 random directions
+           (docs/EXTREME.md, "Godey 3 inside trained networks")
 Any checkpoint (a Hugging Face folder, or a .gguf file / a folder holding one) instead of the
 named models:
 
@@ -46,6 +50,8 @@ EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untraine
 # position 0 (studies/extreme/inputs.py FIRST_TOKEN_KINDS): the first-token claim's inputs.
 INPUT_KINDS = ("natural", "random", "repeated", "natural_bos", "natural_no_bos", "repeated_bos",
                "repeated_no_bos")
+MEASURES = ("statistics", "intervention")
+INTERVENTION_MODELS = ("all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", GEMMA3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +79,10 @@ class ExtremeConfig:
       top_k: massive activations kept per state, largest first, with their coordinates.
       top_dims: the k of the CC_d top-dimensions share (rogue dimensions).
       precision: matmul precision of the forward, 'highest' | 'default' | 'bfloat16'.
+      measure: 'statistics' (the per-layer statistics above) | 'intervention' (Godey 3 inside
+        trained networks: each block's input intervened on, its attention measured; text models
+        and the natural inputs only; `untrained_seeds` unused).
+      num_directions: random directions of the intervention's control.
     """
 
     model_dir: str = ""
@@ -89,6 +99,8 @@ class ExtremeConfig:
     top_k: int = 8
     top_dims: int = 3
     precision: str = "highest"
+    measure: str = "statistics"
+    num_directions: int = 8
 
     def __post_init__(self):
         require(isinstance(self.model_dir, str), "model_dir",
@@ -108,15 +120,19 @@ class ExtremeConfig:
         require(isinstance(self.epsilon, (int, float)) and 0 < self.epsilon < 1, "epsilon",
                 f"must be in (0, 1), got {self.epsilon!r}")
         require_choice(self.precision, "precision", PRECISIONS, "precision")
+        require_choice(self.measure, "measure", MEASURES, "measurement")
+        require_int(self.num_directions, "num_directions", 2)
 
 
 # The named variants (`--config=extreme:VARIANT`).
-VARIANTS = ("default", "smoke", "small", "report")
+VARIANTS = ("default", "smoke", "small", "report", "intervention")
 SETTINGS = {"smoke": {"models": ("all-MiniLM-L6-v2",), "num_sentences": 8, "untrained_seeds": 2},
             "small": {"models": ("all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2",
                                  "SmolLM2-135M-Instruct", "DINOv2-S"),
                       "num_sentences": 16},
-            "report": {"num_sentences": 16}}
+            "report": {"num_sentences": 16},
+            "intervention": {"models": INTERVENTION_MODELS, "inputs": ("natural",),
+                             "num_sentences": 16, "measure": "intervention"}}
 FIELD_DOCS = {"": ExtremeConfig}
 
 

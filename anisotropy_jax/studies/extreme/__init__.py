@@ -9,6 +9,8 @@ re-initialisations (docs/EXTREME.md).
   analysis  `validate(config) -> Plan`, `run(plan) -> result`
   report    `write` (config.json, summary.md, figures/<kind>_by_layer.png, results.json last)
             and `format_report`
+  intervention  Godey 3 inside trained networks: each block's input intervened on, its
+            attention measured (`--config=extreme:intervention`)
   claims    the verdicts of claims (a)–(e) from committed results, by the thresholds and rules
             of `rules`
   STUDY     the study protocol (experiments/extreme.py; `anisotropy-jax extreme`)
@@ -35,6 +37,8 @@ def _run(plan: analysis.Plan, progress: Progress) -> dict[str, Any]:
 
 
 def _format(doc: Any, workdir: Any) -> str:
+    if report.is_intervention(doc):
+        return f"{report.format_intervention(doc)}\nwrote {workdir}/results.json, summary.md"
     return (f"{report.format_report(doc)}\nwrote {workdir}/results.json, summary.md, "
             f"figures/*_by_layer.png")
 

@@ -16,12 +16,13 @@ from typing import Any
 
 import jax
 
+from anisotropy_jax.config import require
 from anisotropy_jax.configs.pretrained import PretrainedConfig
 from anisotropy_jax.configs.extreme import GEMMA3, ExtremeConfig
 from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.extreme import inputs as inputs_lib
-from anisotropy_jax.studies.extreme import layers, summary
+from anisotropy_jax.studies.extreme import intervention, layers, summary
 from anisotropy_jax.studies.pretrained import analysis as pretrained
 from anisotropy_jax.studies import cross_modal
 
@@ -65,8 +66,9 @@ def validate(config: ExtremeConfig) -> Plan:
     (ConfigError naming the field on a bad setting); nothing is compiled."""
     if config.model_dir:
         name = model_name(config.model_dir)
-        return Plan(config, {name: pretrained.validate(pretrained_config(config,
+        plan = Plan(config, {name: pretrained.validate(pretrained_config(config,
                                                                          config.model_dir))}, {})
+        return _checked(plan)
     models, skipped = {}, {}
     for name in config.models:
         model_dir = LOCATORS[name]()
@@ -74,7 +76,17 @@ def validate(config: ExtremeConfig) -> Plan:
             skipped[name] = "not installed"
             continue
         models[name] = pretrained.validate(pretrained_config(config, str(model_dir)))
-    return Plan(config, models, skipped)
+    return _checked(Plan(config, models, skipped))
+
+
+def _checked(plan: Plan) -> Plan:
+    """The plan; ConfigError (field `measure`) where the intervention is asked of an image or
+    audio model: it measures text models on their natural inputs only."""
+    media = [name for name, loaded in plan.models.items() if loaded.media is not None]
+    require(plan.config.measure != "intervention" or not media, "measure",
+            f"the intervention measures text models only; {', '.join(media)} is not one "
+            f"(name text models in `models`)")
+    return plan
 
 
 def model_summary(model: pretrained.PretrainedModel) -> dict[str, Any]:
@@ -159,11 +171,29 @@ def measure_model(loaded: pretrained.Inputs, config: ExtremeConfig, progress: Pr
     return out
 
 
+def measure_intervention(loaded: pretrained.Inputs, config: ExtremeConfig,
+                         progress: Progress = SILENT) -> dict[str, Any]:
+    """One text model's intervention on its natural inputs (`intervention.measure`), with the
+    model and the inputs as results.json names them."""
+    model = loaded.model
+    batch = inputs_lib.text_batches(model, loaded.sentences, ("natural",), config.seed)["natural"]
+    for line in inputs_lib.input_warnings(loaded, ("natural",)):
+        progress.say(f"warning: {line}")
+    measured = intervention.measure(model.family, model.config, model.params, batch.inputs,
+                                    batch.mask_BxL, config.num_directions, config.seed, progress)
+    first = batch.token_ids[batch.mask_BxL[:, 0], 0]
+    return {"model": model_summary(model),
+            "data": {"source": loaded.text_source, "num_inputs": len(loaded.sentences),
+                     "first_tokens": sorted({int(t) for t in first})}, **measured}
+
+
 def run(plan: Plan, progress: Progress = SILENT) -> dict[str, Any]:
-    """Every loaded model (`measure_model`), in the config's order."""
+    """Every loaded model (`measure_model`, or `measure_intervention` where config.measure
+    says so), in the config's order."""
     out = {}
+    measure = measure_intervention if plan.config.measure == "intervention" else measure_model
     for name, loaded in plan.models.items():
         progress.say(f"{name} ({loaded.model.family.name}, {loaded.model.shape['num_layers']} "
                      f"layers): {len(loaded.sentences)} inputs from {loaded.text_source}")
-        out[name] = measure_model(loaded, plan.config, progress.within(name))
+        out[name] = measure(loaded, plan.config, progress.within(name))
     return {"config": plan.config, "models": out, "skipped": plan.skipped}

@@ -94,13 +94,72 @@ def format_report(doc: Mapping[str, Any], workdir: Any = None) -> str:
     return "\n".join(lines)
 
 
+INTERVENTION_LEGEND = (
+    "Cells: the mean over sequences; μ over positions ≥ 1, every token rescaled to its norm "
+    "(fixed_norm). \\|μ\\|/\\|h\\| = ‖μ‖ / the mean token norm (positions ≥ 1); \\|h0\\|/\\|h\\| = "
+    "position 0's mean norm / the same; H = the unmodified H/ln n; ΔH, Δmax, Δcos = the change "
+    "of H/ln n, of the largest weight and of the row cosine with the common component removed, "
+    "then the random control's mean [min, max over directions]; ×0.5, ×2, own = ΔH with the "
+    "component scaled by 0.5, by 2, or replaced by each sequence's own mean.")
+
+
+def _intervention_rows(model: Mapping[str, Any]) -> list[str]:
+    """One row per block of one model (INTERVENTION_LEGEND)."""
+    lines = ["| block | \\|μ\\|/\\|h\\| | \\|h0\\|/\\|h\\| | H | ΔH | ΔH random | Δmax | "
+             "Δmax random | Δcos | Δcos random | ×0.5 | ×2 | own |", "|" + "---|" * 13]
+
+    def mean(values):
+        return sum(values) / len(values)
+
+    for layer in model["layers"]:
+        arms, rnd = layer["arms"], layer["random"]["without_first/fixed_norm"]
+        cells = [f"{layer['mean_norm']['without_first'] / layer['token_norm']:.3f}",
+                 f"{layer['first_token_norm'] / layer['token_norm']:.1f}",
+                 f"{mean(layer['baseline']['entropy']):.3f}"]
+        for metric in ("entropy", "max_weight", "row_cosine"):
+            each = rnd["per_direction"][metric]
+            cells += [f"{mean(arms['remove_mean/without_first/fixed_norm'][metric]):+.4f}",
+                      f"{mean(each):+.4f} [{min(each):+.4f}, {max(each):+.4f}]"]
+        cells += [f"{mean(arms[f'{op}/without_first/fixed_norm']['entropy']):+.4f}"
+                  for op in ("scale_0.5", "scale_2", "own_mean")]
+        lines.append(f"| {layer['layer']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def format_intervention(doc: Mapping[str, Any]) -> str:
+    """Per model, the intervention's per-block table (`_intervention_rows`)."""
+    lines = ["Godey 3 inside trained networks: the common component of each block's input, "
+             "and that block's attention"]
+    for name, model in doc["models"].items():
+        m = model["model"]
+        lines += [f"\n## {name} ({m['family']}, {len(model['layers'])} blocks; "
+                  f"{model['num_sequences']} sequences × ≤ {model['seq_len']} tokens, "
+                  f"{model['num_tokens']} real; {model['num_directions']} random directions; "
+                  f"{model['seconds']:.0f} s)", ""] + _intervention_rows(model)
+    lines += ["", INTERVENTION_LEGEND]
+    for name, why in doc["skipped"].items():
+        lines.append(f"\nskipped {name}: {why}")
+    return "\n".join(lines)
+
+
+def is_intervention(doc: Mapping[str, Any]) -> bool:
+    """Whether a results.json dict (or a study's result) holds the intervention's measurement."""
+    config = doc.get("extreme_config", doc.get("config"))
+    measure = config.get("measure") if isinstance(config, Mapping) else config.measure
+    return measure == "intervention"
+
+
 def write(result: Mapping[str, Any], workdir: Any, provenance: results_lib.Provenance
           ) -> dict[str, Any]:
-    """config.json, summary.md, the figures, results.json (last); returns the results.json
-    dict."""
+    """config.json, summary.md, the figures (not for the intervention), results.json (last);
+    returns the results.json dict."""
     workdir = pathlib.Path(workdir)
     results_lib.write_json(workdir / "config.json", result["config"])
     doc = results_lib.to_jsonable(summary(result, provenance.finish("extreme")))
+    if is_intervention(doc):
+        results_lib.write_text(workdir / "summary.md", format_intervention(doc) + "\n")
+        results_lib.write_json(workdir / "results.json", doc)
+        return doc
     results_lib.write_text(workdir / "summary.md", format_report(doc) + "\n")
     for kind, fig in plots.figures(doc["models"]).items():
         results_lib.save_figure(fig, workdir / "figures" / f"{kind}_by_layer.png")
