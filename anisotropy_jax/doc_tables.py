@@ -22,6 +22,9 @@ KINDS (each a study's formatter, imported when used):
   extreme_storage, extreme_dimensions  the bytes and wall times, and the intrinsic dimensions,
                per model of the same folder (`studies.extreme.report.storage_table`,
                `dimension_table`)
+  intervention_claims  Godey 3 inside trained networks: the verdicts of 3s and 3c and the
+               per-block differences, from a folder of the intervention's results.json files
+               (`studies.report.verdicts_intervention.table`)
   normalization_grid  the normalisation grid's table per dataset
                (`studies.normalizations.summary.markdown_table`)
 """
@@ -81,15 +84,22 @@ def _extreme_dimensions(folder: pathlib.Path):
     return report.dimension_table(folder)
 
 
+def _intervention_claims(folder: pathlib.Path):
+    from anisotropy_jax.studies.report import verdicts_intervention
+    return verdicts_intervention.table(folder)
+
+
 def _normalization_grid(doc):
     from anisotropy_jax.studies.normalizations import summary
     return summary.markdown_table(doc["cells"])
 
 
-# kind → formatter of the loaded results.json (for `claims` and `extreme_*`, of the folder).
+# kind → formatter of the loaded results.json (for `claims`, `extreme_*` and
+# `intervention_claims`, of the folder).
 _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims,
                "extreme_claims": _extreme_claims, "extreme_storage": _extreme_storage,
                "extreme_dimensions": _extreme_dimensions,
+               "intervention_claims": _intervention_claims,
                "normalization_grid": _normalization_grid,
                "embeddings_loss": _embeddings("format_loss_table"),
                "embeddings_isotropy": _embeddings("format_table"),

@@ -95,7 +95,8 @@ def common_component_patch(op: dict[str, Any], mask_BxL: jax.Array) -> patching.
     def patch(h: jax.Array, address: patching.Address) -> jax.Array:
         del address
         mu, mu_b = batch_means(h, mask_BxL, op["without_first"])
-        new = h + op["a"] * mu + op["b"] * mu_b - op["c"] * jnp.linalg.norm(mu) * op["u"]
+        shift = op["a"] * mu - op["c"] * jnp.linalg.norm(mu) * op["u"]
+        new = h + shift[None, None, :] + op["b"] * mu_b
         old_norm = jnp.linalg.norm(h, axis=-1, keepdims=True)
         new_norm = jnp.linalg.norm(new, axis=-1, keepdims=True)
         rescaled = new * old_norm / jnp.where(new_norm > 0, new_norm, 1.0)

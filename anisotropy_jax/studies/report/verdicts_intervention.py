@@ -159,3 +159,45 @@ def summary_line(name: str, model: Mapping[str, Any], part: str) -> str:
 
 def _blocks(blocks: list[int]) -> str:
     return ", ".join(str(b) for b in blocks) if blocks else "none"
+
+
+def verdicts(models: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[str, dict[str, str]]]:
+    """{part: (verdict, sensitivity)} over every model."""
+    return {part: (part_rule(models, part), sensitivity(models, part)) for part in PARTS}
+
+
+def _layer_cells(model: Mapping[str, Any]) -> list[str]:
+    """Per block: the paired differences (treatment − control) with their intervals, and
+    whether the block passes 3s / 3c (✓), the opposite rule (↺), or neither (·)."""
+    sharp, categorical = model_test(model, "3s"), model_test(model, "3c")
+    rows = []
+    for layer, s, c in zip(model["layers"], sharp["layers"], categorical["layers"]):
+        def mark(t):
+            return "✓" if t["passes"] else "↺" if t["opposite"] else "·"
+
+        cells = [f"{_g(t['mean'])} [{_g(t['low'])}, {_g(t['high'])}]" for t in
+                 (s["entropy"], s["max_weight"], c["row_cosine"])]
+        rows.append(f"| {layer['layer']} | {cells[0]} | {cells[1]} | {mark(s)} | {cells[2]} | "
+                    f"{mark(c)} |")
+    return rows
+
+
+def table(folder: Any) -> str:
+    """The verdicts of 3s and 3c over every intervention results.json under `folder`, then per
+    model the blocks' paired differences (the doc table kind `intervention_claims`)."""
+    from anisotropy_jax.studies.extreme import claims
+    from anisotropy_jax.studies.report.verdict import sensitivity_entry
+
+    models = {claims.short(n): m for n, m in claims.load(folder).items()}
+    lines = ["| claim | verdict | sensitivity | per model |", "|---|---|---|---|"]
+    for part, (label, alternatives) in verdicts(models).items():
+        numbers = "; ".join(summary_line(n, m, part) for n, m in models.items())
+        lines.append(f"| {PART_NAMES[part]} | **{label}** | "
+                     f"{sensitivity_entry(label, alternatives)} | {numbers} |")
+    for name, model in models.items():
+        lines += ["", f"{name}, per block (paired difference treatment − control, mean "
+                  f"[{CONFIDENCE:.0%} t-interval over {model['num_sequences']} sequences]; ✓ "
+                  f"passes, ↺ the opposite rule passes, · neither):", "",
+                  "| block | Δ H/ln n | Δ max weight | 3s | Δ row cosine | 3c |",
+                  "|---|---|---|---|---|---|"] + _layer_cells(model)
+    return "\n".join(lines) + "\n"
