@@ -182,6 +182,23 @@ def _layer_cells(model: Mapping[str, Any]) -> list[str]:
     return rows
 
 
+def dose_line(name: str, model: Mapping[str, Any], centre: str = DECIDING_CENTRE,
+              norm: str = DECIDING_NORM) -> str:
+    """The rescaling arms and the own-mean arm of one model: in how many blocks the common
+    component scaled by 0.5 gives a higher H/ln n than scaled by 2 (Godey's direction), and the
+    range over blocks of each arm's mean ΔH/ln n."""
+    def means(op):
+        return np.asarray([np.mean(layer["arms"][arm(op, centre, norm)]["entropy"])
+                           for layer in model["layers"]])
+
+    half, double, own, removed = (means(op) for op in ("scale_0.5", "scale_2", "own_mean",
+                                                       TREATMENT))
+    span = "; ".join(f"{label} {_g(v.min())} to {_g(v.max())}" for label, v in
+                     (("×0.5", half), ("×2", double), ("own mean", own), ("removed", removed)))
+    return (f"{name}: ΔH/ln n(×0.5) > ΔH/ln n(×2) in {int(np.sum(half > double))} of "
+            f"{len(half)} blocks; ΔH/ln n over blocks: {span}")
+
+
 def table(folder: Any) -> str:
     """The verdicts of 3s and 3c over every intervention results.json under `folder`, then per
     model the blocks' paired differences (the doc table kind `intervention_claims`)."""
@@ -194,6 +211,8 @@ def table(folder: Any) -> str:
         numbers = "; ".join(summary_line(n, m, part) for n, m in models.items())
         lines.append(f"| {PART_NAMES[part]} | **{label}** | "
                      f"{sensitivity_entry(label, alternatives)} | {numbers} |")
+    lines += ["", "Shown beside the rule, not decided on (μ over positions ≥ 1, fixed norm, the mean "
+              "over sequences of ΔH/ln n):", ""] + [f"- {dose_line(n, m)}" for n, m in models.items()]
     for name, model in models.items():
         lines += ["", f"{name}, per block (paired difference treatment − control, mean "
                   f"[{CONFIDENCE:.0%} t-interval over {model['num_sequences']} sequences]; ✓ "
