@@ -30,8 +30,8 @@ def vocab_size(objective: str) -> int:
 
 # The attention cores a training run may ask for (`model.attention_impl`); 'auto' is resolved once,
 # at the start of the run (`resolve_attention_impl`). BlockConfig's 'pallas' kernel computes no
-# gradient, so training refuses it.
-TRAIN_ATTENTION_IMPLS = ("auto", "xla", "dot_product")
+# gradient, so training refuses it; 'flash' is the Pallas core with a backward pass.
+TRAIN_ATTENTION_IMPLS = ("auto", "xla", "dot_product", "flash")
 
 
 def _require_fraction(value: Any, field: str) -> None:
@@ -146,9 +146,13 @@ class ModelSpec:
       attention_impl: the attention core of the training step: 'auto' (resolved at the start of
         each run by `resolve_attention_impl`: 'dot_product', cuDNN's fused attention, on a GPU at
         precision 'bfloat16' for softmax attention without the output gate and a head width
-        cuDNN takes; 'xla' otherwise, and always on CPU), 'xla' (einsums, every normalisation)
-        or 'dot_product' (`jax.nn.dot_product_attention`: softmax without the gate only; off GPU
-        or in float32 it is XLA's own implementation). config.json records the value asked
+        cuDNN takes; else 'flash' on a GPU for the other normalisations it computes (and softmax
+        with the gate at bf16); 'xla' otherwise, and always off GPU), 'xla' (einsums, every
+        normalisation), 'dot_product' (`jax.nn.dot_product_attention`: softmax without the gate
+        only; off GPU or in float32 it is XLA's own implementation) or 'flash' (Pallas flash
+        attention with a backward pass, models/flash_attention.py: softmax, off_by_one, sigmoid,
+        sigmoid_per_query_bias, softpick; off GPU in slow interpret mode). config.json records
+        the value asked
         for; the per-checkpoint analysis always runs the 'xla' core, which has the (B, H, L, L)
         logits.
       precision: matmul precision, 'highest' | 'default' (TF32 on GPUs; 'tf32' is accepted for
