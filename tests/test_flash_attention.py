@@ -94,7 +94,7 @@ def _tiny(attention_impl: str):
 
 def test_twenty_training_steps_match_the_xla_core():
     """A one-layer causal softpick LM from the same init: the losses of 20 AdamW steps with the
-    flash core stay within float32 rounding of the XLA core's (measured: ~1e-7 relative)."""
+    flash core stay within float32 rounding of the XLA core's (measured: 2e-7 relative)."""
     from anisotropy_jax import data as data_lib
     from anisotropy_jax.studies import training
     from anisotropy_jax.studies.training import loop
