@@ -11,9 +11,11 @@ PyTorch: autocast), it times `warmup_steps` then `steps` updates, `repeats` time
 
   jax_<core>_<loop>        the step `anisotropy-jax train` runs (`training.loop.compile_run` of the
                            config) for each `model.attention_impl` of `jax_attention` ('auto',
-                           'xla', 'dot_product'), named by the core it resolves to here ('xla';
-                           'dot_product': cuDNN's fused attention on GPUs at bf16, XLA's own
-                           elsewhere), each core timed once; `auto_attention_core` says which
+                           'xla', 'dot_product', 'flash'), named by the core it resolves to here
+                           ('xla'; 'dot_product': cuDNN's fused attention on GPUs at bf16, XLA's
+                           own elsewhere; 'flash': the Pallas flash kernels, for the config's
+                           `attention_normalization` too), each core timed once, a core that
+                           normalisation rules out skipped; `auto_attention_core` says which
                            one `train` uses. Loop 'async' is the training loop's (batches
                            prefetched by `loop.Prefetch`, metrics read back every `log_every`
                            steps), 'sync' (xla only) reads the metrics back every step and puts
@@ -64,6 +66,7 @@ def train_config(c, precision: str, attention_impl: str = "auto"):
     cfg = get_config(c.train_variant)
     cfg.model.precision = precision
     cfg.model.attention_impl = attention_impl
+    cfg.model.attention_normalization = c.get("attention_normalization", "softmax")
     if c.get("batch_size"):
         cfg.data.batch_size = cfg.eval_batch_size = c.batch_size
     cfg.steps = c.warmup_steps + c.steps * c.repeats + 1
@@ -241,12 +244,15 @@ def _attention_configs(c, precision: str) -> list:
     (`model.attention_impl` set to the resolved core: the same program as 'auto' there)."""
     import jax
 
-    from anisotropy_jax.config import resolve_attention_impl
+    from anisotropy_jax.config import ConfigError, resolve_attention_impl
 
     cores = {}
     for impl in c.jax_attention:
-        core = resolve_attention_impl(train_config(c, precision, impl).model,
-                                      jax.default_backend())
+        try:
+            core = resolve_attention_impl(train_config(c, precision, impl).model,
+                                          jax.default_backend())
+        except ConfigError:  # e.g. 'dot_product' with another normalisation than softmax
+            continue
         cores.setdefault(core, train_config(c, precision, core))
     return list(cores.values())
 
@@ -277,7 +283,8 @@ def run_benchmark(c, log=print, write=lambda result: None) -> dict:
                     "nominal_peak_flops_per_s"], rate)
                 log(f"{precision} {name}: {rows[name]['tokens_per_s']:,.0f} tokens/s")
                 write(result)
-        for mode in c.torch_modes:
+        softmax = config.model.attention_normalization == "softmax"
+        for mode in c.torch_modes if softmax else ():  # the peer's attention is a softmax
             name = f"torch_{mode}"
             try:
                 rows[name] = _rates(time_torch(config, mode, precision, c), config,

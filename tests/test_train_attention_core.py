@@ -1,7 +1,9 @@
 """The training run's attention core (`model.attention_impl`): 'auto' resolves to cuDNN's fused
 attention ('dot_product') only on a GPU at bf16 for softmax attention without the gate and a head
-width cuDNN takes, to 'xla' everywhere else (every CPU run); 'dot_product' trains as 'xla' does
-on the CPU; 'pallas' and unknown cores are refused in one line before anything compiles; a run
+width cuDNN takes, to the Pallas flash core ('flash') on a GPU for the other normalisations it
+computes, to 'xla' everywhere else (every CPU run); 'dot_product' trains as 'xla' does on the CPU
+('flash': tests/test_flash_attention.py); 'pallas' and unknown cores are refused in one line
+before anything compiles; a run
 records the value asked for, and a run recorded before the field existed still resumes (the
 default fills it: config.json, workdir.json, a report's stamp). Also the train step's one global
 finite check."""
@@ -21,7 +23,8 @@ from anisotropy_jax import configs
 from anisotropy_jax.config import (ATTENTION_IMPLS, PRECISIONS, AnalysisConfig, ConfigError,
                                    ModelSpec, TrainConfig, attention_core_note,
                                    resolve_attention_impl, train_config_from_mapping)
-from anisotropy_jax.config.model import ATTENTION_NORMALIZATIONS
+from anisotropy_jax.config import attention_core
+from anisotropy_jax.config.model import ATTENTION_NORMALIZATIONS, FLASH_NORMALIZATIONS
 from anisotropy_jax.protocol import WORKDIR_FILE, workdir_record
 from anisotropy_jax.studies import training
 from anisotropy_jax.studies.training import logs, loop
@@ -33,14 +36,19 @@ COMMAND = str(pathlib.Path(sys.executable).parent / "anisotropy-jax")
 
 def _expected_core(backend, normalization, gate, precision, d_head):
     """The rule written out: cuDNN runs on GPUs, bf16/fp16 inputs only, softmax without the gate
-    (BlockConfig's restrictions for 'dot_product'), head widths multiples of 8 up to 128."""
+    (BlockConfig's restrictions for 'dot_product'), head widths multiples of 8 up to 128; else
+    on a GPU the flash kernels for every normalisation but the clipped softmax, heads up to 256
+    wide, float32 softmax only when FLASH_FOR_FLOAT32_SOFTMAX is on; never a GPU core off GPU."""
     cudnn = (backend == "gpu" and precision == "bfloat16" and normalization == "softmax"
              and not gate and d_head % 8 == 0 and d_head <= 128)
-    return "dot_product" if cudnn else "xla"
+    flash = (backend == "gpu" and normalization != "clipped_softmax" and d_head <= 256
+             and (normalization != "softmax" or precision == "bfloat16"
+                  or attention_core.FLASH_FOR_FLOAT32_SOFTMAX))
+    return "dot_product" if cudnn else "flash" if flash else "xla"
 
 
 def test_auto_resolves_to_cudnn_only_where_it_runs_and_an_explicit_core_stays():
-    cases = 0
+    counts = {}
     for backend in ("cpu", "gpu", "tpu"):
         for normalization in ATTENTION_NORMALIZATIONS:
             for gate in (False, True):
@@ -59,8 +67,12 @@ def test_auto_resolves_to_cudnn_only_where_it_runs_and_an_explicit_core_stays():
                         if normalization == "softmax" and not gate:
                             dot = dataclasses.replace(spec, attention_impl="dot_product")
                             assert resolve_attention_impl(dot, backend) == "dot_product"
-                        cases += 1
-    assert cases == 3 * len(ATTENTION_NORMALIZATIONS) * 2 * len(PRECISIONS) * 4
+                        if normalization in FLASH_NORMALIZATIONS and d_model // heads <= 256:
+                            flash = dataclasses.replace(spec, attention_impl="flash")
+                            assert resolve_attention_impl(flash, backend) == "flash"
+                        counts[want] = counts.get(want, 0) + 1
+    assert sum(counts.values()) == 3 * len(ATTENTION_NORMALIZATIONS) * 2 * len(PRECISIONS) * 4
+    assert counts["flash"] and counts["dot_product"] and counts["xla"]
     gpu_bf16 = ModelSpec(precision="bfloat16")
     assert attention_core_note(gpu_bf16, "gpu") == (
         "attention core: dot_product (auto: cuDNN fused attention on gpu)")
@@ -68,6 +80,17 @@ def test_auto_resolves_to_cudnn_only_where_it_runs_and_an_explicit_core_stays():
         "attention core: xla (auto: cuDNN's fused attention runs on GPUs only, not on cpu)")
     assert attention_core_note(ModelSpec(attention_impl="xla"), "gpu") == (
         "attention core: xla (model.attention_impl)")
+    off_by_one = ModelSpec(attention_normalization="off_by_one", precision="default")
+    assert attention_core_note(off_by_one, "gpu") == (
+        "attention core: flash (auto: Pallas flash attention on gpu; not cuDNN's: the fused "
+        "core is softmax "
+        "without the output gate; attention_normalization='off_by_one', "
+        "attention_output_gate=False)")
+    assert resolve_attention_impl(off_by_one, "cpu") == "xla"
+    assert attention_core_note(ModelSpec(precision="default"), "gpu").startswith(
+        "attention core: flash (auto" if attention_core.FLASH_FOR_FLOAT32_SOFTMAX else
+        "attention core: xla (auto: cuDNN's fused attention takes bfloat16 only; "
+        "precision='default'; XLA's core for float32 softmax")
     assert ModelSpec().attention_impl == "auto"  # the default of every study that trains
 
 
@@ -75,15 +98,24 @@ def test_pallas_an_unknown_core_and_a_fused_core_with_another_normalisation_are_
     assert "pallas" in ATTENTION_IMPLS  # a BlockConfig core, forward only
     with pytest.raises(ConfigError, match=r"^model.attention_impl: 'pallas' \(the fused Pallas "
                                           r"kernel\) computes no gradient; training takes one of "
-                                          r"\('auto', 'xla', 'dot_product'\)$"):
+                                          r"\('auto', 'xla', 'dot_product', 'flash'\)$"):
         ModelSpec(attention_impl="pallas")
-    with pytest.raises(ConfigError, match="^model.attention_impl: unknown attention core 'flash'"):
-        train_config_from_mapping({"model": {"attention_impl": "flash"}})
+    with pytest.raises(ConfigError, match="^model.attention_impl: unknown attention core 'cudnn'"):
+        train_config_from_mapping({"model": {"attention_impl": "cudnn"}})
     for fused in ({"attention_normalization": "sigmoid"}, {"attention_output_gate": True}):
         with pytest.raises(ConfigError, match="^model.attention_impl: 'dot_product' computes "
                                               "softmax attention only"):
             ModelSpec(attention_impl="dot_product", **fused)
-        assert resolve_attention_impl(ModelSpec(**fused), "gpu") == "xla"
+        # the GPU's other fused core, but for float32 softmax (FLASH_FOR_FLOAT32_SOFTMAX)
+        gpu_core = ("xla" if "attention_output_gate" in fused
+                    and not attention_core.FLASH_FOR_FLOAT32_SOFTMAX else "flash")
+        assert resolve_attention_impl(ModelSpec(**fused), "gpu") == gpu_core
+        assert resolve_attention_impl(ModelSpec(precision="bfloat16", **fused), "gpu") == "flash"
+        assert resolve_attention_impl(ModelSpec(**fused), "cpu") == "xla"
+    clipped = ModelSpec(attention_normalization="clipped_softmax")
+    assert resolve_attention_impl(clipped, "gpu") == "xla"
+    with pytest.raises(ConfigError, match="^model.attention_impl: 'flash' computes"):
+        dataclasses.replace(clipped, attention_impl="flash")
 
 
 def _tiny(attention_impl):
@@ -180,7 +212,7 @@ def test_script_refuses_a_bad_core_in_one_line_before_compiling(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "error: model.attention_impl: 'pallas' (the fused Pallas kernel) computes no gradient; "
-        "training takes one of ('auto', 'xla', 'dot_product')"), proc.stderr[-2000:]
+        "training takes one of ('auto', 'xla', 'dot_product', 'flash')"), proc.stderr[-2000:]
     assert not (tmp_path / "run").exists()  # nothing written, nothing compiled
 
 

@@ -37,7 +37,12 @@ def canonical_precision(config: Any, field: str = "precision") -> None:
     """Replaces an alias in `config.<field>` (a frozen dataclass, in its __post_init__) by its
     PRECISIONS name, before it is validated."""
     object.__setattr__(config, field, precision_name(getattr(config, field)))
-ATTENTION_IMPLS = ("xla", "pallas", "dot_product")
+ATTENTION_IMPLS = ("xla", "pallas", "dot_product", "flash")
+# The normalisations of the 'flash' core (models/flash_attention.py, FLASH_NORMALIZATIONS: every
+# one with a flash form; the clipped softmax clips the normalised weights, which needs them all).
+FLASH_NORMALIZATIONS = ("softmax", "off_by_one", "sigmoid", "sigmoid_per_query_bias", "softpick")
+# Its widest head: a (block, Dh) float32 accumulator per program; wider heads would spill.
+FLASH_MAX_HEAD_WIDTH = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +125,10 @@ class BlockConfig:
         (slow) Pallas interpret mode. 'dot_product' (for training): `jax.nn.dot_product_attention`,
         cuDNN's fused attention on GPUs at bfloat16, XLA's elsewhere; the probes lack the
         (B, H, L, L) tensors and the per-query statistics; the same restrictions as 'pallas'.
+        'flash' (for training): flash attention with a backward pass, Pallas kernels
+        (`flash_attention.py`), for every normalisation in FLASH_NORMALIZATIONS and any gate,
+        QK norm or grouped key/value heads; causal or no mask (no padding mask, logit bias,
+        local chunks or sliding window); no probes of the core; off GPU in interpret mode.
       sandwich_norms: 'pre' only: each branch's output is normalised too before it is added
         (Gemma-2/3: x + norm(Attn(norm(x))), parameters `post_attention_norm`, `post_mlp_norm`).
       sliding_window: > 0: a query at position i sees keys j with i − j < sliding_window only
@@ -205,7 +214,7 @@ class BlockConfig:
         self._check_normalization()
         require(not self.parallel_residual or self.norm_position == "pre",
                 "model.parallel_residual", "needs norm_position='pre'")
-        require(self.attention_impl == "xla" or (
+        require(self.attention_impl in ("xla", "flash") or (
             self.attention == "softmax" and self.attention_normalization == "softmax"
             and self.kv_heads == self.num_heads and not self.local_chunk),
             "model.attention_impl", "'pallas' and 'dot_product' support softmax attention "
@@ -221,13 +230,22 @@ class BlockConfig:
                 "needs norm_position='pre'")
 
     def _check_normalization(self) -> None:
-        """The clipped softmax's ζ ≥ 1 and γ ≤ 0; the gate a bool; the fused cores softmax-only."""
+        """The clipped softmax's ζ ≥ 1 and γ ≤ 0; the gate a bool; 'pallas' and 'dot_product'
+        softmax-only, 'flash' its normalisations."""
         require(math.isfinite(self.clip_zeta) and self.clip_zeta >= 1, "model.clip_zeta",
                 f"must be finite and >= 1, got {self.clip_zeta!r}")
         require(math.isfinite(self.clip_gamma) and self.clip_gamma <= 0, "model.clip_gamma",
                 f"must be finite and <= 0, got {self.clip_gamma!r}")
         require(isinstance(self.attention_output_gate, bool), "model.attention_output_gate",
                 f"must be True or False, got {self.attention_output_gate!r}")
+        if self.attention_impl == "flash":
+            require(self.attention_normalization in FLASH_NORMALIZATIONS and not self.local_chunk
+                    and self.d_head <= FLASH_MAX_HEAD_WIDTH, "model.attention_impl",
+                    f"'flash' computes {FLASH_NORMALIZATIONS} without local chunks, heads up to "
+                    f"{FLASH_MAX_HEAD_WIDTH} wide; attention_normalization="
+                    f"{self.attention_normalization!r}, local_chunk={self.local_chunk}, head "
+                    f"width {self.d_head} need attention_impl='xla'")
+            return
         require(self.attention_impl == "xla" or (self.attention_normalization == "softmax"
                                                  and not self.attention_output_gate),
                 "model.attention_impl", f"{self.attention_impl!r} computes softmax attention "

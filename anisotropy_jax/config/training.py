@@ -30,8 +30,8 @@ def vocab_size(objective: str) -> int:
 
 # The attention cores a training run may ask for (`model.attention_impl`); 'auto' is resolved once,
 # at the start of the run (`resolve_attention_impl`). BlockConfig's 'pallas' kernel computes no
-# gradient, so training refuses it.
-TRAIN_ATTENTION_IMPLS = ("auto", "xla", "dot_product")
+# gradient, so training refuses it; 'flash' is the Pallas core with a backward pass.
+TRAIN_ATTENTION_IMPLS = ("auto", "xla", "dot_product", "flash")
 
 
 def _require_fraction(value: Any, field: str) -> None:
@@ -144,13 +144,13 @@ class ModelSpec:
       clip_zeta, clip_gamma: ζ and γ of 'clipped_softmax' (BlockConfig; its defaults).
       attention_output_gate: the head-wise sigmoid output gate (BlockConfig).
       attention_impl: the attention core of the training step: 'auto' (resolved at the start of
-        each run by `resolve_attention_impl`: 'dot_product', cuDNN's fused attention, on a GPU at
-        precision 'bfloat16' for softmax attention without the output gate and a head width
-        cuDNN takes; 'xla' otherwise, and always on CPU), 'xla' (einsums, every normalisation)
-        or 'dot_product' (`jax.nn.dot_product_attention`: softmax without the gate only; off GPU
-        or in float32 it is XLA's own implementation). config.json records the value asked
-        for; the per-checkpoint analysis always runs the 'xla' core, which has the (B, H, L, L)
-        logits.
+        each run by `resolve_attention_impl`: on a GPU 'dot_product', cuDNN's fused attention, at
+        bf16 for softmax without the gate and a head width cuDNN takes, else 'flash' for what it
+        computes but float32 softmax; else 'xla', always off GPU), 'xla' (einsums, every
+        normalisation), 'dot_product' (`jax.nn.dot_product_attention`: softmax without the gate;
+        off GPU or in float32 XLA's own) or 'flash' (models/flash_attention.py, Pallas, with a
+        backward: all but clipped_softmax; off GPU slow interpret mode). config.json records the
+        value asked for; the per-checkpoint analysis always runs the 'xla' core (the logits).
       precision: matmul precision, 'highest' | 'default' (TF32 on GPUs; 'tf32' is accepted for
         it) | 'bfloat16'. 'bfloat16' is mixed precision: bf16 inputs to every matmul (float32
         accumulation), float32 master weights and AdamW state, and float32 attention logits and

@@ -6,10 +6,10 @@ key/value heads, rotary positions, a QK norm, an additive logit bias (relative p
 by the stack), local chunks (CANINE), a head-wise sigmoid output gate. The normalisation is one
 named, selectable function (`NORMALIZATIONS`: softmax, off-by-one, sigmoid with a scalar or a
 per-query bias, softpick, clipped softmax; `BlockConfig.attention_normalization`). The core —
-'xla' (einsums; the (B, H, L, L) logits and weights are probes), the chunked local core,
-'pallas' (a fused GPU kernel, `fused_attention`, that never writes them) or 'dot_product'
-(`jax.nn.dot_product_attention`, cuDNN on GPUs; no (B, H, L, L) probes); the last two softmax
-only — is chosen in one place, the core step of `SelfAttention` (`_use_fused_kernel`).
+'xla' (einsums; the (B, H, L, L) logits and weights are probes), the chunked local core, or a
+fused one without them: 'pallas' (`fused_attention`, forward only), 'dot_product' (cuDNN on GPUs),
+both softmax only, or 'flash' (`flash_attention`, with a backward) — is chosen in one place, the
+core step of `SelfAttention` (`_use_fused_kernel`, `_unfused_core`).
 
 A caller may supply the input projection x·[W_q W_k W_v] + b through the small `PrecomputedQKV`
 protocol (the bias sweep shares one projection across the bias norms of a seed this way:
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from anisotropy_jax import metrics
 from anisotropy_jax.config import BlockConfig
-from anisotropy_jax.models import fused_attention
+from anisotropy_jax.models import flash_attention, fused_attention
 from anisotropy_jax.models.layers import DenseParams, Tapped, dense, matmul_settings, norm
 # The normalisation step's registry, name → function (models/normalizations.py).
 from anisotropy_jax.models.normalizations import NORMALIZATIONS, clipped_softmax, softmax
@@ -272,9 +272,8 @@ def fused_core(q, k, v, cfg: BlockConfig, affine: AffineQKV | None,
 def dot_product_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
                      logit_bias: Array | None = None) -> tuple[Array, Probes]:
     """`jax.nn.dot_product_attention` (attention_impl='dot_product'): cuDNN's fused attention on
-    GPUs for bfloat16 inputs, XLA's elsewhere; float32 softmax statistics. Returns the output
-    alone, no probes (a training step needs none). Float32 inputs take JAX's default matmul
-    precision (TF32 on NVIDIA GPUs)."""
+    GPUs for bfloat16 inputs, XLA's elsewhere (float32 inputs at JAX's default precision, TF32 on
+    NVIDIA GPUs); float32 softmax statistics. No probes: a training step needs none."""
     dtype, _ = matmul_settings(cfg)
     impl = "cudnn" if jax.default_backend() == "gpu" and dtype == jnp.bfloat16 else "xla"
     mask = None if key_mask_BxL is None else key_mask_BxL.astype(bool)[:, None, None, :]
@@ -285,9 +284,11 @@ def dot_product_core(q, k, v, cfg: BlockConfig, key_mask_BxL: Array | None,
     return mixed.astype(jnp.float32), {}
 
 
-def _unfused_core(q, k, v, cfg: BlockConfig, key_mask_BxL, logit_bias, tap: Tap = None
-                  ) -> tuple[Array, Probes]:
-    """The core when the Pallas kernel does not run: 'dot_product', local chunks, or XLA's."""
+def _unfused_core(q, k, v, cfg: BlockConfig, key_mask_BxL, logit_bias, tap: Tap = None,
+                  initializing: bool = False) -> tuple[Array, Probes]:
+    """The core when the forward-only kernel does not run: 'dot_product', 'flash', local, XLA's."""
+    if cfg.attention_impl == "flash" and not initializing:  # init: the plain path, as 'pallas'
+        return flash_attention.core(q, k, v, cfg, block_logit_scale(cfg), key_mask_BxL, logit_bias)
     if cfg.attention_impl == "dot_product":
         return dot_product_core(q, k, v, cfg, key_mask_BxL, logit_bias)
     if cfg.local_chunk:
@@ -297,8 +298,7 @@ def _unfused_core(q, k, v, cfg: BlockConfig, key_mask_BxL, logit_bias, tap: Tap 
 
 def _use_fused_kernel(cfg: BlockConfig, seq_len: int, key_mask_BxL, logit_bias,
                       initializing: bool) -> bool:
-    """Whether the fused kernel computes the core. `init` (often on dummy shapes) always takes
-    the plain path: the core owns no parameters."""
+    """Whether the fused kernel computes the core (never in `init`: the core owns no params)."""
     if cfg.attention_impl != "pallas" or initializing:
         return False
     if (key_mask_BxL is not None or logit_bias is not None
@@ -388,7 +388,7 @@ class SelfAttention(Tapped):
             mixed_BxLxHxDh, core_probes = fused_core(q, k, v, cfg, affine, reduction_statistics)
         else:
             mixed_BxLxHxDh, core_probes = _unfused_core(q, k, v, cfg, key_mask_BxL, logit_bias,
-                                                        self.tap)
+                                                        self.tap, self.is_initializing())
         probes.update(core_probes)
 
         if cfg.attention_output_gate:

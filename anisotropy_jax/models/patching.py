@@ -169,8 +169,10 @@ class _Interception:
 
 
 def _missing(where: Address, num_blocks: int) -> str:
-    why = {"attn_logits": "the 'pallas' and 'dot_product' attention cores compute no logits",
-           "attn_weights": "the 'pallas' and 'dot_product' attention cores compute no weights"}
+    why = {"attn_logits": "the 'pallas', 'dot_product' and 'flash' attention cores compute no "
+                          "logits",
+           "attn_weights": "the 'pallas', 'dot_product' and 'flash' attention cores compute no "
+                           "weights"}
     mlp = "a block with use_mlp=False has no MLP"
     return (f"no such activation in this forward ({num_blocks} blocks ran, numbered from 0; "
             f"{why.get(where.name, mlp if where.name.startswith('mlp') else 'check the layer')})")

@@ -27,8 +27,12 @@ def get_config(arg=None):
     c.jax_loops = ("async", "sync")  # 'async': the training loop's; 'sync': read back every step
     # JAX: the `model.attention_impl` values timed, each distinct resolved core once: 'auto' (what
     # `anisotropy-jax train` runs), 'xla', 'dot_product' (cuDNN's fused attention on GPUs at bf16,
-    # XLA's own elsewhere); e.g. --config.jax_attention='("dot_product",)'
-    c.jax_attention = ("auto", "xla", "dot_product")
+    # XLA's own elsewhere), 'flash' (the Pallas flash kernels; interpret mode, slow, off GPU);
+    # e.g. --config.jax_attention='("dot_product",)'. A core the normalisation rules out is skipped.
+    c.jax_attention = ("auto", "xla", "dot_product", "flash")
+    # model.attention_normalization of the timed model, e.g. off_by_one, softpick; the PyTorch
+    # peer is softmax attention, so it is timed for 'softmax' only
+    c.attention_normalization = "softmax"
     # PyTorch: 'eager' and the torch.compile modes; the best is the peer of the targets
     c.torch_modes = ("eager", "default", "reduce-overhead", "max-autotune-no-cudagraphs")
     c.warmup_steps = 20  # untimed steps (compilation, autotuning, CUDA graph capture)
