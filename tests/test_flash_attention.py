@@ -112,3 +112,33 @@ def test_twenty_training_steps_match_the_xla_core():
             losses[impl].append(float(metrics["loss"]))
     np.testing.assert_allclose(losses["flash"], losses["xla"], rtol=1e-5)
     assert losses["xla"][-1] < losses["xla"][0]
+
+
+def test_every_block_of_every_program_lies_inside_its_array(monkeypatch):
+    """Each BlockSpec's index map, at every grid point, addresses a block inside its array.
+    Interpret mode clamps an out-of-bounds block to the array's end, so the comparisons above
+    cannot see one (a whole-sequence block at block index i > 0 read past the end on a GPU)."""
+    calls = []
+    real = flash_attention.pl.pallas_call
+
+    def recording(kernel, *, grid, in_specs, out_specs, out_shape, **kwargs):
+        calls.append((grid, in_specs, out_specs, out_shape))
+        return real(kernel, grid=grid, in_specs=in_specs, out_specs=out_specs,
+                    out_shape=out_shape, **kwargs)
+
+    monkeypatch.setattr(flash_attention.pl, "pallas_call", recording)
+    q = jnp.ones((2, 64, 2, 16))
+    jax.grad(lambda q: flash_attention.flash_attention(
+        q, q, q, normalization="softmax", logit_scale=0.25, causal=True, precision=HIGHEST,
+        interpret=True, block_q=16, block_k=16, block_backward=16).sum())(q)
+    assert len(calls) == 2  # the forward and the backward
+    for grid, in_specs, out_specs, out_shape in calls:
+        shapes = [x.shape for x in (q,) * 3] if len(in_specs) == 3 else [q.shape] * 4 + [
+            (2, 2, 64)] * 2
+        for specs, arrays in ((in_specs, shapes), (out_specs, [s.shape for s in out_shape])):
+            for spec, shape in zip(specs, arrays):
+                block = [1 if b is None else b for b in spec.block_shape]
+                for point in np.ndindex(*grid):
+                    index = spec.index_map(*point)
+                    for i, b, n in zip(index, block, shape):
+                        assert 0 <= int(i) * b and (int(i) + 1) * b <= n, (spec, point, shape)

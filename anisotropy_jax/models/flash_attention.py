@@ -260,13 +260,24 @@ def _stat_spec(block: int) -> pl.BlockSpec:
     return pl.BlockSpec((None, None, block), lambda b, h, i: (b, h, i))
 
 
+# Whole sequences of one (sequence, head), whatever block the program computes: block index 0
+# along L. (Block index i of an L-row block would address rows i·L onwards: out of bounds on a
+# GPU for i > 0, while interpret mode clamps the slice and so hides it.)
+def _sequence_spec(n_keys: int, d_head: int) -> pl.BlockSpec:
+    return pl.BlockSpec((None, n_keys, None, d_head), lambda b, h, i: (b, 0, h, 0))
+
+
+def _sequence_stat_spec(n_keys: int) -> pl.BlockSpec:
+    return pl.BlockSpec((None, None, n_keys), lambda b, h, i: (b, h, 0))
+
+
 def _forward(q, k, v, spec: Spec) -> tuple[Array, Array]:
     """(out (B, L, H, Dh) float32, log-denominator (B, H, L) float32) of padded inputs."""
     batch, n_keys, heads, d_head = q.shape
     return pl.pallas_call(
         functools.partial(_forward_kernel, spec=spec),
         grid=(batch, heads, n_keys // spec.block_q),
-        in_specs=[_row_spec(spec.block_q, d_head)] + [_row_spec(n_keys, d_head)] * 2,
+        in_specs=[_row_spec(spec.block_q, d_head)] + [_sequence_spec(n_keys, d_head)] * 2,
         out_specs=[_row_spec(spec.block_q, d_head), _stat_spec(spec.block_q)],
         out_shape=[jax.ShapeDtypeStruct(q.shape, jnp.float32),
                    jax.ShapeDtypeStruct((batch, heads, n_keys), jnp.float32)],
@@ -291,12 +302,12 @@ def _flash_backward(spec: Spec, residuals, do_BxLxHxDh):
     # δ = Σ_d dO·O per query: the Σ_j p_j dP_j of the softmax's and softpick's ∂ℓ.
     delta_BxHxL = jnp.einsum("blhd,blhd->bhl", do_BxLxHxDh, out,
                              precision=jax.lax.Precision.HIGHEST)
-    full, block = _row_spec(n_keys, d_head), spec.block_backward
+    full, block = _sequence_spec(n_keys, d_head), spec.block_backward
     warps = 4 if block * block < 128 * 128 else 8
     return tuple(pl.pallas_call(
         functools.partial(_backward_kernel, spec=spec),
         grid=(batch, heads, n_keys // block),
-        in_specs=[full] * 4 + [_stat_spec(n_keys)] * 2,
+        in_specs=[full] * 4 + [_sequence_stat_spec(n_keys)] * 2,
         out_specs=[_row_spec(block, d_head)] * 3,
         out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v)],
         compiler_params=_compiler_params(spec, warps),
