@@ -38,12 +38,12 @@ def _expected_core(backend, normalization, gate, precision, d_head):
     """The rule written out: cuDNN runs on GPUs, bf16/fp16 inputs only, softmax without the gate
     (BlockConfig's restrictions for 'dot_product'), head widths multiples of 8 up to 128; else
     on a GPU the flash kernels for every normalisation but the clipped softmax, heads up to 256
-    wide, float32 softmax only when FLASH_FOR_FLOAT32_SOFTMAX is on; never a GPU core off GPU."""
+    wide, softmax at bf16 (where cuDNN does not take it) and at TF32 ('default', where flash was
+    timed faster than XLA) but not at 'highest'; never a GPU core off GPU."""
     cudnn = (backend == "gpu" and precision == "bfloat16" and normalization == "softmax"
              and not gate and d_head % 8 == 0 and d_head <= 128)
     flash = (backend == "gpu" and normalization != "clipped_softmax" and d_head <= 256
-             and (normalization != "softmax" or precision == "bfloat16"
-                  or attention_core.FLASH_FOR_FLOAT32_SOFTMAX))
+             and (normalization != "softmax" or precision in ("bfloat16", "default")))
     return "dot_product" if cudnn else "flash" if flash else "xla"
 
 
@@ -88,9 +88,12 @@ def test_auto_resolves_to_cudnn_only_where_it_runs_and_an_explicit_core_stays():
         "attention_output_gate=False)")
     assert resolve_attention_impl(off_by_one, "cpu") == "xla"
     assert attention_core_note(ModelSpec(precision="default"), "gpu").startswith(
-        "attention core: flash (auto" if attention_core.FLASH_FOR_FLOAT32_SOFTMAX else
+        "attention core: flash (auto: Pallas flash attention on gpu; not cuDNN's: cuDNN's fused "
+        "attention takes bfloat16 only; precision='default'")
+    assert attention_core_note(ModelSpec(precision="highest"), "gpu") == (
         "attention core: xla (auto: cuDNN's fused attention takes bfloat16 only; "
-        "precision='default'; XLA's core for float32 softmax")
+        "precision='highest'; XLA's core for softmax at precision='highest': flash is untimed "
+        "there)")
     assert ModelSpec().attention_impl == "auto"  # the default of every study that trains
 
 
@@ -106,10 +109,10 @@ def test_pallas_an_unknown_core_and_a_fused_core_with_another_normalisation_are_
         with pytest.raises(ConfigError, match="^model.attention_impl: 'dot_product' computes "
                                               "softmax attention only"):
             ModelSpec(attention_impl="dot_product", **fused)
-        # the GPU's other fused core, but for float32 softmax (FLASH_FOR_FLOAT32_SOFTMAX)
-        gpu_core = ("xla" if "attention_output_gate" in fused
-                    and not attention_core.FLASH_FOR_FLOAT32_SOFTMAX else "flash")
-        assert resolve_attention_impl(ModelSpec(**fused), "gpu") == gpu_core
+        # the GPU's other fused core (softmax with the gate at 'highest': XLA's)
+        assert resolve_attention_impl(ModelSpec(precision="default", **fused), "gpu") == "flash"
+        gpu_core = "xla" if "attention_output_gate" in fused else "flash"
+        assert resolve_attention_impl(ModelSpec(precision="highest", **fused), "gpu") == gpu_core
         assert resolve_attention_impl(ModelSpec(precision="bfloat16", **fused), "gpu") == "flash"
         assert resolve_attention_impl(ModelSpec(**fused), "cpu") == "xla"
     clipped = ModelSpec(attention_normalization="clipped_softmax")

@@ -9,12 +9,13 @@ from anisotropy_jax.config.training import ModelSpec
 # Head widths cuDNN's fused attention takes on every GPU: multiples of 8 up to 128 (Hopper and
 # later take up to 256).
 CUDNN_MAX_HEAD_WIDTH = 128
-# Whether 'auto' trains softmax attention that cuDNN does not run (float32 inputs: 'default' =
-# TF32, 'highest') with the Pallas flash core instead of XLA's. Off until a GPU benchmark
-# (benchmarks/train_throughput.py, its 'flash' rows) shows the kernel faster than XLA there;
-# flip it to True then. The other normalisations take the flash core on GPUs regardless: XLA
-# is their only other core.
-FLASH_FOR_FLOAT32_SOFTMAX = False
+# The precisions at which 'auto' trains softmax attention that cuDNN does not run (float32
+# inputs) with the Pallas flash core instead of XLA's: 'default' (TF32), where `train:gpu`'s step
+# ran at 1.41 M tokens/s with flash against 1.11 M with XLA on one H200
+# (docs/benchmarks/flash_core_h200/). 'highest' (IEEE float32 matmuls, no tensor cores in
+# Triton) is untimed and stays on XLA. The other normalisations take the flash core on GPUs
+# regardless: XLA is their only other core.
+FLASH_FOR_FLOAT32_SOFTMAX = ("default",)
 
 
 def _why_not_cudnn(spec: ModelSpec, backend: str) -> str | None:
@@ -40,8 +41,8 @@ def _why_not_cudnn(spec: ModelSpec, backend: str) -> str | None:
 
 def _why_not_flash(spec: ModelSpec) -> str | None:
     """Why 'auto' does not take the Pallas flash core for `spec` on a GPU where cuDNN does not
-    run it, or None: a normalisation and head width the kernels compute, and not float32
-    softmax unless FLASH_FOR_FLOAT32_SOFTMAX (XLA's core there is the measured one). (Off GPU
+    run it, or None: a normalisation and head width the kernels compute, and for softmax at
+    float32 a precision of FLASH_FOR_FLOAT32_SOFTMAX (where the kernel was timed faster). (Off GPU
     the kernels run only in slow interpret mode: never 'auto''s choice there.)"""
     if spec.attention_normalization not in FLASH_NORMALIZATIONS:
         return (f"no fused core computes attention_normalization="
@@ -49,8 +50,8 @@ def _why_not_flash(spec: ModelSpec) -> str | None:
     if spec.d_model // spec.num_heads > FLASH_MAX_HEAD_WIDTH:
         return f"the flash kernels take heads up to {FLASH_MAX_HEAD_WIDTH} wide"
     if (spec.attention_normalization == "softmax" and spec.precision != "bfloat16"
-            and not FLASH_FOR_FLOAT32_SOFTMAX):
-        return "XLA's core for float32 softmax until the flash kernel is timed there"
+            and spec.precision not in FLASH_FOR_FLOAT32_SOFTMAX):
+        return f"XLA's core for softmax at precision={spec.precision!r}: flash is untimed there"
     return None
 
 
