@@ -23,7 +23,6 @@ from anisotropy_jax import configs
 from anisotropy_jax.config import (ATTENTION_IMPLS, PRECISIONS, AnalysisConfig, ConfigError,
                                    ModelSpec, TrainConfig, attention_core_note,
                                    resolve_attention_impl, train_config_from_mapping)
-from anisotropy_jax.config import attention_core
 from anisotropy_jax.config.model import ATTENTION_NORMALIZATIONS, FLASH_NORMALIZATIONS
 from anisotropy_jax.protocol import WORKDIR_FILE, workdir_record
 from anisotropy_jax.studies import training
