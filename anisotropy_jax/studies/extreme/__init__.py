@@ -11,6 +11,8 @@ re-initialisations (docs/EXTREME.md).
             and `format_report`
   claims    the verdicts of claims (a)–(e) from committed results, by the thresholds and rules
             of `rules`
+  sensitivity  each claim recomputed under other choices of its rule's constants, and the
+            table docs/REPORT.md embeds
   STUDY     the study protocol (experiments/extreme.py; `anisotropy-jax extreme`)
 """
 from __future__ import annotations
