@@ -140,3 +140,18 @@ def test_godey_2_on_two_networks_flips_with_the_centre():
     report = (doc_tables.ROOT / "docs" / "REPORT.md").read_text()
     assert ("godey_2", "docs/results/pretrained/godey2_centring") in [
         (kind, path) for kind, path, _ in doc_tables.embedded(report)]
+
+
+def test_a_later_run_adds_what_the_first_lacks_and_changes_nothing_it_has():
+    from anisotropy_jax.studies.extreme.loading import add_missing
+    first = {"natural": {"trained": {"states": {"top_pc_share": [0.9]}},
+                         "untrained": {"per_seed": [{"states": {"top_pc_share": [0.1]}}]}}}
+    later = {"natural": {"trained": {"states": {"top_pc_share": [0.5], "unit": [0.2]}},
+                         "untrained": {"per_seed": [{"states": {"top_pc_share": [0.3],
+                                                                "unit": [0.4]}}]}},
+             "repeated_bos": {"trained": {}}}
+    add_missing(first, later)
+    assert first["natural"]["trained"]["states"] == {"top_pc_share": [0.9], "unit": [0.2]}
+    assert first["natural"]["untrained"]["per_seed"][0]["states"] == {"top_pc_share": [0.1],
+                                                                      "unit": [0.4]}
+    assert "repeated_bos" in first

@@ -9,6 +9,7 @@ re-initialisations (docs/EXTREME.md).
   analysis  `validate(config) -> Plan`, `run(plan) -> result`
   report    `write` (config.json, summary.md, figures/<kind>_by_layer.png, results.json last)
             and `format_report`
+  loading   `load`: a folder of results, later runs adding what a model's first run lacks
   claims    the verdicts of claims (a)–(e) from committed results, by the thresholds and rules
             of `rules`
   sensitivity  each claim recomputed under other choices of its rule's constants, and the

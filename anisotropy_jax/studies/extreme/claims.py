@@ -8,7 +8,7 @@ the table prints: (a) and the former (a′) are one claim about the first token,
 without a BOS on every causal model; (b) has two controls; (d) has its norm-weighting caveat and
 the unit-row row (d′); (e) counts massive activations by ratio and absolute size.
 
-`load(folder)` merges the models of every results.json under `folder`; `rows(models)` gives
+`load(folder)` (loading.py) merges the models of every results.json under `folder`; `rows(models)` gives
 (claim, verdict, numbers) per row. Each claim function takes its rule's constants as keyword
 parameters (defaults: the rules' values), which `sensitivity` varies.
 "Trained" is one network; the untrained numbers are the range (min–max) over the re-initialised
@@ -18,14 +18,13 @@ as if they were independent samples.
 from __future__ import annotations
 
 import math
-import pathlib
 from typing import Any
 
 import numpy as np
 
-from anisotropy_jax import results
-from anisotropy_jax.configs.extreme import EXTREME_MODELS, GEMMA3
+from anisotropy_jax.configs.extreme import GEMMA3
 from anisotropy_jax.studies.extreme import summary
+from anisotropy_jax.studies.extreme.loading import load  # noqa: F401 (re-exported)
 from anisotropy_jax.studies.extreme.rules import (CARRIED_SHARE, CLAIMS, CONTROL_MARGIN,
                                                    COSINE_KEPT, MASSIVE_ABS, PC_COLLAPSE, PC_JUMP,
                                                    PC_PRESENT, ROTARY, SAME_LAYER,
@@ -34,23 +33,6 @@ from anisotropy_jax.studies.extreme.rules import (CARRIED_SHARE, CLAIMS, CONTROL
 SHORT = {GEMMA3: "Gemma-3", "all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
          "all-mpnet-base-v2": "MPNet", "SmolLM2-135M-Instruct": "SmolLM2",
          "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S"}
-
-
-def load(folder: str | pathlib.Path) -> dict[str, dict[str, Any]]:
-    """{model name: its results.json entry} over every results.json under `folder`, in the order
-    of EXTREME_MODELS; a model in several files (a later run of more input kinds, in a subfolder)
-    is its shallowest file's entry plus the input kinds that entry lacks."""
-    found: dict[str, dict[str, Any]] = {}
-    paths = sorted(pathlib.Path(folder).rglob("results.json"), key=lambda p: (len(p.parts), p))
-    for path in paths:
-        for name, entry in results.read_results(path)["models"].items():
-            if name not in found:
-                found[name] = entry
-                continue
-            kinds = found[name]["inputs"]
-            kinds.update({k: v for k, v in entry["inputs"].items() if k not in kinds})
-    order = [n for n in EXTREME_MODELS if n in found] + sorted(set(found) - set(EXTREME_MODELS))
-    return {name: found[name] for name in order}
 
 
 def short(name: str) -> str:
