@@ -124,6 +124,13 @@ def test_committed_flips_are_the_ones_the_review_found(committed):
     assert "size by the top/median ratio alone (the pre-registered rule) (→ partly)" in (
         by_key["(e)"][1])
     assert by_key["(d)"] == ("holds", by_key["(d)"][1]) and by_key["(d)"][1].startswith("robust")
+    # the reruns: (a) both ways, the random key of (b), the unit rows of (d′)
+    assert by_key["(a)"][0] == "holds" and by_key["(a)"][1].startswith("robust (")
+    numbers = {sensitivity.row_key(r[0]): r[3] for r in sensitivity.rows(models)}
+    assert "repeated id with BOS 19, without 0" in numbers["(a)"]
+    assert "random key, same heads 4/218 (0.02)" in numbers["(b)"]
+    assert by_key["(d′)"][0] == "does not hold"
+    assert "collapsed at ≤ 0.75× (→ holds)" in by_key["(d′)"][1]
 
 
 def test_godey_2_on_two_networks_flips_with_the_centre():
