@@ -17,8 +17,11 @@ KINDS (each a study's formatter, imported when used):
                the embedding study's tables (`studies.embeddings.report.format_*`)
   claims       the reproduction's verdicts recomputed from a bundled report folder
                (`studies.report.report.claims_table_from_bundle`)
+  godey_2      the claims table's row of Godey 2 recomputed from a folder of pretrained runs
+               (<model>/results.json), with its sensitivity entry (`verdicts.godey_2`)
   extreme_claims  the extreme-token study's pre-registered claims recomputed from a folder of extreme-token
-               results.json files (`studies.extreme.claims.table`)
+               results.json files, each with its sensitivity entry
+               (`studies.extreme.sensitivity.table`)
   extreme_storage, extreme_dimensions  the bytes and wall times, and the intrinsic dimensions,
                per model of the same folder (`studies.extreme.report.storage_table`,
                `dimension_table`)
@@ -69,9 +72,16 @@ def _claims(folder: pathlib.Path):
     return report.claims_table_from_bundle(folder)
 
 
+def _godey_2(folder: pathlib.Path):
+    from anisotropy_jax.studies.report import report, verdicts
+    docs = {path.parent.name: results.read_results(path)
+            for path in sorted(folder.glob("*/results.json"))}
+    return report.claims_table([verdicts.godey_2(docs)])
+
+
 def _extreme_claims(folder: pathlib.Path):
-    from anisotropy_jax.studies.extreme import claims
-    return claims.table(folder)
+    from anisotropy_jax.studies.extreme import sensitivity
+    return sensitivity.table(folder)
 
 
 def _extreme_storage(folder: pathlib.Path):
@@ -97,6 +107,7 @@ def _normalization_grid(doc):
 # kind → formatter of the loaded results.json (for `claims`, `extreme_*` and
 # `intervention_claims`, of the folder).
 _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "claims": _claims,
+               "godey_2": _godey_2,
                "extreme_claims": _extreme_claims, "extreme_storage": _extreme_storage,
                "extreme_dimensions": _extreme_dimensions,
                "intervention_claims": _intervention_claims,

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from anisotropy_jax import doc_tables
-from anisotropy_jax.studies.extreme import claims
+from anisotropy_jax.studies.extreme import claims, rules
 
 REPORT = doc_tables.ROOT / "docs" / "REPORT.md"
 RESULTS = "docs/results/extreme/report"
@@ -188,7 +188,7 @@ def test_rows_name_every_claim_with_its_rule():
               claims.GEMMA3: _model(SINKS, NONE, repeated_bos=SINKS)}
     rows = claims.rows(models)
     assert [r[0][:3] for r in rows] == ["(a)", "(b)", "(c1", "(c2", "(d)", "(d′", "(e)"]
-    assert rows[0][1] == "holds" and len(claims.RULES) == len(rows)
+    assert rows[0][1] == "holds" and len(rules.RULES) == len(rows)
     assert claims.rows({claims.ROTARY: models[claims.ROTARY]})[-1][1] == "not measured"
     assert claims.short("my-model") == "my-model"
 

@@ -183,4 +183,5 @@ def test_the_extreme_token_figure_has_a_panel_per_metric_and_a_line_per_model():
         assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith(
             ("_", "1,000"))] == text
         assert len(ax.collections) == len(text)  # each model's untrained band
-    assert set(extreme.figures(models)) == {"natural", "random", "repeated"}
+    assert set(extreme.input_kinds(models)) == {"natural", "random", "repeated", "repeated_bos",
+                                                "repeated_no_bos"}

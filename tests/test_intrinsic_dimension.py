@@ -218,6 +218,25 @@ def test_identical_points_count_once_as_dadapy_removes_them():
         assert inflated > 1.3 * alone, (name, inflated, alone)
 
 
+def test_matches_dadapy_on_the_states_of_a_real_model():
+    """all-MiniLM-L6-v2's embedding output (50 of its 400 rows exact copies: the [CLS] rows) and
+    block 3's output, 400 tokens, float16 (minilm_states.npz; dadapy_states.json, made by
+    dadapy_states.py): TwoNN to 1e-9 and GRIDE's scales (1, 2) … (16, 32) to 1e-6 of dadapy
+    0.3.4 after its remove_identical_points."""
+    reference = json.loads((RESULTS / "dadapy_states.json").read_text())["states"]
+    with np.load(RESULTS / "minilm_states.npz") as stored:
+        states = {name: stored[name].astype(np.float64) for name in stored.files}
+    assert set(states) == set(reference) == {"embeddings", "block_3"}
+    for name, x in states.items():
+        ref = reference[name]
+        assert np.sum(x) == pytest.approx(ref["sum"], rel=1e-12), name
+        assert int(metrics.distinct_points(x).sum()) == ref["n_after_remove_identical_points"]
+        assert float(twonn(x)) == pytest.approx(ref["twonn_fit_fraction_0.9"], rel=1e-9), name
+        np.testing.assert_allclose(scaling(x, max_rank=32, unbiased=True).dimension,
+                                   ref["gride_scaling_32"], rtol=1e-6, err_msg=name)
+    assert reference["embeddings"]["n_after_remove_identical_points"] < len(states["embeddings"])
+
+
 # ---------------------------------------------------------------- known dimensions
 
 @pytest.mark.parametrize("d", [1, 2, 5])

@@ -11,8 +11,11 @@ re-initialisations (docs/EXTREME.md).
             and `format_report`
   intervention  Godey 3 inside trained networks: each block's input intervened on, its
             attention measured (`--config=extreme:intervention`)
+  loading   `load`: a folder of results, later runs adding what a model's first run lacks
   claims    the verdicts of claims (a)–(e) from committed results, by the thresholds and rules
             of `rules`
+  sensitivity  each claim recomputed under other choices of its rule's constants, and the
+            table docs/REPORT.md embeds
   STUDY     the study protocol (experiments/extreme.py; `anisotropy-jax extreme`)
 """
 from __future__ import annotations

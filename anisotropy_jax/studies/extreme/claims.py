@@ -1,5 +1,5 @@
-"""Verdicts of the extreme-token claims (a)–(e) from committed extreme-token results, and the
-table that docs/REPORT.md embeds (`anisotropy_jax.doc_tables` kind `extreme_claims`).
+"""Verdicts of the extreme-token claims (a)–(e) from committed extreme-token results; the table
+that docs/REPORT.md embeds, with each row's sensitivity entry, is `sensitivity.table`.
 
 The thresholds are those pre-registered in docs/EXTREME.md ("Pre-registered claims and
 thresholds"); the rows were restated after review (docs/EXTREME.md, "Restated claims"), each
@@ -8,8 +8,9 @@ the table prints: (a) and the former (a′) are one claim about the first token,
 without a BOS on every causal model; (b) has two controls; (d) has its norm-weighting caveat and
 the unit-row row (d′); (e) counts massive activations by ratio and absolute size.
 
-`load(folder)` merges the models of every results.json under `folder` (one run per model, or one
-run of all); `rows(models)` gives (claim, verdict, numbers) per row; `table(folder)` the markdown.
+`load(folder)` (loading.py) merges the models of every results.json under `folder`; `rows(models)` gives
+(claim, verdict, numbers) per row. Each claim function takes its rule's constants as keyword
+parameters (defaults: the rules' values), which `sensitivity` varies.
 "Trained" is one network; the untrained numbers are the range (min–max) over the re-initialised
 seeds, the only interval quoted: no statistic is computed over the layers or heads of one network
 as if they were independent samples.
@@ -17,32 +18,21 @@ as if they were independent samples.
 from __future__ import annotations
 
 import math
-import pathlib
 from typing import Any
 
 import numpy as np
 
-from anisotropy_jax import results
-from anisotropy_jax.configs.extreme import EXTREME_MODELS, GEMMA3
+from anisotropy_jax.configs.extreme import GEMMA3
 from anisotropy_jax.studies.extreme import summary
-from anisotropy_jax.studies.extreme.rules import (CARRIED_RULE, CARRIED_SHARE, COLLAPSE_RULE,
-                                                   CONTROL_MARGIN, COSINE_KEPT, FIRST_TOKEN_RULE,
-                                                   MASSIVE_RULE, PC_COLLAPSE, PC_JUMP, PC_PRESENT,
-                                                   ROTARY, SAME_LAYER, SINK_BLOCK_RATE)
+from anisotropy_jax.studies.extreme.loading import load  # noqa: F401 (re-exported)
+from anisotropy_jax.studies.extreme.rules import (CARRIED_SHARE, CLAIMS, CONTROL_MARGIN,
+                                                   COSINE_KEPT, MASSIVE_ABS, PC_COLLAPSE, PC_JUMP,
+                                                   PC_PRESENT, ROTARY, SAME_LAYER,
+                                                   SINK_BLOCK_RATE)
 
 SHORT = {GEMMA3: "Gemma-3", "all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
          "all-mpnet-base-v2": "MPNet", "SmolLM2-135M-Instruct": "SmolLM2",
          "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S"}
-
-
-def load(folder: str | pathlib.Path) -> dict[str, dict[str, Any]]:
-    """{model name: its results.json entry} over every results.json under `folder`, in the order
-    of EXTREME_MODELS."""
-    found: dict[str, dict[str, Any]] = {}
-    for path in sorted(pathlib.Path(folder).rglob("results.json")):
-        found.update(results.read_results(path)["models"])
-    order = [n for n in EXTREME_MODELS if n in found] + sorted(set(found) - set(EXTREME_MODELS))
-    return {name: found[name] for name in order}
 
 
 def short(name: str) -> str:
@@ -53,13 +43,13 @@ def _num(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
 
-def sink_blocks(entry: dict[str, Any]) -> list[int]:
-    """Blocks (1-based: block i makes state i) whose trained sink rate is > SINK_BLOCK_RATE and
+def sink_blocks(entry: dict[str, Any], block_rate: float = SINK_BLOCK_RATE) -> list[int]:
+    """Blocks (1-based: block i makes state i) whose trained sink rate is > `block_rate` and
     above the maximum over the untrained seeds."""
     rates = entry["trained"]["attention"]["sink_rate"]
     ceiling = entry["untrained"]["max"]["attention"]["sink_rate"]
     return [i + 1 for i, (r, c) in enumerate(zip(rates, ceiling))
-            if _num(r) > SINK_BLOCK_RATE and _num(r) > _num(c)]
+            if _num(r) > block_rate and _num(r) > _num(c)]
 
 
 def _max_rate(run: dict[str, Any]) -> float:
@@ -86,42 +76,53 @@ def _seed_max_rates(entry: dict[str, Any]) -> str:
 FIRST_TOKEN_KINDS = ("natural_bos", "natural_no_bos", "repeated_bos", "repeated_no_bos")
 
 
-def _own_kind(kinds: dict[str, Any], base: str) -> str:
-    """Which first-token kind the tokenizer's own `base` batch is ('bos' / 'no BOS' / '?')."""
-    for kind in (f"{base}_bos", f"{base}_no_bos"):
-        if kinds.get(kind, {}).get("same_tokens_as") == base:
-            return "BOS" if kind.endswith("_bos") and not kind.endswith("no_bos") else "no BOS"
+def _own_kind(kinds: dict[str, Any]) -> str:
+    """'BOS' / 'no BOS' / '?': the first-token kind that reused its run's own batch."""
+    for base in ("repeated", "natural"):
+        for kind in (f"{base}_bos", f"{base}_no_bos"):
+            if kinds.get(kind, {}).get("same_tokens_as") == base:
+                return "no BOS" if kind.endswith("no_bos") else "BOS"
     return "?"
 
 
-def claim_first_token(models: dict[str, Any]) -> tuple[str, str]:
+def _first_token_text(name: str, kinds: dict[str, Any], counts: dict[str, int]) -> str:
+    blocks = len(kinds["repeated_bos"]["trained"]["attention"]["sink_rate"])
+    natural = (f"natural text with BOS {counts['natural_bos']}, without "
+               f"{counts['natural_no_bos']}" if {"natural_bos", "natural_no_bos"} <= set(counts)
+               else "natural text with and without a BOS not measured")
+    return (f"{short(name)} (tokenizer: {_own_kind(kinds)}): sink blocks of {blocks}, "
+            f"repeated id with BOS {counts['repeated_bos']}, without {counts['repeated_no_bos']}; "
+            f"{natural}; max sink rate repeated with BOS "
+            f"{_max_rate(kinds['repeated_bos']['trained']):.2f}, without "
+            f"{_max_rate(kinds['repeated_no_bos']['trained']):.2f} (untrained "
+            f"{_seed_max_rates(kinds['repeated_bos'])}, "
+            f"{_seed_max_rates(kinds['repeated_no_bos'])})")
+
+
+def claim_first_token(models: dict[str, Any], block_rate: float = SINK_BLOCK_RATE,
+                      min_blocks: int = 1, max_without: int = 0) -> tuple[str, str]:
     """(verdict, numbers) of (a): sinks on one repeated id iff the first token is a distinct BOS
-    (FIRST_TOKEN_RULE), every causal model with the four first-token kinds."""
+    (FIRST_TOKEN_RULE: ≥ `min_blocks` sink blocks with it, ≤ `max_without` without), every
+    causal model measured on the repeated id with and without a BOS."""
     parts, agree, tested = [], 0, 0
     for name, model in models.items():
         kinds = model["inputs"]
-        if not model["model"].get("causal") or "repeated_bos" not in kinds:
+        if not model["model"].get("causal") or not {"repeated_bos", "repeated_no_bos"} <= set(
+                kinds):
             continue
-        blocks = len(kinds["natural"]["trained"]["attention"]["sink_rate"])
-        counts = {k: len(sink_blocks(kinds[k])) for k in FIRST_TOKEN_KINDS if k in kinds}
+        counts = {k: len(sink_blocks(kinds[k], block_rate)) for k in FIRST_TOKEN_KINDS
+                  if k in kinds}
         tested += 1
-        ok = counts["repeated_bos"] >= 1 and counts["repeated_no_bos"] == 0
-        agree += ok
-        parts.append(
-            f"{short(name)} (tokenizer: {_own_kind(kinds, 'natural')}): sink blocks of {blocks}, "
-            f"repeated id with BOS {counts['repeated_bos']}, without {counts['repeated_no_bos']}; "
-            f"natural text with BOS {counts['natural_bos']}, without {counts['natural_no_bos']}; "
-            f"max sink rate repeated with BOS {_max_rate(kinds['repeated_bos']['trained']):.2f}, "
-            f"without {_max_rate(kinds['repeated_no_bos']['trained']):.2f} (untrained "
-            f"{_seed_max_rates(kinds['repeated_bos'])}, "
-            f"{_seed_max_rates(kinds['repeated_no_bos'])})")
+        agree += counts["repeated_bos"] >= min_blocks and counts["repeated_no_bos"] <= max_without
+        parts.append(_first_token_text(name, kinds, counts))
     if not tested:
         return "not measured", "no causal model measured with and without a BOS"
     verdict = "holds" if agree == tested else "does not hold" if agree == 0 else "partly"
     return verdict, "; ".join(parts)
 
 
-def _head_counts(run: dict[str, Any]) -> dict[str, Any]:
+def _head_counts(run: dict[str, Any], majority: float = summary.CARRIED_MAJORITY
+                 ) -> dict[str, Any]:
     """Pooled over blocks: sink heads, the carried ones (key 0), the carried ones for the control
     key (None without it), the heads that are not sink heads and the carried ones among them."""
     att = run["attention"]
@@ -132,19 +133,20 @@ def _head_counts(run: dict[str, Any]) -> dict[str, Any]:
         for h, r in enumerate(rate):
             if math.isnan(_num(qc[h])):
                 continue
-            carried = _num(qc[h]) >= summary.CARRIED_MAJORITY
+            carried = _num(qc[h]) >= majority
             if _num(r) > summary.SINK_HEAD_MAJORITY:
                 out["sink"] += 1
                 out["carried"] += carried
                 if control:
-                    out["control"] += _num(control[b][h]) >= summary.CARRIED_MAJORITY
+                    out["control"] += _num(control[b][h]) >= majority
             else:
                 out["other"] += 1
                 out["other_carried"] += carried
     return out
 
 
-def _sink_head_counts(run: dict[str, Any]) -> tuple[int, int, float, float]:
+def _sink_head_counts(run: dict[str, Any], majority: float = summary.CARRIED_MAJORITY
+                      ) -> tuple[int, int, float, float]:
     """(sink heads, carried ones, Σ shared, Σ excess over the sink heads), pooled over blocks."""
     heads = carried = 0
     shared = excess = 0.0
@@ -154,19 +156,23 @@ def _sink_head_counts(run: dict[str, Any]) -> tuple[int, int, float, float]:
         for h, r in enumerate(rate):
             if _num(r) > summary.SINK_HEAD_MAJORITY:
                 heads += 1
-                carried += _num(qc[h]) >= summary.CARRIED_MAJORITY
+                carried += _num(qc[h]) >= majority
                 shared, excess = shared + _num(sh[h]), excess + _num(ex[h])
     return heads, carried, shared, excess
 
 
-def claim_b(models: dict[str, Any]) -> tuple[str, str]:
+def claim_b(models: dict[str, Any], shares_at: tuple[float, float] = CARRIED_SHARE,
+            margin: float | None = CONTROL_MARGIN,
+            majority: float = summary.CARRIED_MAJORITY) -> tuple[str, str]:
     """(verdict, numbers) of (b): sink heads' excess carried by the shared term, beside its two
-    controls (CARRIED_RULE)."""
+    controls (CARRIED_RULE: p against `shares_at`, each control ≤ p − `margin`; None: the
+    controls are not decided on, the pre-registered rule); a head is carried at ≥ `majority` of
+    its queries."""
     parts, shares, causal_shares, close = [], [], [], False
     for name, model in models.items():
         entry = model["inputs"]["natural"]
-        heads, carried, shared, excess = _sink_head_counts(entry["trained"])
-        counts = _head_counts(entry["trained"])
+        heads, carried, shared, excess = _sink_head_counts(entry["trained"], majority)
+        counts = _head_counts(entry["trained"], majority)
         untrained = sum(_sink_head_counts(run)[0] for run in entry["untrained"]["per_seed"])
         if heads == 0:
             parts.append(f"{short(name)}: no sink head (untrained: {untrained})")
@@ -180,13 +186,13 @@ def claim_b(models: dict[str, Any]) -> tuple[str, str]:
             controls.append(("random key, same heads", counts["control"], heads))
         if counts["other"]:
             controls.append(("key 0, non-sink heads", counts["other_carried"], counts["other"]))
-        close |= any(c / n > p - CONTROL_MARGIN for _, c, n in controls)
+        close |= margin is not None and any(c / n > p - margin for _, c, n in controls)
         text = ", ".join(f"{label} {c}/{n} ({c / n:.2f})" for label, c, n in controls)
         parts.append(f"{short(name)}{' (causal)' if model['model']['causal'] else ''}: "
                      f"{carried}/{heads} carried (p = {p:.2f}); controls: "
                      f"{text or 'not measured'}; Σshared/Σexcess {shared / excess:.2f} "
                      f"(untrained sink heads over all seeds: {untrained})")
-    low, high = CARRIED_SHARE
+    low, high = shares_at
     if not shares:
         verdict = "not testable with these models"
     elif max(shares) < low:
@@ -200,11 +206,14 @@ def claim_b(models: dict[str, Any]) -> tuple[str, str]:
     return verdict, "; ".join(parts) + causal
 
 
-def pc_jump(states: dict[str, Any]) -> tuple[int | None, float]:
-    """(state of the largest rise of the top-PC share, or None if it is < PC_JUMP; the rise)."""
+def pc_jump(states: dict[str, Any], first_rise: float | None = None) -> tuple[int | None, float]:
+    """(state of the largest rise of the top-PC share, or None if it is < PC_JUMP; the rise).
+    With `first_rise`, the marker is the first state whose rise is ≥ it (None if none is)."""
     share = [_num(v) for v in states["top_pc_share"]]
     rises = [share[i] - share[i - 1] for i in range(1, len(share))]
     best = max(range(len(rises)), key=lambda i: rises[i])
+    if first_rise is not None:
+        return next((i + 1 for i, r in enumerate(rises) if r >= first_rise), None), rises[best]
     return (best + 1 if rises[best] >= PC_JUMP else None), rises[best]
 
 
@@ -213,22 +222,39 @@ def first_massive(states: dict[str, Any]) -> int | None:
     return next((i for i, c in enumerate(states["massive_count"]) if c), None)
 
 
-def _agreement(pairs: list[tuple[int, int]]) -> str:
+def first_massive_at(massive: dict[str, Any], cut: float) -> int | None:
+    """The first state one of whose stored top-k activations (the run's "massive": the k largest
+    |a| of each state, with their ratios to their sequence's median) is above MASSIVE_ABS and
+    `cut`× its median: `first_massive` under another cut, as far as the top k show it."""
+    for i, (values, ratios) in enumerate(zip(massive["top_values"], massive["top_ratio"])):
+        if any(abs(_num(v)) > MASSIVE_ABS and _num(r) > cut for v, r in zip(values, ratios)):
+            return i
+    return None
+
+
+def _agreement(pairs: list[tuple[int, int]], same_layer: int = SAME_LAYER) -> str:
     if not pairs:
         return "not testable with these models"
-    agree = sum(abs(a - b) <= SAME_LAYER for a, b in pairs)
+    agree = sum(abs(a - b) <= same_layer for a, b in pairs)
     return "holds" if agree == len(pairs) else "does not hold" if agree == 0 else "partly"
 
 
-def claim_c(models: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
-    """((verdict, numbers) of (c1) sink block vs top-PC jump, of (c2) vs first massive state)."""
+def claim_c(models: dict[str, Any], block_rate: float = SINK_BLOCK_RATE,
+            first_rise: float | None = None, cut: float | None = None,
+            same_layer: int = SAME_LAYER) -> tuple[tuple[str, str], tuple[str, str]]:
+    """((verdict, numbers) of (c1) sink block vs top-PC jump, of (c2) vs first massive state);
+    markers: `first_rise` (`pc_jump`), `cut` (`first_massive_at`; None: the study's count)."""
     pc_pairs, mass_pairs, pc_parts, mass_parts = [], [], [], []
+    if cut is not None and any("massive" not in m["inputs"]["natural"]["trained"]
+                               for m in models.values()):  # no top activations stored
+        return claim_c(models, block_rate, first_rise, None, same_layer)[0], ("not measured", "")
     for name, model in models.items():
         entry = model["inputs"]["natural"]
-        sinks = sink_blocks(entry)
-        jump, rise = pc_jump(entry["trained"]["states"])
+        sinks = sink_blocks(entry, block_rate)
+        jump, rise = pc_jump(entry["trained"]["states"], first_rise)
         seed_rises = [pc_jump(run["states"])[1] for run in entry["untrained"]["per_seed"]]
-        mass = first_massive(entry["trained"]["states"])
+        mass = (first_massive(entry["trained"]["states"]) if cut is None
+                else first_massive_at(entry["trained"]["massive"], cut))
         ratio = max(_num(v) for v in entry["trained"]["states"]["massive_top_ratio"])
         first = sinks[0] if sinks else None
         pc_parts.append(f"{short(name)}: L_sink {_layer(first)}, L_pc {_layer(jump)} (largest "
@@ -239,20 +265,21 @@ def claim_c(models: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
             pc_pairs.append((first, jump))
         if first is not None and mass is not None:
             mass_pairs.append((first, mass))
-    return ((_agreement(pc_pairs), "; ".join(pc_parts)),
-            (_agreement(mass_pairs), "; ".join(mass_parts)))
+    return ((_agreement(pc_pairs, same_layer), "; ".join(pc_parts)),
+            (_agreement(mass_pairs, same_layer), "; ".join(mass_parts)))
 
 
-def _collapses(states: dict[str, Any], pc_key: str = "top_pc_share"
-               ) -> list[tuple[int, float, float, float, float]]:
+def _collapses(states: dict[str, Any], pc_key: str = "top_pc_share", present: float = PC_PRESENT,
+               collapse: float = PC_COLLAPSE) -> list[tuple[int, float, float, float, float]]:
     """[(state, pc, pc without first, cosine, cosine without first)] of the collapse states, by
-    the top-PC share `pc_key` (or its unit-row form "top_pc_share_unit")."""
+    the top-PC share `pc_key` (or its unit-row form "top_pc_share_unit"): pc ≥ `present`, and
+    pc without the first token ≤ `collapse` × pc."""
     out = []
     for i in range(1, len(states[pc_key])):
         pc, pc_wo = _num(states[pc_key][i]), _num(states[f"{pc_key}_without_first"][i])
         cos = _num(states["average_cosine"][i])
         cos_wo = _num(states["average_cosine_without_first"][i])
-        if pc >= PC_PRESENT and pc_wo <= PC_COLLAPSE * pc:
+        if pc >= present and pc_wo <= collapse * pc:
             out.append((i, pc, pc_wo, cos, cos_wo))
     return out
 
@@ -263,19 +290,21 @@ def _largest_drop(states: dict[str, Any], pc_key: str = "top_pc_share") -> float
                                                          states[f"{pc_key}_without_first"][1:]))
 
 
-def claim_d(models: dict[str, Any], pc_key: str = "top_pc_share") -> tuple[str, str]:
+def claim_d(models: dict[str, Any], pc_key: str = "top_pc_share", present: float = PC_PRESENT,
+            collapse: float = PC_COLLAPSE, cosine_kept: float = COSINE_KEPT) -> tuple[str, str]:
     """(verdict, numbers) of (d): removing the first token collapses the top-PC share but not the
-    average cosine (COLLAPSE_RULE), on the rows (`pc_key` "top_pc_share") or on the unit rows
-    ("top_pc_share_unit": (d′), the models whose results have it)."""
+    average cosine (COLLAPSE_RULE, its constants `present`, `collapse`, `cosine_kept`), on the
+    rows (`pc_key` "top_pc_share") or on the unit rows ("top_pc_share_unit": (d′), the models
+    whose results have it)."""
     parts, collapse_states, kept = [], 0, 0
     for name, model in models.items():
         entry = model["inputs"]["natural"]
         states = entry["trained"]["states"]
         if pc_key not in states:
             continue
-        found = _collapses(states, pc_key)
+        found = _collapses(states, pc_key, present, collapse)
         collapse_states += len(found)
-        kept += sum(cos_wo >= COSINE_KEPT * cos for _, _, _, cos, cos_wo in found)
+        kept += sum(cos_wo >= cosine_kept * cos for _, _, _, cos, cos_wo in found)
         seeds = _band([_largest_drop(run["states"], pc_key)
                        for run in entry["untrained"]["per_seed"]])
         text = (f"{short(name)}: largest top-PC drop {_f(_largest_drop(states, pc_key))} "
@@ -313,9 +342,12 @@ def _largest_activation(run: dict[str, Any]) -> float:
     return max(abs(_num(v)) for v in run["states"]["massive_top"][1:])
 
 
-def claim_e(models: dict[str, Any]) -> tuple[str, str]:
+def claim_e(models: dict[str, Any], block_rate: float = SINK_BLOCK_RATE,
+            size: tuple[str, ...] = ("ratio", "absolute")) -> tuple[str, str]:
     """(verdict, numbers) of (e): Gemma-3 (QK-norm) below SmolLM2 (none) in the share of sink
-    blocks, the largest top/median |activation| ratio and the mean average cosine."""
+    blocks (at `block_rate`), the size of its massive activations (smaller by every measure of
+    `size`: "ratio", the largest top/median, and "absolute", the largest |activation|) and the
+    mean average cosine."""
     if GEMMA3 not in models or ROTARY not in models:
         return "not measured", f"needs both {SHORT[GEMMA3]} and {SHORT[ROTARY]}"
     got, parts = {}, []
@@ -323,9 +355,10 @@ def claim_e(models: dict[str, Any]) -> tuple[str, str]:
         entry = models[name]["inputs"]["natural"]
         blocks = len(entry["trained"]["attention"]["sink_rate"])
         seeds = entry["untrained"]["per_seed"]
-        got[name] = (len(sink_blocks(entry)) / blocks, _largest_ratio(entry["trained"]),
+        got[name] = (len(sink_blocks(entry, block_rate)) / blocks,
+                     _largest_ratio(entry["trained"]),
                      _largest_activation(entry["trained"]), _anisotropy(entry["trained"]))
-        parts.append(f"{short(name)}: sink blocks {len(sink_blocks(entry))}/{blocks} "
+        parts.append(f"{short(name)}: sink blocks {len(sink_blocks(entry, block_rate))}/{blocks} "
                      f"({_f(got[name][0])}), largest top/median {got[name][1]:.0f}× (untrained "
                      f"{min(map(_largest_ratio, seeds)):.0f}–{max(map(_largest_ratio, seeds)):.0f}"
                      f"×), largest |activation| {got[name][2]:.3g} (untrained "
@@ -333,30 +366,12 @@ def claim_e(models: dict[str, Any]) -> tuple[str, str]:
                      f"{max(map(_largest_activation, seeds)):.3g}), mean cosine "
                      f"{_f(got[name][3])} (untrained {_band([_anisotropy(r) for r in seeds])})")
     g, r = got[GEMMA3], got[ROTARY]
-    lower = (g[0] < r[0]) + (g[1] < r[1] and g[2] < r[2]) + (g[3] < r[3])
+    smaller = all({"ratio": g[1] < r[1], "absolute": g[2] < r[2]}[k] for k in size)
+    lower = (g[0] < r[0]) + smaller + (g[3] < r[3])
     parts.append(f"largest |activation| {short(GEMMA3)} / {short(ROTARY)} = {g[2] / r[2]:.1f}, "
                  f"top/median {g[1] / r[1]:.2f}")
     verdict = "holds" if lower == 3 else "does not hold" if lower == 0 else "partly"
     return verdict, "; ".join(parts) + f"; {SHORT[GEMMA3]} lower on {lower} of 3"
-
-
-CLAIMS = ("(a) the first token: sinks on one repeated id with a distinct first token (BOS) and "
-          "none without it, in every causal model (Gu et al.'s 'no sinks on repeated tokens', "
-          "restated)",
-          "(b) a sink head's logit excess is carried by the shared term q̄·(k_sink − k̄), and "
-          "less so for a random key (same heads) or for key 0 in non-sink heads",
-          "(c1) the first sink block and the top-PC jump are the same layer (±1)",
-          "(c2) the first sink block and the first massive activation are the same layer (±1)",
-          "(d) removing the first (BOS/[CLS]) token collapses the top-PC share, not the cosine "
-          "(variance-weighted: the first rows' norms are most of it)",
-          "(d′) (d) on the unit rows x/‖x‖ (the norm weighting removed)",
-          "(e) QK-norm (Gemma-3) has fewer sink blocks, smaller massive activations (ratio and "
-          "absolute size) and a lower cosine than no QK-norm (SmolLM2)")
-RULES = (FIRST_TOKEN_RULE, CARRIED_RULE,
-         f"L_sink (first sink block) and L_pc (largest rise ≥ {PC_JUMP} of the top-PC share) "
-         f"within ±{SAME_LAYER}: holds in every model with both, does not hold in none",
-         f"L_sink and L_mass (first state with |a| > 100 and > 1,000× the median) within "
-         f"±{SAME_LAYER}", COLLAPSE_RULE, COLLAPSE_RULE, MASSIVE_RULE)
 
 
 def rows(models: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -365,14 +380,3 @@ def rows(models: dict[str, Any]) -> list[tuple[str, str, str]]:
     got = [claim_first_token(models), claim_b(models), c1, c2, claim_d(models),
            claim_d(models, "top_pc_share_unit"), claim_e(models)]
     return [(claim, verdict, numbers) for claim, (verdict, numbers) in zip(CLAIMS, got)]
-
-
-def table(folder: str | pathlib.Path) -> str:
-    """The markdown table of `rows` over the results under `folder`."""
-    models = load(folder)
-    lines = ["| claim | rule | verdict | measured (natural inputs unless named; trained = one "
-             "network; untrained = [min, max] over the seeds) |", "|---|---|---|---|"]
-    lines += [f"| {claim} | {rule} | **{verdict}** | {numbers} |" for (claim, verdict, numbers),
-              rule in zip(rows(models), RULES)]
-    lines.append(f"\nModels: {', '.join(short(n) for n in models)}.")
-    return "\n".join(lines) + "\n"

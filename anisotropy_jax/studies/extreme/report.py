@@ -175,10 +175,10 @@ def storage_table(folder: Any) -> str:
     `extreme_storage`)."""
     from anisotropy_jax.studies.extreme import claims
 
-    sizes = {}
-    for path in sorted(pathlib.Path(folder).rglob("results.json")):
+    sizes = {}  # of the file `claims.load` takes a model's entry from: its shallowest
+    for path in sorted(pathlib.Path(folder).rglob("results.json"), key=lambda p: (len(p.parts), p)):
         for name in results_lib.read_results(path)["models"]:
-            sizes[name] = path.stat().st_size
+            sizes.setdefault(name, path.stat().st_size)
     lines = ["| model | layers | per forward (bytes) | per model (bytes) | results.json (bytes) "
              "| wall (s): trained; untrained seeds |", "|---|---|---|---|---|---|"]
     for name, model in claims.load(folder).items():

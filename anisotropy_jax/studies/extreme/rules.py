@@ -12,6 +12,8 @@ PC_COLLAPSE = 0.5         # (d): collapsed: share without the first token ≤ th
 COSINE_KEPT = 0.75        # (d): kept: cosine without the first token ≥ this × the cosine
 CONTROL_MARGIN = 0.25     # (b): a control's carried share must stay this far below p
 ROTARY = "SmolLM2-135M-Instruct"  # (e)'s model without QK-norm
+MASSIVE_ABS = 100.0        # (c2): a massive activation: |a| above this and MASSIVE_CUT× its median
+MASSIVE_CUT = 1000.0
 
 # The rules, as the table states them (each verdict function applies its own).
 FIRST_TOKEN_RULE = (
@@ -37,3 +39,23 @@ MASSIVE_RULE = (
     "smaller massive activations, counted only when both the largest top/median ratio and the "
     "largest absolute activation over the states i ≥ 1 are smaller; lower mean average cosine "
     "over the states i ≥ 1; holds if lower on all three, does not hold on none, partly otherwise")
+
+# The claims and their rules, in the table's order.
+CLAIMS = ("(a) the first token: sinks on one repeated id with a distinct first token (BOS) and "
+          "none without it, in every causal model (Gu et al.'s 'no sinks on repeated tokens', "
+          "restated)",
+          "(b) a sink head's logit excess is carried by the shared term q̄·(k_sink − k̄), and "
+          "less so for a random key (same heads) or for key 0 in non-sink heads",
+          "(c1) the first sink block and the top-PC jump are the same layer (±1)",
+          "(c2) the first sink block and the first massive activation are the same layer (±1)",
+          "(d) removing the first (BOS/[CLS]) token collapses the top-PC share, not the cosine "
+          "(variance-weighted: the first rows' norms are most of it)",
+          "(d′) (d) on the unit rows x/‖x‖ (the norm weighting removed)",
+          "(e) QK-norm (Gemma-3) has fewer sink blocks, smaller massive activations (ratio and "
+          "absolute size) and a lower cosine than no QK-norm (SmolLM2)")
+RULES = (FIRST_TOKEN_RULE, CARRIED_RULE,
+         f"L_sink (first sink block) and L_pc (largest rise ≥ {PC_JUMP} of the top-PC share) "
+         f"within ±{SAME_LAYER}: holds in every model with both, does not hold in none",
+         f"L_sink and L_mass (first state with |a| > {MASSIVE_ABS:.0f} and > "
+         f"{MASSIVE_CUT:,.0f}× the median) within ±{SAME_LAYER}", COLLAPSE_RULE, COLLAPSE_RULE,
+         MASSIVE_RULE)

@@ -112,6 +112,11 @@ def _claims_table(verdicts: Sequence[Verdict]) -> list[str]:
     return lines
 
 
+def claims_table(verdicts: Sequence[Verdict]) -> str:
+    """The claims table (the report's columns) of `verdicts`."""
+    return "\n".join(_claims_table(verdicts))
+
+
 def load_bundle(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, str]]:
     """({study: results or None}, {study: why not measured}) of a bundled report folder, as the
     reproduction had them: the studies' results.json files and `studies.json`."""
