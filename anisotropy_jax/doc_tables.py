@@ -30,6 +30,8 @@ KINDS (each a study's formatter, imported when used):
                (`studies.report.verdicts_intervention.table`)
   normalization_grid  the normalisation grid's table per dataset
                (`studies.normalizations.summary.markdown_table`)
+  outlier_accounts  the outlier accounts' verdicts recomputed from a folder of the grid's device
+               archives (`studies.report.outlier_accounts.table`)
 """
 from __future__ import annotations
 
@@ -99,6 +101,11 @@ def _intervention_claims(folder: pathlib.Path):
     return verdicts_intervention.table(folder)
 
 
+def _outlier_accounts(folder: pathlib.Path):
+    from anisotropy_jax.studies.report import outlier_accounts
+    return outlier_accounts.table(folder)
+
+
 def _normalization_grid(doc):
     from anisotropy_jax.studies.normalizations import summary
     return summary.markdown_table(doc["cells"])
@@ -112,6 +119,7 @@ _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "cla
                "extreme_dimensions": _extreme_dimensions,
                "intervention_claims": _intervention_claims,
                "normalization_grid": _normalization_grid,
+               "outlier_accounts": _outlier_accounts,
                "embeddings_loss": _embeddings("format_loss_table"),
                "embeddings_isotropy": _embeddings("format_table"),
                "embeddings_unitnorm": _embeddings("format_unitnorm_table"),

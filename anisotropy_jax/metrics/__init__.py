@@ -44,10 +44,12 @@ from anisotropy_jax.metrics.extreme import (activation_inf_norm, activation_kurt
                                             cosine_contributions, massive_activations,
                                             standardized_average_cosine, top_contribution_share,
                                             top_pc_share)
-from anisotropy_jax.metrics.geometry import (average_cosine_similarity, centered_average_cosine,
+from anisotropy_jax.metrics.geometry import (ALPHA_REQ_RANKS, RANKME_EPS, alpha_req, alpha_req_ranks,
+                                             average_cosine_similarity, centered_average_cosine,
                                              cross_sequence_cosine_similarity, drift_norm,
                                              effective_rank, isoscore, isoscore_star,
-                                             massive_tokens, partition_isotropy, relative_drift,
+                                             massive_tokens, partition_isotropy, rankme,
+                                             relative_drift,
                                              sampled_pair_cosine_similarity,
                                              top_pc_variance_ratio,
                                              within_sequence_cosine_similarity)
@@ -80,6 +82,8 @@ __all__ = [
     "top_pc_variance_ratio", "unit_vectors", "vector_norms", "visible_key_counts",
     "USED_WEIGHT_STATISTICS", "used_weight_statistics",
     "within_sequence_cosine_similarity",
+    # the spectrum of a cloud (metrics.geometry)
+    "ALPHA_REQ_RANKS", "RANKME_EPS", "alpha_req", "alpha_req_ranks", "rankme",
     # the per-layer metrics of every study, one name per quantity (metrics.layer)
     "ANISOTROPY_FLOOR", "LAYER_METRICS", "REMOVED_SHARES", "centering_removed_share",
     "layer_metrics",

@@ -306,17 +306,68 @@ def _singular_values_squared(x_NxD: Array, center: bool) -> Array:
     return jnp.clip(jnp.linalg.eigvalsh(gram_DxD), 0.0, None)
 
 
-def effective_rank(x: Array, center: bool = False) -> Array:
+def effective_rank(x: Array, center: bool = False, eps: float = 0.0) -> Array:
     """Effective rank (Roy & Vetterli 2007) of the matrix x (N, D): exp(H(p)), p = σ / Σσ.
 
-    σ are the singular values of x (of x minus its mean when `center`); H uses 0·log 0 = 0.
-    In [1, min(N, D)]; 0 for an all-zero matrix.
+    σ are the min(N, D) singular values of x (of x minus its mean when `center`); H uses
+    0·log 0 = 0; `eps` is added to every p_k (`rankme`). In [1, min(N, D)] for eps = 0; 0 for an
+    all-zero matrix.
     """
-    sigma = jnp.sqrt(_singular_values_squared(as_points(x), center))
+    x_NxD = as_points(x)
+    k = min(x_NxD.shape)
+    sigma = jnp.sqrt(_singular_values_squared(x_NxD, center)[-k:])  # the k largest
     total = jnp.sum(sigma)
-    p = sigma / jnp.where(total > 0, total, 1.0)
+    p = sigma / jnp.where(total > 0, total, 1.0) + eps
     entropy = -jnp.sum(jax.scipy.special.xlogy(p, p))
     return jnp.where(total > 0, jnp.exp(entropy), 0.0)
+
+
+# RankMe's ε (Garrido et al. 2023, eq. 2: p_k = σ_k / ‖σ‖₁ + ε, the value they give for float32).
+RANKME_EPS = 1e-7
+
+
+def rankme(x: Array) -> Array:
+    """RankMe (Garrido et al. 2023) of the representation matrix x (N, D): exp(−Σ_k p_k log p_k),
+    p_k = σ_k / ‖σ‖₁ + ε over the min(N, D) singular values of x as it is (not centred),
+    ε = RANKME_EPS. It is `effective_rank` with that ε: the two differ by O(min(N, D)·ε·log(1/ε))
+    in the entropy (a relative 1e-3 at D = 384)."""
+    return effective_rank(x, eps=RANKME_EPS)
+
+
+# α-ReQ's fit range: ranks 11–100 of the eigenvalues (1-based), the default of Agrawal et al.'s
+# own code (reptrix's fit_range, arange(10, 100) zero-based), cut to the K = min(N − 1, D)
+# eigenvalues a centred sample of N points has; from rank 1 when fewer than ALPHA_REQ_MIN_RANKS
+# ranks would be left. Eigenvalues at or below ALPHA_REQ_FLOOR·λ₁ (float32's eigvalsh noise of a
+# rank-deficient cloud) are left out of the fit.
+ALPHA_REQ_RANKS = (11, 100)
+ALPHA_REQ_MIN_RANKS = 20
+ALPHA_REQ_FLOOR = 1e-6
+
+
+def alpha_req_ranks(n: int, d: int) -> tuple[int, int]:
+    """(first, last), 1-based and inclusive: the ranks α-ReQ fits for N points of dimension D."""
+    last = min(ALPHA_REQ_RANKS[1], n - 1, d)
+    first = ALPHA_REQ_RANKS[0] if last - ALPHA_REQ_RANKS[0] + 1 >= ALPHA_REQ_MIN_RANKS else 1
+    return first, last
+
+
+def alpha_req(x: Array) -> Array:
+    """α-ReQ (Agrawal et al. 2022) of the points x (N, D): the decay α of the eigenvalues λ_i of
+    their sample covariance, λ_i ∝ i^(−α), i.e. minus the ordinary least-squares slope of log λ_i
+    on log i over the ranks `alpha_req_ranks(N, D)` (their λ_i > ALPHA_REQ_FLOOR·λ₁). Scale-free;
+    NaN with fewer than 2 such eigenvalues."""
+    x_NxD = as_points(x)
+    first, last = alpha_req_ranks(*x_NxD.shape)
+    spectrum = _singular_values_squared(x_NxD, center=True)[::-1]  # descending
+    lam = spectrum[first - 1:last]
+    w = (lam > ALPHA_REQ_FLOOR * spectrum[0]).astype(lam.dtype)
+    t = jnp.log(jnp.arange(first, last + 1, dtype=lam.dtype))
+    y = jnp.log(jnp.where(w > 0, lam, 1.0))
+    count = jnp.sum(w)
+    t_mean, y_mean = (jnp.sum(w * v) / jnp.maximum(count, 1.0) for v in (t, y))
+    sxx = jnp.sum(w * (t - t_mean) ** 2)
+    slope = jnp.sum(w * (t - t_mean) * (y - y_mean)) / jnp.where(sxx > 0, sxx, 1.0)
+    return jnp.where((count >= 2) & (sxx > 0), -slope, jnp.nan)
 
 
 def top_pc_variance_ratio(x: Array, center: bool = True) -> Array:

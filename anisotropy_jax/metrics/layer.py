@@ -60,6 +60,11 @@ LAYER_METRICS = {
     "effective_rank": "effective rank of the raw token matrix (Roy & Vetterli, "
                       "metrics.effective_rank)",
     "effective_rank_centered": "effective rank of the centred token matrix",
+    "rankme": "RankMe (Garrido et al. 2023): effective_rank of the raw token matrix with their "
+              "eps = 1e-7 added to each normalised singular value (metrics.rankme)",
+    "alpha_req": "alpha-ReQ (Agrawal et al. 2022): the power-law decay of the eigenvalues of the "
+                 "tokens' covariance, minus the least-squares slope of log eigenvalue on log "
+                 "rank over ranks 11-100 (metrics.alpha_req, metrics.alpha_req_ranks)",
     "top_pc_variance_ratio": "sigma_1^2 / sum sigma^2 of the centred token matrix "
                              "(metrics.top_pc_variance_ratio)",
     "massive_top_ratio": "largest |activation| over the median |activation| of its sequence "
@@ -78,8 +83,8 @@ ANISOTROPY_FLOOR = 0.01
 # The metrics of pooled tokens (every token counts alike, whatever its sequence).
 _POOLED = ("average_cosine", "centered_average_cosine", "centered_average_cosine_without_massive",
            "centered_average_cosine_median", "drift_norm", "relative_drift",
-           "mean_norm", "isoscore", "effective_rank", "effective_rank_centered",
-           "top_pc_variance_ratio", "sampled_pair_cosine", "twonn_dimension", "gride_dimension")
+           "mean_norm", "isoscore", "effective_rank", "effective_rank_centered", "rankme",
+           "alpha_req", "top_pc_variance_ratio", "sampled_pair_cosine", "twonn_dimension", "gride_dimension")
 # Those of them that can take a (B, L, D) cloud with its mask instead of the tokens.
 _MASKED_POOLED = ("average_cosine", "centered_average_cosine",
                   "centered_average_cosine_without_massive", "centered_average_cosine_median",
@@ -117,6 +122,8 @@ def _computations(x_NxD: Array, points_mask: Array | None, x_BxLxD: Array,
         "isoscore": lambda: geometry.isoscore(x_NxD),
         "effective_rank": lambda: geometry.effective_rank(x_NxD),
         "effective_rank_centered": lambda: geometry.effective_rank(x_NxD, center=True),
+        "rankme": lambda: geometry.rankme(x_NxD),
+        "alpha_req": lambda: geometry.alpha_req(x_NxD),
         "top_pc_variance_ratio": lambda: geometry.top_pc_variance_ratio(x_NxD),
         "sampled_pair_cosine": lambda: geometry.sampled_pair_cosine_similarity(
             x_NxD, key, num_pairs=num_pairs),
