@@ -17,7 +17,10 @@ TILES = [(64, 64, 32, None), (64, 64, 64, None), (128, 64, 32, None), (128, 64, 
 
 
 def _step(core):
-    return jax.jit(lambda q, k, v, g: (lambda out, vjp: (out, *vjp(g)))(*jax.vjp(core, q, k, v)))
+    """jit of (q, k, v, cotangent) → (out, dq, dk, dv); the cotangent cast to out's dtype (flash
+    returns float32, cuDNN the inputs' dtype)."""
+    return jax.jit(lambda q, k, v, g: (lambda out, vjp: (out, *vjp(g.astype(out.dtype))))(
+        *jax.vjp(core, q, k, v)))
 
 
 def main(shape=(64, 256, 6, 64)) -> None:
