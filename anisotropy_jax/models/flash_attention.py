@@ -325,14 +325,17 @@ def _power_of_two_at_least(n: int, floor: int = 16) -> int:
 def flash_attention(q_BxLxHxDh: Array, k_BxLxHxDh: Array, v_BxLxHxDh: Array, *,
                     normalization: str, logit_scale: float, causal: bool,
                     precision: Any = jax.lax.Precision.HIGHEST, interpret: bool | None = None,
-                    block_q: int = 64, block_k: int = 64, block_backward: int = 32,
+                    block_q: int = 128, block_k: int = 64, block_backward: int = 64,
                     num_warps: int | None = None) -> Array:
     """normalise(q·kᵀ · logit_scale [causal mask])·v per head → (B, L, H, Dh) float32, with a
     custom VJP whose backward is two more passes of Pallas kernels (dq; dk and dv).
 
     q, k, v share their dtype (bf16 or float32: the matmul inputs) and shape. `interpret`: None
     = Pallas interpret mode off GPU. Blocks: queries per forward program, keys per forward tile,
-    and the square tiles of the backward (powers of two ≥ 16, clipped to the padded L).
+    and the square tiles of the backward (powers of two ≥ 16, clipped to the padded L). The
+    defaults were within 9 % of the fastest of 8 tilings for softmax and off-by-one at TF32 and
+    bf16 at `train:gpu`'s shapes on one H200, and 6-12 % faster than the reference's 64, 64, 32
+    (benchmarks/flash_tiling.py; docs/benchmarks/flash_core_h200/call4).
     `num_warps`: None = 4 for Dh ≤ 64 (8 above) forward, 4 backward below 128×128 tiles."""
     batch, seq_len, heads, d_head = q_BxLxHxDh.shape
     if not supported(normalization, d_head):
