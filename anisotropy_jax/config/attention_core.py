@@ -10,9 +10,10 @@ from anisotropy_jax.config.training import ModelSpec
 # later take up to 256).
 CUDNN_MAX_HEAD_WIDTH = 128
 # The precisions at which 'auto' trains softmax attention that cuDNN does not run (float32
-# inputs) with the Pallas flash core instead of XLA's: 'default' (TF32), where `train:gpu`'s step
-# ran at 1.41 M tokens/s with flash against 1.11 M with XLA on one H200
-# (docs/benchmarks/flash_core_h200/). 'highest' (IEEE float32 matmuls, no tensor cores in
+# inputs) with the Pallas flash core instead of XLA's: 'default' (TF32), where the attention's
+# forward + backward at `train:gpu`'s shapes took 0.38 ms with flash against 0.68 ms with XLA on
+# one H200 (the whole step: order-confounded between two calls; docs/benchmarks/flash_core_h200/).
+# 'highest' (IEEE float32 matmuls, no tensor cores in
 # Triton) is untimed and stays on XLA. The other normalisations take the flash core on GPUs
 # regardless: XLA is their only other core.
 FLASH_FOR_FLOAT32_SOFTMAX = ("default",)
