@@ -25,6 +25,7 @@ STRUCTURE = {
     "depth": {"llm": {"model.causal", "model.layer_norm_eps", "model.precision"},
               "lecun": {"model.init"}, "scaled": {"scale_with_depth"}},
     "embeddings": {"gpu": {"precision", "optim.learning_rate"}},
+    "extreme": {"intervention": {"inputs", "measure"}},
     "report": {"gpu": {"embeddings.precision", "embeddings.optim.learning_rate"},
                "full": {"embeddings.precision", "embeddings.optim.learning_rate"}},
     "sweep": {"pre_ln": {"model.norm_position", "model.layer_norm_eps"}, "lecun": {"model.init"},

@@ -115,11 +115,30 @@ def _extreme_run(run: dict[str, Any], labels: list[str] | None, **where: Any) ->
     return frames
 
 
+def _intervention(name: str, entry: dict[str, Any]) -> list[Any]:
+    """The intervention variant (`measure='intervention'`): per block (from 1) and sequence, the
+    unmodified attention's entropy, max weight and row cosine (arm 'baseline'), each arm's
+    change of them (arm '<arm>/<mean>/<norm>') and the random-direction control's mean change
+    (arm 'random/<mean>/<norm>')."""
+    frames = []
+    for layer in entry["layers"]:
+        arms = {"baseline": layer["baseline"], **layer["arms"],
+                **{f"random/{k}": v["per_sequence"] for k, v in layer["random"].items()}}
+        for arm, metrics in arms.items():
+            frames.append(block([("sequence", range(len(next(iter(metrics.values())))))],
+                                metrics, study="extreme", model=name,
+                                layer=layer["layer"] + 1, arm=arm))
+    return frames
+
+
 def extreme(doc: dict[str, Any], workdir: pathlib.Path) -> list[Any]:
     """The extreme-token study: per model and input kind, the trained weights and every
-    untrained seed."""
+    untrained seed; for the intervention variant, per block, arm and sequence."""
     frames = []
     for name, entry in (doc.get("models") or {}).items():
+        if "layers" in entry and "inputs" not in entry:
+            frames += _intervention(name, entry)
+            continue
         labels = (entry.get("model") or {}).get("state_labels")
         for kind, measured in (entry.get("inputs") or {}).items():
             where = dict(study="extreme", model=name, inputs=kind)

@@ -30,9 +30,12 @@ import numpy as np
 #   label         the state's name ("embeddings", "layer_3", "final_norm")
 #   layer         a block, 1 = the first (its heads, its input/attention/output sites)
 #   head          a head of that block, from 0
+#   arm           an intervention on a block's input (the extreme study's intervention
+#                 variant): "baseline", "<arm>/<mean>/<norm>", "random/<mean>/<norm>"
+#   sequence      an input sequence of the batch, from 0
 INDEX = ("study", "part", "run", "model", "weights", "inputs", "dataset", "normalization",
          "architecture", "modality", "width", "seed", "step", "s", "state", "label", "layer",
-         "head")
+         "head", "arm", "sequence")
 
 
 def pandas() -> Any:
@@ -104,7 +107,7 @@ def assemble(frames: Sequence[Any]) -> Any:
         keys = table[index].astype(object).where(table[index].notna(), None)
         rows = pd.Series(list(map(tuple, keys.to_numpy())), index=table.index)
         table = table.groupby(rows, sort=False, dropna=False).first().reset_index(drop=True)
-    for name in ("seed", "step", "state", "layer", "head", "width"):
+    for name in ("seed", "step", "state", "layer", "head", "width", "sequence"):
         if name in table.columns:
             table[name] = _integers(pd, table[name])
     return table[index + metrics]
