@@ -218,10 +218,12 @@ def transformers_from_gguf(path, config_class, lm_class):
     """The transformers model (`lm_class(config_class(...)).model`, float32, eager attention) with
     the weights transformers' own GGUF loader gives: its config mapping, its q/k un-permutation
     for llama and 1 + w → w for Gemma's norms; dequantization by the same gguf package."""
+    from transformers.initialization import no_init_weights
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     config = config_class(**load_gguf_checkpoint(str(path))["config"])
-    lm = lm_class(config)
+    with no_init_weights():  # every weight is loaded below (the assert), so no random init
+        lm = lm_class(config)
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=lm)["tensors"]
     missing, unexpected = lm.load_state_dict(tensors, strict=False)
     lm.tie_weights()
