@@ -28,11 +28,12 @@ def metric_by_step(by_arm: Mapping[str, Sequence[Mapping[str, Any]]], metric: st
             continue
         for i, run in enumerate(runs):
             ax.plot(run["steps"], run["series"][metric], color="0.6", lw=0.8,
+                    marker="o" if len(run["steps"]) == 1 else None, ms=3,  # one checkpoint
                     label="one seed" if i == 0 else None)
         steps = runs[0]["steps"]
         same = [np.asarray(r["series"][metric], np.float64) for r in runs if r["steps"] == steps]
         ax.plot(steps, np.nanmean(same, axis=0), color="C0", lw=2,
-                label=f"mean over {len(same)} seeds")
+                label=f"mean over {len(same)} seed{'s' * (len(same) > 1)}")
         if threshold is not None:
             ax.axhline(threshold, color="C3", ls="--", lw=1, label=f"{threshold:g}")
         if log_y:

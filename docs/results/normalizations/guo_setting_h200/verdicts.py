@@ -14,7 +14,8 @@ for the same 1,500 steps: `guo_sgd.tgz`. This script applies the rules fixed bef
 (anisotropy_jax/studies/report/verdicts_outliers.py: `control_reached` and `guo_sgd`, at the
 control's threshold and its sensitivity thresholds), prints both arms' last checkpoints side by
 side with the AdamW − SGD Welch intervals (descriptive: the control gates any claim), and writes
-verdicts.json beside it.
+verdicts.json and massive_by_step.png (max/median against the step, one panel per arm; AdamW's
+seeds 1-4 have their last checkpoint only) beside it.
 """
 import json
 import pathlib
@@ -23,6 +24,8 @@ import tempfile
 
 import numpy as np
 
+from anisotropy_jax import results
+from anisotropy_jax.plotting import outliers
 from anisotropy_jax.studies.report import verdicts_outliers as V
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -44,6 +47,10 @@ def main():
     difference = {metric: V.welch_interval(V.final(runs["adamw"], metric),
                                            V.final(runs["sgd"], metric)) for metric in SHOWN}
     guo = V.guo_sgd(arms)
+    results.save_figure(outliers.metric_by_step(runs, "massive_top_ratio", log_y=True,
+                                                label="max |h| / median |h|",
+                                                threshold=V.CONTROL_MASSIVE),
+                        HERE / "massive_by_step.png")
     doc = {"steps": runs["adamw"][0]["steps"][-1], "seeds": len(runs["adamw"]),
            "control_criterion": V.CRITERIA["control"],
            "control_reached": {k: {"reached": ok, "numbers": text}
