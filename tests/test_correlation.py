@@ -121,3 +121,12 @@ def test_partial_correlation_equals_the_closed_forms():
     assert got["explained"] == ()
     with pytest.raises(ValueError, match="n - 2"):
         correlation.partial_correlation(x[:4], y[:4], np.stack([z1, z2], 1)[:4])
+
+
+def test_t_quantile_equals_scipy_stats_and_the_tables():
+    for df in (1, 2, 4, 9, 29, 200):
+        for p in (0.025, 0.5, 0.95, 0.975, 0.995):
+            assert correlation.t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-12)
+    # the printed tables: t_{0.975} at 1, 2, 4 degrees of freedom
+    assert [round(correlation.t_quantile(0.975, df), 3) for df in (1, 2, 4)] == [12.706, 4.303,
+                                                                                 2.776]

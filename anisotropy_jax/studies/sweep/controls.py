@@ -24,6 +24,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from anisotropy_jax.metrics.correlation import t_quantile
+
 # The average input cosine measured in real models (SmolLM2 and DINOv2; docs/SCIENCE.md, "Review
 # of the verdicts"): the operating points are the s where the biased inputs' cosine lies here.
 INPUT_COSINE_RANGE = (0.1, 0.6)
@@ -36,11 +38,9 @@ ATTENTION_IDENTITY_METRICS = ("attention_entropy_normalized", "attention_query_a
 def paired_difference(a_SxC: Any, b_SxC: Any, confidence: float = 0.95) -> dict[str, list]:
     """Per s, the mean of a − b over seeds and its Student-t interval over the per-seed
     differences; NaN bounds with one seed (undefined, not 0)."""
-    from scipy import stats  # host-side only
-
     diff = np.asarray(a_SxC, np.float64) - np.asarray(b_SxC, np.float64)
     n, mean = diff.shape[0], diff.mean(axis=0)
-    half = (stats.t.ppf(0.5 + confidence / 2, n - 1) * diff.std(axis=0, ddof=1) / math.sqrt(n)
+    half = (t_quantile(0.5 + confidence / 2, n - 1) * diff.std(axis=0, ddof=1) / math.sqrt(n)
             if n > 1 else np.full(mean.shape, np.nan))
     return {"mean": mean.tolist(), "low": (mean - half).tolist(), "high": (mean + half).tolist(),
             "n": int(n)}

@@ -10,6 +10,7 @@ import numpy as np
 
 from anisotropy_jax.config import BlockConfig
 from anisotropy_jax.configs.sweep import SweepConfig
+from anisotropy_jax.metrics.correlation import t_quantile
 
 # The share of confidence of the seed intervals in the results ("low", "high").
 CONFIDENCE = 0.95
@@ -24,15 +25,13 @@ def summarize(per_seed: Mapping[str, np.ndarray]) -> dict[str, dict[str, list]]:
     contract). std is the sample standard deviation over seeds (ddof = 1) and [low, high] the
     Student-t interval of the mean at CONFIDENCE; with one seed neither is defined: NaN (written
     "nan" in results.json, "undefined" in the docs tables), never 0."""
-    from scipy import stats  # host-side only
-
     out = {}
     for name, values in per_seed.items():
         values = np.asarray(values, np.float64)
         n, mean = values.shape[0], values.mean(axis=0)
         if n > 1:
             std = values.std(axis=0, ddof=1)
-            half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
+            half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * std / math.sqrt(n)
         else:
             std = half = np.full(values.shape[1], np.nan)
         out[name] = {"mean": mean.tolist(), "std": std.tolist(), "low": (mean - half).tolist(),
