@@ -123,10 +123,19 @@ def test_partial_correlation_equals_the_closed_forms():
         correlation.partial_correlation(x[:4], y[:4], np.stack([z1, z2], 1)[:4])
 
 
-def test_t_quantile_equals_scipy_stats_and_the_tables():
-    for df in (1, 2, 4, 9, 29, 200):
-        for p in (0.025, 0.5, 0.95, 0.975, 0.995):
-            assert correlation.t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-12)
+def test_t_quantile_and_cdf_equal_scipy_stats_and_the_tables():
+    for df in (1, 2, 3, 4, 9, 10, 29, 200, 999):
+        for p in (0.001, 0.025, 0.3, 0.5, 0.95, 0.975, 0.995, 0.999):
+            assert correlation.t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-12,
+                                                                  abs=1e-12)
+        for p in (1e-6, 1 - 1e-6):
+            assert correlation.t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-9)
+        for t in (-30.0, -2.0, -0.3, 0.0, 0.1, 1.5, 50.0):
+            assert correlation.t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-13)
     # the printed tables: t_{0.975} at 1, 2, 4 degrees of freedom
     assert [round(correlation.t_quantile(0.975, df), 3) for df in (1, 2, 4)] == [12.706, 4.303,
                                                                                  2.776]
+    with pytest.raises(ValueError, match="integer"):
+        correlation.t_cdf(0.0, 2.5)
+    with pytest.raises(ValueError, match="p:"):
+        correlation.t_quantile(1.0, 3)

@@ -70,12 +70,41 @@ def drift_anisotropy_correlation(drift: Any, anisotropy: Any) -> dict[str, float
     }
 
 
-def t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t with `df` degrees of freedom (scipy.special.stdtrit, equal
-    to scipy.stats.t.ppf; scipy.stats alone costs the main job about half a second of imports)."""
-    from scipy import special  # host-side only
+def t_cdf(t: float, df: int) -> float:
+    """P(T ≤ t) for Student's t with an integer `df` ≥ 1, by the finite series in
+    θ = arctan(t/√df) (Abramowitz & Stegun 26.7.3-4: A(t|ν) = P(|T| ≤ |t|))."""
+    if df < 1 or int(df) != df:
+        raise ValueError(f"df: the closed form needs an integer >= 1, got {df}")
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, term = math.cos(theta) ** 2, 1.0
+    if df % 2:  # odd: (2/π)(θ + sin θ cos θ Σ_k (2·4···2k)/(1·3···(2k+1)) cos^2k θ), k < (ν−1)/2
+        total = 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        a = 2.0 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    else:  # even: sin θ Σ_k (1·3···(2k−1))/(2·4···2k) cos^2k θ, k < ν/2
+        total = 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        a = math.sin(theta) * total
+    return 0.5 + math.copysign(0.5 * a, t)
 
-    return float(special.stdtrit(df, p))
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t with an integer `df` ≥ 1: `t_cdf` inverted by bisection in
+    θ (equal to scipy.stats.t.ppf within 1e-12 relative for p in [0.001, 0.999], 1e-9 out to 1e-6
+    and 1 − 1e-6, tested). Pure Python: importing scipy costs the main job about half a second."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p: must lie in (0, 1), got {p}")
+    low, high = -math.pi / 2, math.pi / 2
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if mid in (low, high):
+            break
+        low, high = (mid, high) if t_cdf(math.sqrt(df) * math.tan(mid), df) < p else (low, mid)
+    return math.sqrt(df) * math.tan(0.5 * (low + high))
 
 
 def t_interval(values: Any, axis: int = 0, confidence: float = 0.95) -> dict[str, np.ndarray]:

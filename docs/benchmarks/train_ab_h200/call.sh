@@ -1,11 +1,12 @@
 # The main job against commit 047f0e7 (whole processes, alternating), the step's memory-bound
 # parts alone (benchmarks/fused_parts), and the training step's cores timed best-of-3 with the
 # PyTorch peer in the same call. Run with the `run` tool from the repository root, carry
-# [".whl2", ".ab"] (.ab/old.tgz: `git archive --format=tar.gz 047f0e7 -o .ab/old.tgz`).
-#   bash docs/benchmarks/train_ab_h200/call.sh bf16   (main job, fused parts, bf16 steps)
-#   bash docs/benchmarks/train_ab_h200/call.sh tf32   (TF32 steps, both orders)
+# [".whl2", ".ab"] (.ab/old.tgz: `git archive --format=tar.gz 047f0e7 anisotropy_jax experiments -o .ab/old.tgz`).
+#   bash docs/benchmarks/train_ab_h200/call.sh main_job fused bf16 tf32   (any of the parts)
+# Everything lands in $OUT/raw.tgz (the tool returns a limited number of files), summary.txt beside.
 set -u
-PART=${1:-bf16}
+PARTS=" $* "
+has() { [[ "$PARTS" == *" $1 "* ]]; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl2/*.whl || exit 1
 export PYTHONUNBUFFERED=1 PYTHONPATH=.:/tmp/site
@@ -19,14 +20,14 @@ bench() {  # name, then overrides of benchmarks/configs/train_throughput.py
     --workdir=/tmp/tt_$name > $OUT/tt_$name.txt 2>&1
   echo "bench $name rc=$?" >> $S; cp /tmp/tt_$name/train_throughput.json $OUT/tt_$name.json
 }
-if [ $PART = bf16 ]; then
-mkdir -p /tmp/old && tar xzf .ab/old.tgz -C /tmp/old
+if has main_job; then
+rm -rf /tmp/old /tmp/cache_* /tmp/job_* /tmp/imp_*; mkdir -p /tmp/old && tar xzf .ab/old.tgz -C /tmp/old
 for round in 1 2 3; do
   for tree in new old; do
     src=$([ $tree = new ] && pwd || echo /tmp/old); cache=/tmp/cache_${tree}_$round
-    script=$([ $tree = new ] && echo "sweep.py --phase_times=$OUT/phases_${round}" \
-             || echo "bias_sweep.py --config=experiments/configs/bias_sweep.py")
     for phase in cold warm; do
+      script=$([ $tree = new ] && echo "sweep.py --phase_times=$OUT/phases_${round}_$phase" \
+               || echo "bias_sweep.py --config=experiments/configs/bias_sweep.py")
       start=$(date +%s.%N)
       (cd $src && PYTHONPATH=$src:/tmp/site JAX_COMPILATION_CACHE_DIR=$cache timeout 120 \
         python3 experiments/$script --workdir=/tmp/job_${tree}_${round}_$phase \
@@ -42,7 +43,11 @@ for tree in new old; do  # the imports of each tree's main job, warm cache
   (cd $src && PYTHONPATH=$src:/tmp/site JAX_COMPILATION_CACHE_DIR=/tmp/cache_${tree}_1 \
     python3 -X importtime experiments/$script --workdir=/tmp/imp_$tree > /dev/null 2> $OUT/importtime_$tree.txt)
 done
+fi
+if has fused; then
 timeout 120 python3 -m benchmarks.fused_parts > $OUT/fused_parts.txt 2>&1; echo "fused_parts rc=$?" >> $S
+fi
+if has bf16; then
 bench bf16_softmax --config.precisions='("bfloat16",)' --config.jax_attention='("auto","flash")' \
   --config.torch_modes='("reduce-overhead",)'
 for n in sigmoid softpick off_by_one; do
@@ -50,9 +55,10 @@ for n in sigmoid softpick off_by_one; do
     --config.attention_normalization=$n --config.torch_modes='()'
 done
 fi
-if [ $PART = tf32 ]; then
+if has tf32; then
 bench tf32_xla_first --config.precisions='("default",)' --config.jax_attention='("xla","flash")' \
   --config.torch_modes='("reduce-overhead",)'
 bench tf32_flash_first --config.precisions='("default",)' --config.jax_attention='("flash","xla")' \
   --config.torch_modes='()'
 fi
+cp $S /tmp/summary.txt; tar czf /tmp/raw.tgz -C $OUT . && rm -rf $OUT/* && mv /tmp/raw.tgz /tmp/summary.txt $OUT/
