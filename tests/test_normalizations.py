@@ -23,6 +23,7 @@ from anisotropy_jax.studies import training
 from anisotropy_jax.studies.train import analysis
 from anisotropy_jax.studies.train.analysis import _hidden_metrics, sink_metrics
 from anisotropy_jax.studies.normalizations import STUDY, grid as grid_lib
+from anisotropy_jax.studies.report import compression
 
 # The grid's own list restricted to what models/attention.py has (softmax always).
 NAMES = tuple(n for n in ("softmax", "sigmoid") if n in NORMALIZATIONS)
@@ -86,6 +87,10 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
     assert floor == pytest.approx(expected) and 0 < floor < math.log(64)
     assert on_disk["cells"]["shakespeare"]["softmax"]["loss_floor"] is None
     assert "bigram_backcopy" in STUDY.format_report(on_disk, workdir)
+    # Li et al.'s compression verdict reads the softmax runs of both datasets from this folder
+    byte = compression.byte_runs(workdir)
+    assert len(byte) == 2 * len(plan.grid.seeds)
+    assert all(len(r["series"]["rankme_last"]) == len(r["steps"]) for r in byte)
 
 
 def test_the_grid_measures_the_weights_the_model_used(smoke_grid):
