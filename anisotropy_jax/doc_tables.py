@@ -32,6 +32,8 @@ KINDS (each a study's formatter, imported when used):
                (`studies.normalizations.summary.markdown_table`)
   outlier_accounts  the outlier accounts' verdicts recomputed from a folder of the grid's device
                archives (`studies.report.outlier_accounts.table`)
+  compression  Li et al.'s compression verdict from a folder holding normalizations/ (a grid's
+               results) and embeddings/ (the embeddings study's) (`studies.report.compression`)
 """
 from __future__ import annotations
 
@@ -106,6 +108,11 @@ def _outlier_accounts(folder: pathlib.Path):
     return outlier_accounts.table(folder)
 
 
+def _compression(folder: pathlib.Path):
+    from anisotropy_jax.studies.report import compression
+    return compression.table(folder)
+
+
 def _normalization_grid(doc):
     from anisotropy_jax.studies.normalizations import summary
     return summary.markdown_table(doc["cells"])
@@ -119,7 +126,7 @@ _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "cla
                "extreme_dimensions": _extreme_dimensions,
                "intervention_claims": _intervention_claims,
                "normalization_grid": _normalization_grid,
-               "outlier_accounts": _outlier_accounts,
+               "outlier_accounts": _outlier_accounts, "compression": _compression,
                "embeddings_loss": _embeddings("format_loss_table"),
                "embeddings_isotropy": _embeddings("format_table"),
                "embeddings_unitnorm": _embeddings("format_unitnorm_table"),

@@ -13,12 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from anisotropy_jax import config, corpus
+from anisotropy_jax import config, corpus, metrics
 from anisotropy_jax.configs.embeddings import EmbeddingsConfig
 from anisotropy_jax.metrics import embedding_isotropy as ei
 from anisotropy_jax.models import transformer
 from anisotropy_jax.studies import embeddings
 from anisotropy_jax.studies.embeddings import report, tokens
+from anisotropy_jax.studies.report import compression
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "experiments" / "embeddings.py"
@@ -68,8 +69,11 @@ def test_run_is_finite_has_the_documented_keys_and_learns(tiny):
     keys |= {f"{m}_gaussian_raw_{c}" for m in embeddings.MATRICES for c in conventions}
     assert set(result.isotropy) == keys
     shape = (len(cfg.widths), len(cfg.seeds), len(cfg.measured_steps))
-    for name, value in {**result.isotropy, **result.stats, "val": result.val_loss}.items():
+    assert set(result.last_block) == {"rankme", "alpha_req"}  # one value per checkpoint
+    for name, value in {**result.isotropy, **result.stats, "val": result.val_loss,
+                        **result.last_block}.items():
         assert value.shape == shape and np.all(np.isfinite(value)), name
+    assert np.all((result.last_block["rankme"] >= 1) & (result.last_block["rankme"] <= 16))
     assert result.projections["input_centered"].shape == (1, 2, cfg.vocab_size, 2)
     assert result.train_loss.shape == (1, 2, cfg.steps)
     # Min and max of the sign-free convention run over a superset of the one-sign directions.
@@ -86,6 +90,7 @@ def test_run_is_finite_has_the_documented_keys_and_learns(tiny):
 
 def test_step_zero_is_the_metric_of_the_init_params(tiny):
     cfg, result = tiny
+    batch = tokens.validation_batches(cfg, tokens.prepare(cfg).val_ids)[0]
     for j, seed in enumerate(cfg.seeds):
         model_cfg = embeddings.transformer_config(cfg, cfg.widths[0])
         params = jax.jit(transformer.Transformer(model_cfg).init)(
@@ -100,6 +105,12 @@ def test_step_zero_is_the_metric_of_the_init_params(tiny):
             for scaled in ("output_scaled",) + embeddings.GAIN_KEYS[:2]:
                 assert result.isotropy[f"{scaled}_{v}"][0, j, 0] == \
                     result.isotropy[f"output_{v}"][0, j, 0]
+        # The last block's spectrum: of the final LayerNorm's input on the first validation batch
+        last = transformer.Transformer(model_cfg).apply(params, batch["inputs"])[1]["final_norm_in"]
+        assert result.last_block["rankme"][0, j, 0] == pytest.approx(
+            float(metrics.rankme(last)), rel=1e-4)
+        assert result.last_block["alpha_req"][0, j, 0] == pytest.approx(
+            float(metrics.alpha_req(last)), rel=1e-3, abs=1e-3)
     assert result.isotropy["input_raw_one_sign"][0, 0, 0] != \
         result.isotropy["input_raw_one_sign"][0, 1, 0]  # seeds differ
 
@@ -188,6 +199,11 @@ def test_script_smoke_writes_results_and_figures(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
     assert doc["widths"] == [16, 32] and doc["steps"] == [0, 4, 12]
+    for name in ("rankme", "alpha_req"):  # (widths, seeds, checkpoints), finite
+        assert np.isfinite(np.asarray(doc["last_block"][name], np.float64)).all()
+        assert np.shape(doc["last_block"][name]) == (2, 1, 3)
+    # Li et al.'s compression verdict reads its control from this folder (the smallest width)
+    assert [len(r["series"]["rankme_last"]) for r in compression.bpe_runs(out)] == [3]
     assert "| 32 | output × γ | 12 |" in proc.stdout
     assert "[embeddings] D=32 seed=0 step 12" in proc.stdout
     for name in ("isotropy", "training", "svd_D16", "svd_D32"):

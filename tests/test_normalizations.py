@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from anisotropy_jax import data, results
+from anisotropy_jax import data, metrics, results
 from anisotropy_jax.config import ConfigError
 from anisotropy_jax.configs import normalizations as normalization_settings
 from anisotropy_jax.models.attention import NORMALIZATIONS, attention_mask
@@ -23,6 +23,7 @@ from anisotropy_jax.studies import training
 from anisotropy_jax.studies.train import analysis
 from anisotropy_jax.studies.train.analysis import _hidden_metrics, sink_metrics
 from anisotropy_jax.studies.normalizations import STUDY, grid as grid_lib
+from anisotropy_jax.studies.report import compression
 
 # The grid's own list restricted to what models/attention.py has (softmax always).
 NAMES = tuple(n for n in ("softmax", "sigmoid") if n in NORMALIZATIONS)
@@ -59,6 +60,10 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
                                   / grid_lib.RUN_FILE).read_text())
                 assert run["steps"] == [0, 1, 2, 4, 8]
                 assert all(len(v) == len(run["steps"]) for v in run["series"].values())
+                # the last block's spectrum (Li et al.'s compression verdict reads it): finite,
+                # RankMe within [1, min(N, D)] = [1, 32] (4 × 16 tokens of width 32)
+                assert np.all(np.isfinite(run["series"]["alpha_req_last"]))
+                assert all(1 <= v <= 32 for v in run["series"]["rankme_last"])
                 evals = [r["val_loss"] for r in map(json.loads, (grid_lib.run_dir(
                     workdir, dataset, norm, seed) / "eval.jsonl").read_text().splitlines())]
                 assert run["series"]["val_loss"] == pytest.approx(evals)
@@ -82,6 +87,10 @@ def test_smoke_grid_writes_every_run_and_the_summary_over_seeds(smoke_grid):
     assert floor == pytest.approx(expected) and 0 < floor < math.log(64)
     assert on_disk["cells"]["shakespeare"]["softmax"]["loss_floor"] is None
     assert "bigram_backcopy" in STUDY.format_report(on_disk, workdir)
+    # Li et al.'s compression verdict reads the softmax runs of both datasets from this folder
+    byte = compression.byte_runs(workdir)
+    assert len(byte) == 2 * len(plan.grid.seeds)
+    assert all(len(r["series"]["rankme_last"]) == len(r["steps"]) for r in byte)
 
 
 def test_the_grid_measures_the_weights_the_model_used(smoke_grid):
@@ -101,8 +110,14 @@ def test_the_grid_measures_the_weights_the_model_used(smoke_grid):
     variables = jax.tree.map(lambda s: jax.device_put(rng.normal(0, 0.3, s.shape).astype(s.dtype),
                                                       device),
                              training.abstract_state(config)[0]["params"])
-    heads = jax.device_get(analyse(variables, tokens))["heads"]
+    out = jax.device_get(analyse(variables, tokens))
+    heads = out["heads"]
     _, probes = Transformer(tcfg, with_head=False).apply(variables, tokens)
+    # the last block's spectrum: of its output's B·L tokens, as metrics.rankme / alpha_req define
+    last = jnp.asarray(probes["blocks"][-1]["resid_post"])
+    assert out["last_block"]["rankme"] == pytest.approx(float(metrics.rankme(last)), rel=1e-4)
+    assert out["last_block"]["alpha_req"] == pytest.approx(float(metrics.alpha_req(last)),
+                                                           rel=1e-3, abs=1e-3)
     mask = attention_mask(tokens.shape[1], True, None)
     for layer, block in enumerate(probes["blocks"]):
         used = used_weight_statistics(block["attn_weights"], mask)
@@ -132,11 +147,20 @@ def test_a_workdir_of_the_older_sigmoid_is_refused(smoke_grid, tmp_path):
 
 
 def test_a_finished_grid_is_not_trained_again(smoke_grid):
+    """…and a finished run written before a metric of METRICS existed (here the last block's
+    spectrum) is analysed again from its checkpoints, not trained again."""
     plan, workdir, doc, _ = smoke_grid
     run_file = grid_lib.run_dir(workdir, "shakespeare", "softmax", 0) / grid_lib.RUN_FILE
-    before = run_file.stat().st_mtime_ns
+    older = grid_lib.run_dir(workdir, "shakespeare", "softmax", 1)
+    saved = json.loads((older / grid_lib.RUN_FILE).read_text())
+    stale = {**saved, "series": {k: v for k, v in saved["series"].items()
+                                 if k not in ("rankme_last", "alpha_req_last")}}
+    (older / grid_lib.RUN_FILE).write_text(json.dumps(stale))
+    before, log = run_file.stat().st_mtime_ns, (older / "metrics.jsonl").read_text()
     again = STUDY.run(plan, SILENT)
     assert run_file.stat().st_mtime_ns == before
+    assert (older / "metrics.jsonl").read_text() == log  # not trained
+    assert json.loads((older / grid_lib.RUN_FILE).read_text())["series"] == saved["series"]
     assert again["cells"]["shakespeare"]["softmax"] == doc["cells"]["shakespeare"]["softmax"]
 
 

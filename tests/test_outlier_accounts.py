@@ -69,3 +69,24 @@ def test_the_figure_has_one_panel_per_arm_and_a_line_per_seed():
     np.testing.assert_allclose(adamw.lines[5].get_ydata(), mean)
     assert fig.axes[-1].texts[0].get_text() == "no massive_top_ratio"
     assert covering_legends(fig) == []
+
+
+def test_li_row_reads_the_bpe_control_beside_the_archives(tmp_path):
+    """Li et al.'s row: the baseline arm's runs are the byte models (RankMe flat here), and
+    FOLDER/embeddings/results.json the BPE control (a late fall of 0.4): the prediction holds."""
+    from anisotropy_jax import results
+    from tests.test_verdicts_compression import STEPS as BPE_STEPS, _runs as compression_runs
+
+    by_arm = _with_loss(_holding_grid()["bigram_backcopy"])
+    for j, run in enumerate(by_arm["adamw"]):
+        run["series"] = {**run["series"], "rankme_last": [40.0 + 0.1 * j] * len(run["steps"]),
+                         "alpha_req_last": [0.5] * len(run["steps"])}
+    _archive(tmp_path, by_arm)
+    bpe = compression_runs(0.4, 0)
+    results.write_json(tmp_path / "embeddings" / "results.json", {
+        "widths": [128], "seeds": list(range(len(bpe))), "steps": BPE_STEPS,
+        "last_block": {name: [[r["series"][f"{name}_last"] for r in bpe]]
+                       for name in ("rankme", "alpha_req")}})
+    table = A.table(tmp_path)
+    li = next(line for line in table.splitlines() if line.startswith("| Li et al."))
+    assert "| **holds** |" in li and "BPE control (5 seeds)" in li and "robust" in li

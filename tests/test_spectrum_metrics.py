@@ -88,3 +88,50 @@ def test_alpha_req_recovers_planted_power_laws_over_its_ranks_only():
     assert [alpha_req_reference(c, 11, 100) for c in x] == pytest.approx([0.8, 1.7, 1.5],
                                                                         abs=1e-9)
     assert abs(alpha_req_reference(x[2], 1, 100) - 1.5) > 0.5
+
+
+def _host(x):
+    """Both metrics as the training studies compute them: the float32 state on the host, its
+    spectrum in float64 (`metrics.spectrum_metrics`)."""
+    return metrics.spectrum_metrics(np.asarray(x, np.float32))
+
+
+def test_the_host_spectra_match_the_jax_metrics_on_fresh_random_clouds():
+    """Tolerances: RankMe within a relative 2e-5 and α-ReQ within 1e-4 of `metrics.rankme` /
+    `metrics.alpha_req` (float32 throughout), and within 1e-6 of the float64 references (the
+    float32 input is the only difference)."""
+    rng = np.random.default_rng()
+    for shape in ((60, 32), (20, 64), (4, 30, 48)):  # N > D, N − 1 < D, a (B, L, D) state
+        d = shape[-1]
+        x = (rng.normal(size=shape) * np.linspace(3.0, 0.1, d) + rng.normal(size=d)).astype(
+            np.float32)
+        points = x.reshape(-1, d)
+        got, x32 = _host(x), jnp.asarray(x)
+        assert got["rankme"] == pytest.approx(float(metrics.rankme(x32)), rel=2e-5)
+        assert got["rankme"] == pytest.approx(rankme_reference(points), rel=1e-6)
+        assert got["alpha_req"] == pytest.approx(float(metrics.alpha_req(x32)), rel=1e-4, abs=1e-4)
+        first, last = metrics.alpha_req_ranks(*points.shape)
+        assert got["alpha_req"] == pytest.approx(alpha_req_reference(points, first, last),
+                                                 rel=1e-6, abs=1e-6)
+
+
+def test_the_host_spectra_of_planted_spectra_and_of_degenerate_states():
+    """RankMe of singular values (4, 2, 1, 1, 0.5, 0) in closed form; α-ReQ of exact power laws
+    (0.8 and 1.7 over ranks 11-100); an all-zero state: RankMe 0, α-ReQ undefined; a state with
+    a NaN: both NaN."""
+    sigma = np.array([4.0, 2.0, 1.0, 1.0, 0.5, 0.0])
+    rng = np.random.default_rng(2)
+    u, _ = np.linalg.qr(rng.normal(size=(50, 6)))
+    v, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    p = sigma / sigma.sum() + metrics.RANKME_EPS
+    assert _host(u * sigma @ v.T)["rankme"] == pytest.approx(np.exp(-(p * np.log(p)).sum()),
+                                                             rel=1e-6)
+    ranks = np.arange(1, 129)
+    for alpha, seed in ((0.8, 3), (1.7, 4)):
+        assert _host(planted(400, 128, ranks ** -alpha, seed))["alpha_req"] == pytest.approx(
+            alpha, abs=1e-5)
+    zeros = _host(np.zeros((10, 8)))
+    assert zeros["rankme"] == 0.0 and np.isnan(zeros["alpha_req"])
+    bad = np.ones((10, 8))
+    bad[3, 2] = np.nan
+    assert all(np.isnan(v) for v in _host(bad).values())

@@ -12,7 +12,9 @@ Conventions:
   * Every norm goes through `vector_norms` (overflow-safe, norms up to ~1e38).
 Everything is computed in the input dtype (float32 by default; the tests run float64 through the
 same code). Shape errors (too few vectors for a pair) are raised at trace time, before any
-compilation of a larger program. Only `drift_anisotropy_correlation` is host-side (scipy).
+compilation of a larger program. Host-side: `drift_anisotropy_correlation` (scipy) and
+`spectrum_metrics` (RankMe and α-ReQ of a state in numpy float64, `metrics.host_spectrum`: no
+eigendecomposition inside a compiled program).
 
 Extreme tokens and dimensions (docs/SCIENCE.md, "Extreme tokens, sinks and intrinsic dimension"):
 massive activations, outliers, rogue dimensions and the top PC without the first token in
@@ -53,6 +55,8 @@ from anisotropy_jax.metrics.geometry import (ALPHA_REQ_RANKS, RANKME_EPS, alpha_
                                              sampled_pair_cosine_similarity,
                                              top_pc_variance_ratio,
                                              within_sequence_cosine_similarity)
+from anisotropy_jax.metrics.host_spectrum import (SPECTRUM_METRICS, alpha_req_from_scatter,
+                                              rankme_from_gram, second_moments, spectrum_metrics)
 from anisotropy_jax.metrics.layer import (ANISOTROPY_FLOOR, LAYER_METRICS, REMOVED_SHARES,
                                           centering_removed_share, layer_metrics)
 from anisotropy_jax.metrics.intrinsic_dimension import (IDEstimate, distinct_points,
@@ -84,6 +88,9 @@ __all__ = [
     "within_sequence_cosine_similarity",
     # the spectrum of a cloud (metrics.geometry)
     "ALPHA_REQ_RANKS", "RANKME_EPS", "alpha_req", "alpha_req_ranks", "rankme",
+    # the same two on the host, in float64 (metrics.host_spectrum)
+    "SPECTRUM_METRICS", "alpha_req_from_scatter", "rankme_from_gram", "second_moments",
+    "spectrum_metrics",
     # the per-layer metrics of every study, one name per quantity (metrics.layer)
     "ANISOTROPY_FLOOR", "LAYER_METRICS", "REMOVED_SHARES", "centering_removed_share",
     "layer_metrics",

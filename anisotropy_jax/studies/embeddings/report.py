@@ -13,7 +13,10 @@ I(W·diag γ) − I(W·c) at equal Frobenius norm, {"per_seed": (W, S, C), "mean
 {"<matrix>_<relative_drift|mean_norm|isoscore>", "final_gain_<mean|std|frobenius_ratio>":
 (W, S, C)},
 `val_loss` (W, S, C), `train_loss` (W, S, C: mean training loss of the updates since the previous
-measured step; null at step 0), `run_seconds` (W, S), `seconds`.
+measured step; null at step 0), `last_block` {"rankme", "alpha_req": (W, S, C)} (RankMe and α-ReQ
+of the last block's output, the input of the final LayerNorm, over the B·L tokens of the first
+validation batch: Li et al.'s compression phase, `studies.report.compression`), `run_seconds`
+(W, S), `seconds`.
 results.npz: "train_loss" (W, S, steps), "steps", "token_counts" (V,) and
 "proj__<matrix>_<raw|centered>" (W, C, V, 2), the 2-D SVD projections of the first seed.
 
@@ -58,6 +61,8 @@ class EmbeddingsResult:
         "final_gain_<mean|std|frobenius_ratio>": (W, S, C)}.
       val_loss: (W, S, C) validation cross-entropy, nats per token.
       train_loss: (W, S, steps) training loss of every update.
+      last_block: {"rankme", "alpha_req": (W, S, C)} of the last block's output on the first
+        validation batch (`metrics.spectrum_metrics`).
       projections: {"<matrix>_<raw|centered>": (W, C, V, 2)} 2-D SVD projections, first seed.
       num_params: (W,) parameters per model.
       run_seconds: (W, S) wall time per model, compilation included.
@@ -81,6 +86,7 @@ class EmbeddingsResult:
     tokenizer_json: str
     data: dict[str, int]
     seconds: float
+    last_block: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def _interval_train_loss(result: EmbeddingsResult) -> np.ndarray:
@@ -120,6 +126,7 @@ def document(result: EmbeddingsResult, provenance: dict, config: Any) -> dict:
         "stats": dict(sorted(result.stats.items())), "val_loss": result.val_loss,
         "train_loss": [[[None if np.isnan(x) else float(x) for x in s] for s in w]
                        for w in train_loss],
+        "last_block": dict(sorted(result.last_block.items())),
         "run_seconds": result.run_seconds, "seconds": result.seconds})
 
 

@@ -67,6 +67,7 @@ def run(config: EmbeddingsConfig, progress: Progress = SILENT,
         projections={k: np.stack([t.projections[k] for t in first]) for k in first[0].projections},
         num_params=np.asarray([row[0].num_params for row in grid]),
         run_seconds=stacked(lambda t: np.asarray(t.seconds)),
+        last_block={k: stacked(lambda t, k=k: t.last_block[k]) for k in grid[0][0].last_block},
         token_counts=tokens.token_counts(data.train_ids, config.vocab_size),
         tokenizer_json=data.tokenizer_json, data=_data_summary(config, data),
         seconds=time.perf_counter() - start)

@@ -11,7 +11,9 @@ Training reuses the training study's pieces (`studies/training/step.py`): AdamW 
 cosine decay, clipping, `train_step`, `eval_loss`; batches are a pure function of (seed, step).
 At every measured step (0 = the init) the embeddings go through `measure`: Machina & Mercer's
 partition isotropy (`metrics.embedding_isotropy`, both sign conventions, raw and centred), the
-2-D SVD projections, and three descriptive statistics per matrix.
+2-D SVD projections, and three descriptive statistics per matrix; and the last block's output
+(the input of the final LayerNorm) on the first validation batch goes to the host for its RankMe
+and α-ReQ (`metrics.spectrum_metrics`, numpy float64: Li et al.'s compression phase).
 """
 from __future__ import annotations
 
@@ -145,6 +147,7 @@ class RunTrace:
     train_loss: np.ndarray               # (steps,)
     seconds: float
     num_params: int
+    last_block: dict[str, np.ndarray]    # (C,) "rankme", "alpha_req"
 
 
 def _stack(records: list[dict]) -> dict[str, np.ndarray]:
@@ -159,8 +162,8 @@ def _check_finite(where: str, values: dict[str, np.ndarray]) -> None:
 
 @functools.lru_cache(maxsize=4)
 def _compiled(model_config: TransformerConfig, optim: OptimConfig, steps: int):
-    """(jitted init state of a seed, jitted train step, jitted eval loss), shared by the seeds of
-    a width (one compilation per width)."""
+    """(jitted init state of a seed, jitted train step, jitted eval loss, jitted last block's
+    output (B, L, D) of a batch), shared by the seeds of a width (one compilation per width)."""
     model = Transformer(model_config, with_head=True)
     tx = training.optimizer(optim, steps)
     schedule = training.learning_rate_schedule(optim, steps)
@@ -168,7 +171,9 @@ def _compiled(model_config: TransformerConfig, optim: OptimConfig, steps: int):
                                         schedule=schedule), donate_argnums=0)
     init_fn = jax.jit(functools.partial(training.init_state, model, tx,
                                         seq_len=model_config.max_len))
-    return init_fn, step_fn, jax.jit(functools.partial(training.eval_loss, model=model))
+    body = Transformer(model_config, with_head=False)  # no logits: the stored head is not read
+    last_fn = jax.jit(lambda params, batch: body.apply(params, batch["inputs"])[1]["final_norm_in"])
+    return init_fn, step_fn, jax.jit(functools.partial(training.eval_loss, model=model)), last_fn
 
 
 def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tokens.TokenData,
@@ -178,7 +183,7 @@ def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tok
     config.measured_steps; FloatingPointError (naming width, seed, step) when a loss, parameter
     or measurement is not finite."""
     model_config, start = transformer_config(config, width), time.perf_counter()
-    init_fn, step_fn, eval_fn = _compiled(model_config, config.optim, config.steps)
+    init_fn, step_fn, eval_fn, last_fn = _compiled(model_config, config.optim, config.steps)
     state = init_fn(seed)
     records, losses, finite, since = [], [], [], 0
     for step in range(config.steps + 1):
@@ -190,7 +195,9 @@ def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tok
             iso, stats, proj = measure_params(state["params"], model_config)
             val = float(np.mean([eval_fn(state["params"], b) for b in val_batches]))
             _check_finite(where, {**iso, **stats, "val loss": np.asarray(val)})
-            records.append({"iso": iso, "stats": stats, "proj": proj, "val": val})
+            spectrum = metrics.spectrum_metrics(last_fn(state["params"], val_batches[0]))
+            records.append({"iso": iso, "stats": stats, "proj": proj, "val": val,
+                            "last": spectrum})
             if progress is not None:
                 recent = train_losses[since:]
                 progress(Checkpoint(width, seed, step, float(recent.mean()) if len(recent) else
@@ -209,4 +216,5 @@ def train_and_measure(config: EmbeddingsConfig, width: int, seed: int, data: tok
         val_loss=np.asarray([r["val"] for r in records]),
         train_loss=np.asarray(jax.device_get(losses), np.float32),
         seconds=time.perf_counter() - start,
-        num_params=int(sum(x.size for x in jax.tree.leaves(state["params"]))))
+        num_params=int(sum(x.size for x in jax.tree.leaves(state["params"]))),
+        last_block=_stack([r["last"] for r in records]))

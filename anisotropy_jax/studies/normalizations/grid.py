@@ -48,6 +48,10 @@ METRICS = {
                       "queries, layers and heads",
     "attention_zero_mass_share": "share of the queries whose weights sum to zero (left out of "
                                  "the three statistics above), mean over layers and heads",
+    "rankme_last": "RankMe (Garrido et al., eps 1e-7) of the last block's output, the B*L tokens "
+                   "of the analysis batch as they are (not centred); numpy float64 on the host",
+    "alpha_req_last": "alpha-ReQ (Agrawal et al.: eigenvalue decay of the covariance over ranks "
+                      "11-100) of the same tokens",
 }
 # Attention statistics averaged over the heads where they are defined (a head with no query of
 # positive weight has none: attention_zero_mass_share counts those queries).
@@ -78,6 +82,8 @@ def checkpoint_series(result: analysis.DynamicsResult) -> dict[str, list[float]]
                                                                       -1).mean(-1),
         "attention_mass": per_step(heads["attention_mass"]).mean(-1),
         "attention_zero_mass_share": per_step(heads["attention_zero_mass_share"]).mean(-1),
+        "rankme_last": result.last_block["rankme"],
+        "alpha_req_last": result.last_block["alpha_req"],
     }
     series.update({name: _mean_where_defined(per_step(heads[name])) for name in _USED_ATTENTION})
     return {name: [float(v) for v in values] for name, values in series.items()}

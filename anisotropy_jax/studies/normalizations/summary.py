@@ -24,7 +24,8 @@ COLUMNS = (("val_loss", "val loss", "{:.3f}"), ("cross_sequence_cosine", "cross-
            ("attention_entropy_normalized", "H/ln n", "{:.3f}"),
            ("attention_max", "max weight", "{:.3f}"),
            ("attention_query_agreement", "agreement", "{:.3f}"),
-           ("attention_mass", "mass", "{:.3f}"), ("attention_zero_mass_share", "zero-mass", "{:.3f}"))
+           ("attention_mass", "mass", "{:.3f}"), ("attention_zero_mass_share", "zero-mass", "{:.3f}"),
+           ("rankme_last", "RankMe (last)", "{:.1f}"), ("alpha_req_last", "α-ReQ (last)", "{:.2f}"))
 
 
 def columns(cell: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:

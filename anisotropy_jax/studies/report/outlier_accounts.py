@@ -5,7 +5,9 @@ seeds, the loss match of the arms each rule compares and the sensitivity entry.
 
 `arms_from_folder(folder)` reads the device calls' archives (`**/*.tgz`, each one arm's workdir
 without checkpoints, the arm named by its top folder); `table(folder)` is the doc table
-(`anisotropy_jax.doc_tables`, kind `outlier_accounts`).
+(`anisotropy_jax.doc_tables`, kind `outlier_accounts`). Li et al.'s row reads the baseline arm's
+runs as the byte models and, where the folder holds one, FOLDER/embeddings/results.json as the
+BPE control (`compression.bpe_runs`; without it the row reads "not measured").
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import tarfile
 import tempfile
 from typing import Any, Mapping
 
-from anisotropy_jax.studies.report import verdicts_compression as C, verdicts_outliers as V
+from anisotropy_jax.studies.report import (compression, verdicts_compression as C,
+                                           verdicts_outliers as V)
 from anisotropy_jax.studies.report.verdict import NOT_MEASURED, NOT_TESTABLE
 
 NO_CLAIM = "regime not reached, no claim"
@@ -71,8 +74,9 @@ def _sensitivity(verdict: str, entries: Mapping[str, str]) -> str:
     return "robust (" + ", ".join(entries) + ")" if not flips else "flips under " + "; ".join(flips)
 
 
-def rows(arms) -> list[dict[str, str]]:
-    """One row per account: name, verdict, numbers, loss match, sensitivity."""
+def rows(arms, bpe_runs=None) -> list[dict[str, str]]:
+    """One row per account: name, verdict, numbers, loss match, sensitivity (`bpe_runs`: Li et
+    al.'s BPE control, `compression.bpe_runs`)."""
     out = []
     for key, entry in V.all_verdicts(arms).items():
         verdict = NO_CLAIM if entry["verdict"] == NOT_TESTABLE else entry["verdict"]
@@ -86,9 +90,11 @@ def rows(arms) -> list[dict[str, str]]:
         out.append({"account": V.ACCOUNT_CLAIMS[key][0], "verdict": verdict, "numbers": numbers,
                     "loss": loss_match(arms, key), "sensitivity": sensitivity})
     byte = [r for by_arm in arms.values() for r in by_arm.get(V.BASELINE, [])]
-    li = C.compression_phase(byte, None)
+    li = C.compression_phase(byte, bpe_runs)
+    sens = "–" if li.verdict == NOT_MEASURED else _sensitivity(li.verdict,
+                                                              C.sensitivity(byte, bpe_runs))
     out.append({"account": "Li et al. (compression phase)", "verdict": li.verdict,
-                "numbers": "; ".join(li.numbers), "loss": "–", "sensitivity": "–"})
+                "numbers": "; ".join(li.numbers), "loss": "–", "sensitivity": sens})
     return out
 
 
@@ -96,7 +102,8 @@ def table(folder: str | pathlib.Path) -> str:
     """The markdown table of `rows` from the archives under `folder`."""
     lines = ["| account | verdict | numbers (95% t-intervals over seeds) | loss match (last "
              "val loss, Welch) | sensitivity |", "| --- | --- | --- | --- | --- |"]
-    for row in rows(arms_from_folder(folder)):
+    bpe = compression.bpe_runs(pathlib.Path(folder) / "embeddings")
+    for row in rows(arms_from_folder(folder), bpe):
         lines.append(f"| {row['account']} | **{row['verdict']}** | {row['numbers']} | "
                      f"{row['loss']} | {row['sensitivity']} |")
     return "\n".join(lines) + "\n"

@@ -51,6 +51,8 @@ For every saved checkpoint, on one fixed validation batch of clean text (no MLM 
     gride_dimension (the intrinsic dimension of the B·L tokens pooled: TwoNN and GRIDE at
     (n1, n2) = (8, 16), `metrics.layer_dimensions`; exact duplicates drop out, NaN if undefined;
     neighbours ranked in blocks of 512 rows, so memory is O(512·B·L) per state);
+  the last block's output (the last hidden state; arrays (S,)): rankme and alpha_req of its B·L
+    tokens (`metrics.spectrum_metrics`: the state comes to the host, its spectrum is numpy float64);
   embedding matrices (arrays (S,)): partition isotropy of the input embedding and of the output
     projection (the same matrix when tied), raw and centred (input_raw, input_centered,
     output_raw, output_centered), over the rows of the byte ids that occur in the corpus (plus
@@ -120,6 +122,7 @@ class DynamicsResult:
       heads: {name in HEAD_METRICS: (S, layers, H)}.
       layers: {name in LAYER_METRICS: (S, layers + 1)}.
       embeddings: {"input_raw", …, "output_all_rows_centered": (S,)}.
+      last_block: {"rankme", "alpha_req": (S,)} of the last hidden state ({} when not given).
       final_norm: clm only, {"before_<name>", "after_<name>": (S,)}; else None.
       correlation: `trends.entropy_correlations_across_heads` (S ≥ 3), else None.
       trends: `trends.expected_trends` (S ≥ 3), else None.
@@ -141,6 +144,7 @@ class DynamicsResult:
     loss: np.ndarray
     val_steps: np.ndarray
     val_loss: np.ndarray
+    last_block: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def objective(self) -> str:
@@ -261,7 +265,7 @@ def _probe_metrics(probes: dict[str, jax.Array], *, causal: bool, softmax: bool,
         probes["queries"], probes["keys"], probes["attn_logits"], rngs, used)
     heads.update(jax.vmap(lambda w: sink_metrics(w, causal))(probes["attn_weights"]))
     out = {"heads": {name: heads[name] for name in HEAD_METRICS},
-           "layers": jax.vmap(_hidden_metrics)(probes["states"])}
+           "layers": jax.vmap(_hidden_metrics)(probes["states"]), "last": probes["states"][-1]}
     if "final" in probes:
         both = jax.vmap(_hidden_metrics)(probes["final"])
         out["final_norm"] = {**{f"before_{k}": v[0] for k, v in both.items()},
@@ -297,6 +301,7 @@ def make_analysis_fn(config: TransformerConfig, used_ids: np.ndarray,
                              softmax=config.block.attention_normalization == "softmax",
                              permutation_seed=permutation_seed)
         out["embeddings"] = _embedding_metrics(config, variables["params"], rows)
+        out["last_block"] = metrics.spectrum_metrics(out.pop("last"))  # on the host
         return out
 
     return analyse
@@ -382,4 +387,5 @@ def run(workdir: str | os.PathLike, analysis: AnalysisConfig = AnalysisConfig(),
         loss_steps=np.asarray([r["step"] for r in losses], np.int64),
         loss=np.asarray([r["loss"] for r in losses], np.float64),
         val_steps=np.asarray([r["step"] for r in evals], np.int64),
-        val_loss=np.asarray([r["val_loss"] for r in evals], np.float64))
+        val_loss=np.asarray([r["val_loss"] for r in evals], np.float64),
+        last_block=stacked["last_block"])

@@ -3,10 +3,11 @@
   results.json  provenance, config ({"train", "analysis": {batch_size, seed}}), objects (what
                 each group measures), training (first/final loss, validation curve, learning:
                 whether the model learned, `studies.training.learned`), steps, heads, layers,
-                embeddings, final_norm (clm), correlation, trends (`holds` None: not testable,
-                the model did not learn) — written last
-  dynamics.npz  "steps", "<group>/<metric>" for heads, layers, embeddings, final_norm, and
-                "correlation/<metric>/rho", "correlation/<metric>/p" (per checkpoint)
+                embeddings, final_norm (clm), last_block, correlation, trends (`holds` None: not
+                testable, the model did not learn) — written last
+  dynamics.npz  "steps", "<group>/<metric>" for heads, layers, embeddings, final_norm,
+                last_block, and "correlation/<metric>/rho", "correlation/<metric>/p" (per
+                checkpoint)
   figures/      loss.png, trajectories.png, anisotropy_heatmap.png, entropy_vs_logit_terms.png
                 (≥ 3 checkpoints)
 """
@@ -47,13 +48,16 @@ OBJECTS = {
     "embeddings": "partition isotropy of the input/output embedding matrices (rows of "
                   "byte ids present in the corpus; *_all_rows: every row)",
     "final_norm": "clm only: hidden states before/after the final LayerNorm",
+    "last_block": "per checkpoint: RankMe (singular values of the raw token matrix, eps 1e-7) and "
+                  "alpha-ReQ (covariance eigenvalue decay over ranks 11-100) of the last hidden "
+                  "state's B*L tokens, computed on the host in float64",
     "correlation": "per checkpoint: Spearman rho (and p) of normalised entropy with each logit "
                    "term over the heads of all layers of that checkpoint (heads of one model, "
                    "not independent models); checkpoints are never pooled; partial_*: the "
                    "within-layer partial rank correlation of entropy with the term given the "
                    "logit spread (p_method says how)",
 }
-_GROUPS = ("heads", "layers", "embeddings", "final_norm", "correlation", "trends")
+_GROUPS = ("heads", "layers", "embeddings", "final_norm", "last_block", "correlation", "trends")
 
 
 def _groups(result: DynamicsResult) -> dict[str, Any]:
@@ -64,7 +68,7 @@ def _groups(result: DynamicsResult) -> dict[str, Any]:
 def flatten_arrays(result: DynamicsResult) -> dict[str, np.ndarray]:
     """{"steps": …, "heads/mean_query_norm": array, …} for results.write_npz."""
     flat = {"steps": np.asarray(result.steps)}
-    for group in ("heads", "layers", "embeddings", "final_norm"):
+    for group in ("heads", "layers", "embeddings", "final_norm", "last_block"):
         for name, value in (getattr(result, group) or {}).items():
             flat[f"{group}/{name}"] = np.asarray(value)
     for name, value in (result.correlation or {}).items():
