@@ -16,7 +16,7 @@ import numpy as np
 from anisotropy_jax.studies.report import verdicts_outliers as V
 
 HERE = pathlib.Path(__file__).resolve().parent
-ARMS = ("adamw", "sgd", "muon", "adamw_rotated", "single_gain", "post_ln")
+ARMS = ("adamw", "sgd", "muon", "adamw_rotated", "single_gain", "no_gain", "post_ln")
 SHOWN = ("val_loss", "cross_sequence_cosine", "abs_cos_qk", "sink_rate", "massive_top_ratio",
          "kurtosis")
 
