@@ -3,7 +3,7 @@
 # verdict: the default normalisation grid's softmax cells (byte models, both datasets, 3 seeds)
 # and the :gpu embeddings study at its smallest width (the BPE control, 5 seeds) with denser
 # late checkpoints. Run with the `run` tool from the repository root, carry [".whl2"]:
-#   bash docs/results/compression_h200/call.sh
+#   bash docs/results/normalizations/compression_h200/call.sh
 # What comes back: outliers_no_gain.tgz, normalizations.tgz, embeddings.tgz (results, no
 # checkpoints), the logs and summary.txt.
 set -u
