@@ -2,7 +2,7 @@
 # parts alone (benchmarks/fused_parts), and the training step's cores timed best-of-3 with the
 # PyTorch peer in the same call. Run with the `run` tool from the repository root, carry
 # [".whl2", ".ab"] (.ab/old.tgz: `git archive --format=tar.gz 047f0e7 anisotropy_jax experiments -o .ab/old.tgz`).
-#   bash docs/benchmarks/train_ab_h200/call.sh main_job fused bf16 tf32 qkv   (any of the parts)
+#   bash docs/benchmarks/train_ab_h200/call.sh main_job fused bf16 tf32 qkv bias_gelu   (any of the parts)
 # Everything lands in $OUT/raw.tgz (the tool returns a limited number of files), summary.txt beside.
 set -u
 PARTS=" $* "
@@ -64,5 +64,9 @@ fi
 if has qkv; then  # the input projection: one GEMM and a split, or three GEMMs (bf16, 2 rounds)
 timeout 300 python3 -m benchmarks.qkv_layout_ab bfloat16 2 > $OUT/qkv_bf16.txt 2>&1
 echo "qkv rc=$?" >> $S
+fi
+if has bias_gelu; then  # the MLP's bias + GELU as Pallas kernels: alone, then the step (bf16, 2 rounds)
+timeout 200 python3 -m benchmarks.bias_gelu_ab bfloat16 2 > $OUT/bias_gelu_bf16.txt 2>&1
+echo "bias_gelu rc=$?" >> $S
 fi
 cp $S /tmp/summary.txt; tar czf /tmp/raw.tgz -C $OUT . && rm -rf $OUT/* && mv /tmp/raw.tgz /tmp/summary.txt $OUT/
