@@ -1,7 +1,7 @@
 """Quantisation control of the extreme-token study (docs/EXTREME.md, "Quantisation control"): a
 float32 checkpoint's extreme-token metrics (kurtosis, the largest |activation| and its ratio to
 the median, the sink rate; natural text, the `report` variant's 16 sentences) before and after
-its weights go through GGUF types Q8_0, Q4_1, Q4_0 and Q4_K (`models.formats.quantise`).
+its weights go through GGUF types Q8_0, Q5_0, Q4_1, Q4_0 and Q4_K (`models.formats.quantise`).
 
   python -m benchmarks.quantisation_control OUT.json [MODEL ...]   (default: mpnet minilm-l6)
 """

@@ -4,12 +4,15 @@ package's own dequantiser, as the GGUF reader does): the quantisation control of
   round_trip(rows, kind)   an (N, n) float array as GGUF type `kind` would store and read it
   round_trip_params(params, kind)   every 2-D kernel and embedding table of a parameter tree
 
-Q8_0, Q4_1 and Q4_0 are quantised by `gguf.quants.quantize`. The `gguf` package has no Q4_K
-quantiser (its Q4_K is dequantise-only), so `q4_k_blocks` writes Q4_K's 144-byte blocks itself:
-per 256 values, 8 sub-blocks of 32 with a 6-bit scale and a 6-bit min each, under two float16
-super-scales (llama.cpp's block_q4_K layout). Each sub-block's scale and min are its plain
-min-max range (min ≤ 0 ≤ max), without llama.cpp's iterative search (make_qkx2_quants), so its
-error is somewhat larger than llama.cpp's Q4_K; the blocks are read back by gguf's Q4_K
+Q8_0, Q5_0, Q4_1 and Q4_0 are quantised by `gguf.quants.quantize`. These are the offline
+GGUFs' types (docs/PRETRAINED.md): SmolLM2-135M is Q4_1 with a Q8_0 embedding, Gemma-3-270M
+Q4_K_M, Qwen2.5-Coder-0.5B Q4_K_M that is mostly Q5_0 (its 896 columns are no multiple of 256).
+The `gguf` package has no Q4_K quantiser (its Q4_K is dequantise-only), so `q4_k_blocks` writes
+Q4_K's 144-byte blocks itself: per 256 values, 8 sub-blocks of 32 with a 6-bit scale and a 6-bit
+min each, under two float16 super-scales (llama.cpp's block_q4_K layout). Each sub-block's scale
+and min are its plain min-max range (min ≤ 0 ≤ max), without llama.cpp's iterative search
+(make_qkx2_quants), so its error can exceed llama.cpp's Q4_K (not compared: no llama.cpp here;
+on Gaussian rows it is Q4_1's, tests/test_quantise.py). The blocks are read back by gguf's Q4_K
 dequantiser, so the layout is gguf's. Q4_K_M's mix (some tensors at Q6_K) is not reproduced:
 every quantised tensor is Q4_K.
 """
@@ -20,8 +23,8 @@ from typing import Any
 import jax
 import numpy as np
 
-KINDS = ("Q8_0", "Q4_1", "Q4_0", "Q4_K")
-BLOCK = {"Q8_0": 32, "Q4_1": 32, "Q4_0": 32, "Q4_K": 256}  # values per block along a row
+KINDS = ("Q8_0", "Q5_0", "Q4_1", "Q4_0", "Q4_K")
+BLOCK = {"Q8_0": 32, "Q5_0": 32, "Q4_1": 32, "Q4_0": 32, "Q4_K": 256}  # values per block along a row
 
 
 def _f16(x: np.ndarray) -> np.ndarray:
