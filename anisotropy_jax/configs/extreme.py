@@ -9,7 +9,7 @@ Variants (`--config=extreme:VARIANT`; several combine with '+'; smoke applies la
 every size, so `:small+smoke` and `:report+smoke` are smoke):
   default  every installed model of EXTREME_MODELS, 32 sentences of 20-60 words (≤ 64 tokens),
            4 images or utterances, 5 untrained seeds (Qwen2.5-Coder-0.5B/1.5B-Instruct only with
-           scripts/install.sh's `models` extra; the 1.5B needs more memory than 24 GiB)
+           scripts/install.sh's `models` extra; the 1.5B not run: docs/results/extreme/README.md)
   smoke    all-MiniLM-L6-v2 only, 8 sentences, 2 untrained seeds (CI)
   small    MiniLM-L6, MiniLM-L3, SmolLM2-135M and DINOv2-S, 16 sentences, 4 images, 5
            untrained seeds
