@@ -68,3 +68,23 @@ def test_the_controls_headline_leaves_the_embedding_state_out():
     assert headline(per) == {"max_kurtosis": 5.0, "max_abs_activation": 7.0,
                              "max_top_ratio": 30.0, "max_sink_rate": 0.9,
                              "mean_sink_rate": pytest.approx(0.55), "sink_blocks": 1}
+
+
+def test_the_bound_table_shows_each_type_beside_float32(tmp_path):
+    import json
+
+    from anisotropy_jax import doc_tables
+    from anisotropy_jax.studies.extreme import report
+
+    head = {"max_kurtosis": 100.0, "max_abs_activation": 10.0, "max_top_ratio": 50.0,
+            "max_sink_rate": 0.9, "mean_sink_rate": 0.5, "sink_blocks": 3}
+    kinds = {"float32": {"parameters": None, "headline": head},
+             "Q4_K": {"parameters": {"quantised": 3, "kept": 1, "rel_rmse": 0.08},
+                      "headline": {**head, "max_kurtosis": 90.0}}}
+    (tmp_path / "a.json").write_text(json.dumps({"models": {"mpnet": {"kinds": kinds},
+                                                            "mine": {"kinds": kinds}}}))
+    lines = report.quantisation_table(tmp_path).splitlines()
+    assert len(lines) == 2 + 4 and lines[2].startswith("| all-mpnet-base-v2 | float32 | – | – |")
+    assert "| Q4_K | 75.0% | 0.0800 | 90.0 (-10.0%) | 10.0 (+0.0%) | 50× (+0.0%) |" in lines[3]
+    assert lines[4].startswith("| mine | float32 |")
+    assert "extreme_quantisation" in doc_tables.__doc__
