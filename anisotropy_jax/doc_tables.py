@@ -25,6 +25,9 @@ KINDS (each a study's formatter, imported when used):
   extreme_storage, extreme_dimensions  the bytes and wall times, and the intrinsic dimensions,
                per model of the same folder (`studies.extreme.report.storage_table`,
                `dimension_table`)
+  extreme_quantisation  the quantisation control: extreme-token metrics of float32 weights and
+               of the same weights through GGUF types, from a folder of its JSON files
+               (`studies.extreme.report.quantisation_table`)
   intervention_claims  Godey 3 inside trained networks: the verdicts of 3s and 3c and the
                per-block differences, from a folder of the intervention's results.json files
                (`studies.report.verdicts_intervention.table`)
@@ -98,6 +101,11 @@ def _extreme_dimensions(folder: pathlib.Path):
     return report.dimension_table(folder)
 
 
+def _extreme_quantisation(folder: pathlib.Path):
+    from anisotropy_jax.studies.extreme import report
+    return report.quantisation_table(folder)
+
+
 def _intervention_claims(folder: pathlib.Path):
     from anisotropy_jax.studies.report import verdicts_intervention
     return verdicts_intervention.table(folder)
@@ -124,6 +132,7 @@ _FORMATTERS = {"seeds": _seeds, "depth": _depth, "modalities": _modalities, "cla
                "godey_2": _godey_2,
                "extreme_claims": _extreme_claims, "extreme_storage": _extreme_storage,
                "extreme_dimensions": _extreme_dimensions,
+               "extreme_quantisation": _extreme_quantisation,
                "intervention_claims": _intervention_claims,
                "normalization_grid": _normalization_grid,
                "outlier_accounts": _outlier_accounts, "compression": _compression,

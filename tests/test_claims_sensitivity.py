@@ -125,18 +125,26 @@ def test_committed_flips_are_the_ones_the_review_found(committed):
         by_key["(e)"][1])
     assert by_key["(d)"] == ("holds", by_key["(d)"][1]) and by_key["(d)"][1].startswith("robust")
     # the reruns: (a) both ways, the random key of (b), the unit rows of (d′)
-    assert by_key["(a)"][0] == "holds" and by_key["(a)"][1].startswith("robust (")
+    # (a): robust on SmolLM2 and Gemma-3; Qwen2.5-Coder-0.5B's one sink block with the BOS (rate
+    # 0.54) makes it flip under a 0.7 rate and under >= 3 blocks
+    assert by_key["(a)"][0] == "holds"
+    assert by_key["(a)"][1].startswith("flips under sink blocks at rate > 0.7 (→ partly); "
+                                       "≥ 3 sink blocks with the BOS (→ partly)")
+    without_qwen = {n: m for n, m in models.items() if not n.startswith("Qwen")}
+    assert _entry_of(without_qwen, "(a)")[1].startswith("robust (")
     numbers = {sensitivity.row_key(r[0]): r[3] for r in sensitivity.rows(models)}
     assert "repeated id with BOS 19, without 0" in numbers["(a)"]
+    assert "Qwen2.5-Coder-0.5B (tokenizer: no BOS): sink blocks of 24, repeated id with BOS 1, " \
+        "without 0" in numbers["(a)"]
     assert "random key, same heads 4/218 (0.02)" in numbers["(b)"]
     assert by_key["(d′)"][0] == "does not hold"
     assert "collapsed at ≤ 0.75× (→ holds)" in by_key["(d′)"][1]
 
 
-def test_godey_2_on_two_networks_flips_with_the_centre():
+def test_godey_2_on_three_networks_flips_with_the_centre():
     folder = doc_tables.ROOT / "docs" / "results" / "pretrained" / "godey2_centring"
     docs = {p.parent.name: results.read_results(p) for p in sorted(folder.glob("*/results.json"))}
-    assert sorted(docs) == ["gemma3", "smollm2"]
+    assert sorted(docs) == ["gemma3", "qwen2.5-coder-0.5b", "smollm2"]
     v = verdicts.godey_2(docs)
     assert v.verdict == verdicts.PARTLY
     assert v.sensitivity["centred by the per-dimension median"] == verdicts.HOLDS

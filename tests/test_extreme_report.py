@@ -201,7 +201,9 @@ def test_report_section_is_bound_to_the_committed_results():
     for kind, path, written in doc_tables.embedded(section):
         assert written == doc_tables.render(kind, path), f"{kind} {path}: run doc_tables --update"
     models = claims.load(doc_tables.ROOT / RESULTS)
-    assert len(models) == 8, sorted(models)
+    # every model of the study but Qwen2.5-Coder-1.5B, not run (docs/results/extreme/README.md)
+    from anisotropy_jax.configs.extreme import EXTREME_MODELS, QWEN25_CODER
+    assert set(models) == set(EXTREME_MODELS) - {QWEN25_CODER["1.5b"]}, sorted(models)
     for model in models.values():
         assert all(len(e["untrained"]["per_seed"]) >= 5 for e in model["inputs"].values())
 

@@ -8,7 +8,8 @@ natural text, random ids and one repeated id (docs/EXTREME.md).
 Variants (`--config=extreme:VARIANT`; several combine with '+'; smoke applies last and sets
 every size, so `:small+smoke` and `:report+smoke` are smoke):
   default  every installed model of EXTREME_MODELS, 32 sentences of 20-60 words (≤ 64 tokens),
-           4 images or utterances, 5 untrained seeds
+           4 images or utterances, 5 untrained seeds (Qwen2.5-Coder-0.5B/1.5B-Instruct only with
+           scripts/install.sh's `models` extra; the 1.5B not run: docs/results/extreme/README.md)
   smoke    all-MiniLM-L6-v2 only, 8 sentences, 2 untrained seeds (CI)
   small    MiniLM-L6, MiniLM-L3, SmolLM2-135M and DINOv2-S, 16 sentences, 4 images, 5
            untrained seeds
@@ -40,9 +41,12 @@ from anisotropy_jax.configs.pretrained import CROSS_MODAL_MODELS
 # The settings: each field, its meaning and its check.
 # The offline transformers of the cross-modal comparison (the CNN, ResNet-50, has no attention
 # and no token axis that a sink or a first token could live on, so it is not measured), and
-# Gemma-3-270M: QK-norm, beside SmolLM2-135M without it (claim (e)).
+# Gemma-3-270M: QK-norm, beside SmolLM2-135M without it (claim (e)); and Qwen2.5-Coder-Instruct
+# at two sizes (Q4_K_M GGUFs of the `models` extra): one family's scale trend.
 GEMMA3 = "Gemma-3-270M"
-EXTREME_MODELS = tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untrained") + (GEMMA3,)
+QWEN25_CODER = {"0.5b": "Qwen2.5-Coder-0.5B-Instruct", "1.5b": "Qwen2.5-Coder-1.5B-Instruct"}
+EXTREME_MODELS = (tuple(m for m in CROSS_MODAL_MODELS if m != "ResNet-50-untrained") + (GEMMA3,)
+                  + tuple(QWEN25_CODER.values()))
 # Text inputs: Shakespeare sentences, the same token positions filled with uniformly drawn ids,
 # and with one id repeated (Gu et al.'s control). Image and audio models take their offline
 # defaults (photographs, spoken Shakespeare) as their one natural input.

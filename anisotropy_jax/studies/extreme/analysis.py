@@ -18,7 +18,7 @@ import jax
 
 from anisotropy_jax.config import require
 from anisotropy_jax.configs.pretrained import PretrainedConfig
-from anisotropy_jax.configs.extreme import GEMMA3, ExtremeConfig
+from anisotropy_jax.configs.extreme import GEMMA3, QWEN25_CODER, ExtremeConfig
 from anisotropy_jax.models.formats import gguf
 from anisotropy_jax.protocol import SILENT, Progress
 from anisotropy_jax.studies.extreme import inputs as inputs_lib
@@ -28,9 +28,12 @@ from anisotropy_jax.studies import cross_modal
 
 
 # name → () → the model's folder or file, None when not installed: the cross-modal study's
-# locators, and Gemma-3's GGUF (assembled once from its package's parts into the cache).
+# locators, and Gemma-3's and Qwen2.5-Coder's GGUFs (joined once from their packages' parts into
+# the cache).
 LOCATORS = {**{name: entry[2] for name, entry in cross_modal.MODELS.items()},
-            GEMMA3: gguf.packaged_gemma3_gguf}
+            GEMMA3: gguf.packaged_gemma3_gguf,
+            **{name: (lambda size=size: gguf.packaged_qwen25_coder_gguf(size))
+               for size, name in QWEN25_CODER.items()}}
 
 
 @dataclasses.dataclass(frozen=True)

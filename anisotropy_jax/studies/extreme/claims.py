@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from anisotropy_jax.configs.extreme import GEMMA3
+from anisotropy_jax.configs.extreme import GEMMA3, QWEN25_CODER
 from anisotropy_jax.studies.extreme import summary
 from anisotropy_jax.studies.extreme.loading import load  # noqa: F401 (re-exported)
 from anisotropy_jax.studies.extreme.rules import (CARRIED_SHARE, CLAIMS, CONTROL_MARGIN,
@@ -32,7 +32,8 @@ from anisotropy_jax.studies.extreme.rules import (CARRIED_SHARE, CLAIMS, CONTROL
 
 SHORT = {GEMMA3: "Gemma-3", "all-MiniLM-L6-v2": "MiniLM-L6", "paraphrase-MiniLM-L3-v2": "MiniLM-L3",
          "all-mpnet-base-v2": "MPNet", "SmolLM2-135M-Instruct": "SmolLM2",
-         "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S"}
+         "Whisper-tiny.en": "Whisper-tiny", "Whisper-base": "Whisper-base", "DINOv2-S": "DINOv2-S",
+         **{name: name.removesuffix("-Instruct") for name in QWEN25_CODER.values()}}
 
 
 def short(name: str) -> str:

@@ -218,3 +218,43 @@ def dimension_table(folder: Any) -> str:
         lines.append(f"| {name} | " + " | ".join(_dimension_cells(run[key]) for key in (
             "twonn_dimension", "gride_dimension") for run in (trained, mean)) + " |")
     return "\n".join(lines) + "\n"
+
+
+# The quantisation control's columns (benchmarks/quantisation_control.py "headline"): key,
+# title, format; the first three also show their change from the float32 weights.
+QUANTISATION_COLUMNS = (("max_kurtosis", "kurtosis", "{:,.1f}"),
+                        ("max_abs_activation", "max \\|activation\\|", "{:,.1f}"),
+                        ("max_top_ratio", "top/median", "{:,.0f}×"),
+                        ("max_sink_rate", "max sink rate", "{:.2f}"),
+                        ("mean_sink_rate", "mean sink rate", "{:.3f}"),
+                        ("sink_blocks", "blocks > 0.5", "{}"))
+
+
+def quantisation_table(folder: Any) -> str:
+    """Per model of every *.json under `folder` (benchmarks/quantisation_control.py) and per
+    weight type: the share of the parameters quantised, their relative RMS error, and the
+    headline metrics over the states i ≥ 1 and the blocks, the first three with their change
+    from float32 (docs/EXTREME.md "Quantisation control"; doc_tables kind
+    `extreme_quantisation`)."""
+    from anisotropy_jax.models import packaged
+
+    titles = " | ".join(title for _, title, _ in QUANTISATION_COLUMNS)
+    lines = [f"| model | weights | quantised | weight error | {titles} |",
+             "|---|---|---|---|" + "---|" * len(QUANTISATION_COLUMNS)]
+    for path in sorted(pathlib.Path(folder).glob("*.json")):
+        for name, model in results_lib.read_results(path)["models"].items():
+            base, entry = model["kinds"]["float32"]["headline"], packaged.find(name)
+            name = entry.title if entry is not None else name  # the offline model's own name
+            for kind, entry in model["kinds"].items():
+                counts, head = entry["parameters"], entry["headline"]
+                share = ("–" if counts is None else
+                         f"{counts['quantised'] / (counts['quantised'] + counts['kept']):.1%}")
+                error = "–" if counts is None else f"{counts['rel_rmse']:.4f}"
+                cells = []
+                for i, (key, _, fmt) in enumerate(QUANTISATION_COLUMNS):
+                    cell = fmt.format(head[key])
+                    if i < 3 and counts is not None:
+                        cell += f" ({head[key] / base[key] - 1:+.1%})"
+                    cells.append(cell)
+                lines.append(f"| {name} | {kind} | {share} | {error} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
