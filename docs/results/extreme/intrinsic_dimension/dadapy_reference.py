@@ -2,8 +2,9 @@
 checks `anisotropy_jax.metrics.intrinsic_dimension` against.
 
 dadapy 0.3.4 pins jax==0.4.30, flax==0.8.5 and numpy<2, which conflict with this project's pins
-(jax 0.10.2, numpy 2.4.6), so it cannot be a test dependency: it runs in a virtual environment of
-its own, and its numbers are committed in dadapy_reference.json beside this file. Regenerate:
+(jax 0.10.2, numpy 2.4.6), so it runs in a virtual environment of its own
+(tests/test_dadapy.py runs it live in .venv-dadapy), and its numbers on these sets are
+committed in dadapy_reference.json beside this file. Regenerate (or use .venv-dadapy/bin/python):
 
     python3 -m venv /tmp/dadapy_venv && /tmp/dadapy_venv/bin/pip install dadapy==0.3.4
     /tmp/dadapy_venv/bin/python docs/results/extreme/intrinsic_dimension/dadapy_reference.py \
