@@ -4,7 +4,9 @@
 
 Unpacks call*/outliers_<arm>.tgz into a temporary folder, applies the rules fixed before the runs
 (anisotropy_jax/studies/report/verdicts_outliers.py) to the 3,000-step arms, and writes
-verdicts.json and table.md beside this file (the 12,000-step AdamW run is the control's probe).
+verdicts.json and table.md beside this file (the 12,000-step AdamW run is the control's probe),
+and the metric × step figures `<metric>_by_step.png` (one panel per arm, every seed in grey,
+their mean in blue).
 """
 import json
 import pathlib
@@ -13,12 +15,28 @@ import tempfile
 
 import numpy as np
 
+from anisotropy_jax import results
+from anisotropy_jax.plotting import outliers
 from anisotropy_jax.studies.report import verdicts_outliers as V
 
 HERE = pathlib.Path(__file__).resolve().parent
 ARMS = ("adamw", "sgd", "muon", "adamw_rotated", "single_gain", "no_gain", "post_ln")
 SHOWN = ("val_loss", "cross_sequence_cosine", "abs_cos_qk", "sink_rate", "massive_top_ratio",
          "kurtosis")
+
+# (metric, y label, log y, threshold line) of the metric × step figures
+FIGURES = (("massive_top_ratio", "max |h| / median |h|", True, V.CONTROL_MASSIVE),
+           ("sink_rate", "sink rate", False, None),
+           ("cross_sequence_cosine", "cross-sequence cosine", False, None),
+           ("abs_cos_qk", "|cos(mean q, mean k)|", False, None),
+           ("val_loss", "validation loss (nats/token)", False, None))
+
+
+def write_figures(by_arm):
+    for metric, label, log_y, threshold in FIGURES:
+        results.save_figure(outliers.metric_by_step(by_arm, metric, label=label, log_y=log_y,
+                                                    threshold=threshold),
+                            HERE / f"{metric}_by_step.png")
 
 
 def main():
@@ -29,6 +47,7 @@ def main():
         arms = V.read_arms({arm: pathlib.Path(tmp, arm) for arm in ARMS})
         probe = V.read_arms({"adamw_12k": pathlib.Path(tmp, "adamw_12k")})
     verdicts = V.all_verdicts(arms)
+    write_figures(arms["bigram_backcopy"])
     rows = ["| arm | steps | seeds | " + " | ".join(SHOWN) + " |",
             "| --- | --- | --- |" + " --- |" * len(SHOWN)]
     for dataset, by_arm in {**arms, **{d: a for d, a in probe.items()}}.items():
