@@ -24,7 +24,7 @@ def measure(dadapy, x):
     n_distinct = int(data.N)
     data = dadapy.Data(coordinates=x.copy(), verbose=False)
     data.remove_identical_points()
-    ids, _, scales = data.return_id_scaling_gride(range_max=32)
+    ids, _, _ = data.return_id_scaling_gride(range_max=32)
     return {"n": len(x), "n_distinct": n_distinct, "twonn": float(twonn),
             "gride_scaling_32": [float(v) for v in ids]}
 

@@ -15,6 +15,7 @@ Two steps, in two environments (dadapy 0.3.4 pins jax==0.4.30 and numpy<2; see R
         > docs/results/extreme/intrinsic_dimension/dadapy_states.json
 """
 import contextlib
+import importlib.util
 import json
 import pathlib
 import sys
@@ -39,20 +40,21 @@ def write_states():
 
 
 def measure(dadapy):
+    """dadapy's numbers on the stored states, through the test suite's live oracle (the same
+    calls: remove_identical_points, compute_id_2NN, return_id_scaling_gride(range_max=32))."""
+    spec = importlib.util.spec_from_file_location(
+        "dadapy_oracle", HERE.parents[3] / "tests" / "dadapy_oracle.py")
+    oracle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oracle)
     out = {"dadapy": "0.3.4", "numpy": np.__version__, "states": {}}
     with np.load(STATES) as stored:
         for name in LAYERS:
             x = stored[name].astype(np.float64)
-            data = dadapy.Data(coordinates=x.copy(), verbose=False)
-            data.remove_identical_points()
-            twonn = data.compute_id_2NN(algorithm="base", mu_fraction=0.9)[0]
-            n_distinct = int(data.N)
-            data = dadapy.Data(coordinates=x.copy(), verbose=False)
-            data.remove_identical_points()
-            ids, _, _ = data.return_id_scaling_gride(range_max=32)
-            out["states"][name] = {"n": len(x), "n_after_remove_identical_points": n_distinct,
-                                   "sum": float(np.sum(x)), "twonn_fit_fraction_0.9": float(twonn),
-                                   "gride_scaling_32": [float(v) for v in ids]}
+            got = oracle.measure(dadapy, x)
+            out["states"][name] = {"n": got["n"], "n_after_remove_identical_points":
+                                   got["n_distinct"], "sum": float(np.sum(x)),
+                                   "twonn_fit_fraction_0.9": got["twonn"],
+                                   "gride_scaling_32": got["gride_scaling_32"]}
     return out
 
 
